@@ -1,0 +1,42 @@
+import os
+import sys
+
+import pytest
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHARED_DATA = os.environ.get("VT_SHARED_DATA", os.path.join(ROOT, "..", "shared", "data"))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+torch.set_num_threads(min(2, torch.get_num_threads()))
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: longer runs on real data (opt-in: VT_SLOW=1 or -m slow)")
+
+
+def pytest_collection_modifyitems(config, items):
+    if os.environ.get("VT_SLOW") == "1" or "slow" in (config.getoption("-m") or ""):
+        return
+    skip = pytest.mark.skip(reason="slow test: set VT_SLOW=1 to run")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def tiny_config():
+    from vanilla_transformer import VanillaTransformerConfig
+
+    return VanillaTransformerConfig.from_preset("tiny", dropout=0.0)
+
+
+def subprocess_env():
+    """Environment for a child Python in which `vanilla_transformer` cannot be imported."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["HF_HUB_OFFLINE"] = "1"
+    return env

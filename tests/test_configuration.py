@@ -1,0 +1,73 @@
+import pytest
+
+from transformers import AutoConfig
+
+from vanilla_transformer import PRESETS, VanillaTransformerConfig
+
+
+def test_defaults_are_the_papers_base_model():
+    c = VanillaTransformerConfig()
+    assert (c.d_model, c.encoder_layers, c.decoder_layers, c.encoder_attention_heads, c.encoder_ffn_dim) == (
+        512, 6, 6, 8, 2048)
+    assert (c.dropout, c.activation_function, c.position_embedding_type) == (0.1, "relu", "sinusoidal")
+    assert c.normalize_before is False and c.scale_embedding is True and c.tie_word_embeddings is True
+    # generic names through attribute_map
+    assert (c.hidden_size, c.num_attention_heads, c.num_hidden_layers) == (512, 8, 6)
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_presets(name):
+    c = VanillaTransformerConfig.from_preset(name, dropout=0.2)
+    assert c.dropout == 0.2
+    for key, value in PRESETS[name].items():
+        if key != "dropout":
+            assert getattr(c, key) == value
+
+
+def test_small_and_big_presets():
+    small = VanillaTransformerConfig.from_preset("small")
+    assert (small.d_model, small.encoder_layers, small.encoder_attention_heads, small.encoder_ffn_dim) == (256, 3, 4, 1024)
+    big = VanillaTransformerConfig.from_preset("big")
+    assert (big.d_model, big.encoder_attention_heads, big.encoder_ffn_dim, big.dropout) == (1024, 16, 4096, 0.3)
+
+
+def test_unknown_preset():
+    with pytest.raises(ValueError, match="'huge'"):
+        VanillaTransformerConfig.from_preset("huge")
+
+
+@pytest.mark.parametrize(
+    "overrides, field",
+    [
+        (dict(d_model=30), "d_model=30"),
+        (dict(decoder_attention_heads=3), "decoder_attention_heads=3"),
+        (dict(encoder_layers=0), "encoder_layers"),
+        (dict(vocab_size=-5), "vocab_size"),
+        (dict(encoder_ffn_dim=2.5), "encoder_ffn_dim"),
+        (dict(dropout=1.0), "dropout"),
+        (dict(attention_dropout=-0.1), "attention_dropout"),
+        (dict(label_smoothing=1.5), "label_smoothing"),
+        (dict(activation_function="sigmoid2"), "sigmoid2"),
+        (dict(position_embedding_type="rotary"), "rotary"),
+        (dict(pad_token_id=99), "pad_token_id=99"),
+        (dict(eos_token_id=-1), "eos_token_id=-1"),
+        (dict(decoder_start_token_id=1000), "decoder_start_token_id=1000"),
+    ],
+)
+def test_invalid_values_name_the_field(overrides, field):
+    with pytest.raises(ValueError, match=field.replace("(", r"\(")):
+        VanillaTransformerConfig.from_preset("tiny", **overrides)
+
+
+def test_round_trip_and_auto_config(tmp_path):
+    c = VanillaTransformerConfig.from_preset("tiny", normalize_before=True, position_embedding_type="learned")
+    c.save_pretrained(tmp_path)
+    loaded = AutoConfig.from_pretrained(tmp_path)
+    assert isinstance(loaded, VanillaTransformerConfig)
+    assert loaded.to_diff_dict() == c.to_diff_dict()
+    assert set(loaded.auto_map) == {"AutoConfig", "AutoModel", "AutoModelForSeq2SeqLM", "AutoModelForTokenClassification"}
+
+
+def test_labels():
+    c = VanillaTransformerConfig.from_preset("tiny", id2label={0: "O", 1: "B-PER", 2: "I-PER"})
+    assert c.num_labels == 3 and c.label2id["B-PER"] == 1

@@ -1,0 +1,44 @@
+"""vanilla-transformer: the Transformer of "Attention Is All You Need" as a first-class Hugging Face model."""
+
+from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, AutoModelForTokenClassification
+from transformers.pipelines import PIPELINE_REGISTRY
+
+from .configuration_vanilla_transformer import PRESETS, VanillaTransformerConfig
+from .modeling_vanilla_transformer import (
+    VanillaTransformerEncoderModel,
+    VanillaTransformerForConditionalGeneration,
+    VanillaTransformerForTokenClassification,
+    VanillaTransformerModel,
+    VanillaTransformerPreTrainedModel,
+    VanillaTranslationPipeline,
+)
+from .modeling_vanilla_transformer import TRANSLATION_TASK
+
+__version__ = "0.1.0"
+
+AutoConfig.register(VanillaTransformerConfig.model_type, VanillaTransformerConfig, exist_ok=True)
+AutoModel.register(VanillaTransformerConfig, VanillaTransformerModel, exist_ok=True)
+AutoModelForSeq2SeqLM.register(VanillaTransformerConfig, VanillaTransformerForConditionalGeneration, exist_ok=True)
+AutoModelForTokenClassification.register(VanillaTransformerConfig, VanillaTransformerForTokenClassification, exist_ok=True)
+
+PIPELINE_REGISTRY.register_pipeline(
+    TRANSLATION_TASK, pipeline_class=VanillaTranslationPipeline, pt_model=AutoModelForSeq2SeqLM, type="text"
+)
+
+# save_pretrained writes these into config.json's auto_map and copies the two code files next to the weights,
+# so `trust_remote_code=True` loads a saved model where this package is not installed.
+VanillaTransformerConfig.register_for_auto_class()
+VanillaTransformerModel.register_for_auto_class("AutoModel")
+VanillaTransformerForConditionalGeneration.register_for_auto_class("AutoModelForSeq2SeqLM")
+VanillaTransformerForTokenClassification.register_for_auto_class("AutoModelForTokenClassification")
+
+__all__ = [
+    "PRESETS",
+    "VanillaTransformerConfig",
+    "VanillaTransformerPreTrainedModel",
+    "VanillaTransformerModel",
+    "VanillaTransformerEncoderModel",
+    "VanillaTransformerForConditionalGeneration",
+    "VanillaTransformerForTokenClassification",
+    "VanillaTranslationPipeline",
+]

@@ -1,0 +1,139 @@
+"""Configuration of the Transformer of "Attention Is All You Need" (Vaswani et al., 2017).
+
+This file imports only transformers: `save_pretrained` copies it next to the weights so that
+`AutoConfig.from_pretrained(dir, trust_remote_code=True)` works without our package installed.
+"""
+
+from transformers import PreTrainedConfig
+
+ACTIVATIONS = ("relu", "gelu", "gelu_new", "silu", "swish", "tanh")
+POSITION_EMBEDDING_TYPES = ("sinusoidal", "learned")
+AUTO_MAP = {
+    "AutoConfig": "configuration_vanilla_transformer.VanillaTransformerConfig",
+    "AutoModel": "modeling_vanilla_transformer.VanillaTransformerModel",
+    "AutoModelForSeq2SeqLM": "modeling_vanilla_transformer.VanillaTransformerForConditionalGeneration",
+    "AutoModelForTokenClassification": "modeling_vanilla_transformer.VanillaTransformerForTokenClassification",
+}
+
+# Table 3 of the paper: "base" and "big"; "small" fits a laptop; "tiny" is for tests.
+PRESETS = {
+    "base": dict(d_model=512, encoder_layers=6, decoder_layers=6, encoder_attention_heads=8,
+                 decoder_attention_heads=8, encoder_ffn_dim=2048, decoder_ffn_dim=2048, dropout=0.1),
+    "big": dict(d_model=1024, encoder_layers=6, decoder_layers=6, encoder_attention_heads=16,
+                decoder_attention_heads=16, encoder_ffn_dim=4096, decoder_ffn_dim=4096, dropout=0.3),
+    "small": dict(d_model=256, encoder_layers=3, decoder_layers=3, encoder_attention_heads=4,
+                  decoder_attention_heads=4, encoder_ffn_dim=1024, decoder_ffn_dim=1024, dropout=0.1),
+    "tiny": dict(vocab_size=99, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+                 decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, dropout=0.1,
+                 max_position_embeddings=128),
+}
+
+
+class VanillaTransformerConfig(PreTrainedConfig):
+    r"""Configuration of [`VanillaTransformerModel`] and its heads. Defaults are the paper's base model.
+
+    Args:
+        vocab_size: size of the joint source/target vocabulary (section 5.1: shared BPE of about 37000 tokens).
+        d_model: width of every sub-layer output and of the embeddings (section 3.1).
+        encoder_layers / decoder_layers: N, the number of identical layers in each stack (section 3.1).
+        encoder_attention_heads / decoder_attention_heads: h, the number of heads (section 3.2.2).
+        encoder_ffn_dim / decoder_ffn_dim: d_ff, the inner width of the feed-forward network (section 3.3).
+        activation_function: non-linearity of the feed-forward network (the paper: ReLU, equation 2).
+        dropout: P_drop on each sub-layer output and on the embedding sums (section 5.4).
+        attention_dropout: dropout on attention probabilities (not in the paper; 0 keeps it faithful).
+        activation_dropout: dropout inside the feed-forward network (not in the paper).
+        max_position_embeddings: size of the learned position table; sinusoidal positions extend beyond it.
+        position_embedding_type: "sinusoidal" (section 3.5) or "learned" (the paper's Table 3, row E).
+        normalize_before: False = post-LN, `LayerNorm(x + Sublayer(x))` as in the paper; True = pre-LN.
+        scale_embedding: multiply embeddings by sqrt(d_model) (section 3.4).
+        tie_word_embeddings: one embedding matrix shared by encoder, decoder and the output projection (3.4).
+        init_std: standard deviation of the classifier head's initialisation.
+        label_smoothing: epsilon_ls of the training loss (section 5.4 uses 0.1); 0 = plain cross-entropy.
+        classifier_dropout: dropout before the token-classification head (None = `dropout`).
+    """
+
+    model_type = "vanilla_transformer"
+    keys_to_ignore_at_inference = ["past_key_values"]
+    attribute_map = {
+        "hidden_size": "d_model",
+        "num_attention_heads": "encoder_attention_heads",
+        "num_hidden_layers": "encoder_layers",
+    }
+
+    vocab_size: int = 37000
+    d_model: int = 512
+    encoder_layers: int = 6
+    decoder_layers: int = 6
+    encoder_attention_heads: int = 8
+    decoder_attention_heads: int = 8
+    encoder_ffn_dim: int = 2048
+    decoder_ffn_dim: int = 2048
+    activation_function: str = "relu"
+    dropout: float = 0.1
+    attention_dropout: float = 0.0
+    activation_dropout: float = 0.0
+    max_position_embeddings: int = 1024
+    position_embedding_type: str = "sinusoidal"
+    normalize_before: bool = False
+    scale_embedding: bool = True
+    tie_word_embeddings: bool = True
+    init_std: float = 0.02
+    label_smoothing: float = 0.0
+    classifier_dropout: float | None = None
+    use_cache: bool = True
+    is_encoder_decoder: bool = True
+    pad_token_id: int | None = 0
+    bos_token_id: int | None = 1
+    eos_token_id: int | None = 2
+    decoder_start_token_id: int | None = 1
+
+    def __post_init__(self, **kwargs):
+        super().__post_init__(**kwargs)
+        if self.id2label is not None and not self.label2id:
+            self.label2id = {label: i for i, label in self.id2label.items()}
+        # Every saved model names all our Auto classes, so `trust_remote_code=True` loads any head from any checkpoint.
+        self.auto_map = {**AUTO_MAP, **(getattr(self, "auto_map", None) or {})}
+        self.validate_vanilla_transformer()
+
+    @classmethod
+    def from_preset(cls, name: str, **overrides) -> "VanillaTransformerConfig":
+        """A named configuration ("base", "big", "small", "tiny") with `overrides` applied on top."""
+        if name not in PRESETS:
+            raise ValueError(f"Unknown preset {name!r}; choose one of {sorted(PRESETS)}.")
+        return cls(**{**PRESETS[name], **overrides})
+
+    def validate_vanilla_transformer(self):
+        """Raise `ValueError` naming the field and its value for anything the model cannot be built from."""
+        sizes = ("vocab_size", "d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads",
+                 "decoder_attention_heads", "encoder_ffn_dim", "decoder_ffn_dim", "max_position_embeddings")
+        for name in sizes:
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}.")
+        for name in ("encoder_attention_heads", "decoder_attention_heads"):
+            if self.d_model % getattr(self, name):
+                raise ValueError(f"d_model={self.d_model} is not divisible by {name}={getattr(self, name)}.")
+        if self.position_embedding_type == "sinusoidal" and self.d_model % 2:
+            raise ValueError(f"sinusoidal positions need an even d_model, got d_model={self.d_model}.")
+        for name in ("dropout", "attention_dropout", "activation_dropout", "label_smoothing", "classifier_dropout"):
+            value = getattr(self, name)
+            if name == "classifier_dropout" and value is None:
+                continue
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0.0 <= value < 1.0:
+                raise ValueError(f"{name} must be a number in [0, 1), got {value!r}.")
+        if self.activation_function not in ACTIVATIONS:
+            raise ValueError(f"activation_function must be one of {ACTIVATIONS}, got {self.activation_function!r}.")
+        if self.position_embedding_type not in POSITION_EMBEDDING_TYPES:
+            raise ValueError(
+                f"position_embedding_type must be one of {POSITION_EMBEDDING_TYPES}, "
+                f"got {self.position_embedding_type!r}."
+            )
+        for name in ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < self.vocab_size:
+                raise ValueError(f"{name}={value!r} is outside the vocabulary [0, {self.vocab_size}).")
+
+
+__all__ = ["VanillaTransformerConfig", "PRESETS"]

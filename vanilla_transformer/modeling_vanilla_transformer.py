@@ -1,0 +1,795 @@
+"""The Transformer of "Attention Is All You Need" (Vaswani et al., 2017) as a Hugging Face model.
+
+Section numbers in docstrings refer to the paper. This file imports only torch, transformers and its
+configuration file (relatively): `save_pretrained` copies both files next to the weights so that
+`trust_remote_code=True` loads them where our package is not installed.
+"""
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from transformers import initialization as init
+from transformers.activations import ACT2FN
+from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
+from transformers.generation import GenerationMixin
+from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_outputs import (
+    BaseModelOutput,
+    BaseModelOutputWithPastAndCrossAttentions,
+    Seq2SeqLMOutput,
+    Seq2SeqModelOutput,
+    TokenClassifierOutput,
+)
+from transformers.modeling_utils import PreTrainedModel
+from transformers.pipelines import Pipeline
+from transformers.utils import logging
+
+from .configuration_vanilla_transformer import VanillaTransformerConfig
+
+logger = logging.get_logger(__name__)
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Input checks: bad input gets a clear error here, not a trace from deep inside torch.
+
+
+def check_token_ids(name: str, ids: torch.Tensor, vocab_size: int) -> None:
+    if not isinstance(ids, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(ids).__name__}.")
+    if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
+        raise TypeError(f"{name} must hold integer token ids, got dtype {ids.dtype}.")
+    if ids.dim() != 2:
+        raise ValueError(f"{name} must have shape (batch, length), got {tuple(ids.shape)}.")
+    if ids.shape[0] == 0 or ids.shape[1] == 0:
+        raise ValueError(f"{name} is empty: shape {tuple(ids.shape)}.")
+    lo, hi = int(ids.min()), int(ids.max())
+    if lo < 0 or hi >= vocab_size:
+        bad = lo if lo < 0 else hi
+        raise ValueError(f"{name} contains token id {bad}, outside the vocabulary [0, {vocab_size}).")
+
+
+def check_mask(name: str, mask: torch.Tensor | None, shape: tuple) -> None:
+    if mask is not None and tuple(mask.shape) != tuple(shape):
+        raise ValueError(f"{name} has shape {tuple(mask.shape)} but the inputs have shape {tuple(shape)}.")
+
+
+def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_token_id: int) -> torch.Tensor:
+    """Teacher forcing: the decoder sees `<start> y_1 ... y_{n-1}` and predicts `y_1 ... y_n` (section 3.1)."""
+    shifted = labels.new_full(labels.shape, pad_token_id)
+    shifted[:, 1:] = labels[:, :-1]
+    shifted[:, 0] = decoder_start_token_id
+    return shifted.masked_fill_(shifted == -100, pad_token_id)
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Embeddings (sections 3.4 and 3.5)
+
+
+class VanillaTransformerPositionalEmbedding(nn.Module):
+    """Positions added to the token embeddings (section 3.5).
+
+    "sinusoidal": PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(...), interleaved as in the paper.
+    The table has no parameters and is not saved; it is built lazily and grows with the longest sequence seen, so
+    inputs longer than `max_position_embeddings` work. "learned": a trained table of `max_position_embeddings` rows.
+    """
+
+    def __init__(self, config: VanillaTransformerConfig):
+        super().__init__()
+        self.kind = config.position_embedding_type
+        self.d_model = config.d_model
+        self.max_positions = config.max_position_embeddings
+        if self.kind == "learned":
+            self.weight = nn.Parameter(torch.empty(config.max_position_embeddings, config.d_model))
+        self._table = None  # sinusoidal cache, (n_positions, d_model) fp32
+
+    @staticmethod
+    def sinusoidal_table(n_positions: int, d_model: int, device=None) -> torch.Tensor:
+        position = torch.arange(n_positions, dtype=torch.float32, device=device).unsqueeze(1)  # (P, 1)
+        inv_freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32, device=device) * (-math.log(10000.0) / d_model))
+        angles = position * inv_freq  # (P, D/2)
+        return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(1)  # (P, D): sin, cos interleaved
+
+    def forward(self, past_length: int, length: int, device) -> torch.Tensor:
+        end = past_length + length
+        if self.kind == "learned":
+            if end > self.max_positions:
+                raise ValueError(
+                    f"Sequence of {end} positions exceeds max_position_embeddings={self.max_positions} of the learned "
+                    "position table; truncate the input or use position_embedding_type='sinusoidal'."
+                )
+            return self.weight[past_length:end]
+        if self._table is None or self._table.shape[0] < end or self._table.device != torch.device(device):
+            size = max(end, self.max_positions, 2 * (self._table.shape[0] if self._table is not None else 0))
+            self._table = self.sinusoidal_table(size, self.d_model, device)
+        return self._table[past_length:end]
+
+
+class VanillaTransformerEmbedding(nn.Module):
+    """Token embedding x sqrt(d_model) (section 3.4) + positions (section 3.5) -> dropout (section 5.4)."""
+
+    def __init__(self, config: VanillaTransformerConfig, embed_tokens: nn.Embedding):
+        super().__init__()
+        self.embed_tokens = embed_tokens
+        self.embed_positions = VanillaTransformerPositionalEmbedding(config)
+        self.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
+        self.dropout = config.dropout
+
+    def forward(self, input_ids=None, inputs_embeds=None, past_length: int = 0) -> torch.Tensor:
+        if inputs_embeds is None:
+            inputs_embeds = self.embed_tokens(input_ids)
+        hidden = inputs_embeds * self.embed_scale + self.embed_positions(
+            past_length, inputs_embeds.shape[1], inputs_embeds.device
+        ).to(inputs_embeds.dtype)
+        return F.dropout(hidden, p=self.dropout, training=self.training)
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Attention (section 3.2)
+
+
+def make_attention_mask(
+    attention_mask: torch.Tensor | None,
+    query_length: int,
+    dtype: torch.dtype,
+    causal: bool = False,
+    past_length: int = 0,
+    device=None,
+) -> torch.Tensor | None:
+    """The one mask helper: `attention_mask` (batch, keys) with 1 = attend -> additive mask (batch, 1, queries, keys).
+
+    Masked scores get the dtype's minimum (never a literal like -1e9, which overflows in fp16), so a fully padded row
+    stays finite: its softmax is uniform instead of NaN. Causal masking (section 3.2.3) lets query i (at absolute
+    position past_length + i) see keys 0..past_length + i. Returns None when nothing is masked.
+    """
+    if attention_mask is None and (not causal or query_length == 1):
+        return None
+    if attention_mask is not None:
+        device = attention_mask.device
+        key_length = attention_mask.shape[-1]
+        allowed = attention_mask[:, None, None, :].bool()  # (B, 1, 1, S)
+    else:
+        key_length = past_length + query_length
+        allowed = torch.ones(1, 1, 1, key_length, dtype=torch.bool, device=device)
+    if causal:
+        query_pos = torch.arange(past_length, past_length + query_length, device=device)[:, None]  # (T, 1)
+        key_pos = torch.arange(key_length, device=device)[None, :]  # (1, S)
+        allowed = allowed & (key_pos <= query_pos)  # (B, 1, T, S)
+    zero = torch.zeros((), dtype=dtype, device=device)
+    return torch.where(allowed, zero, torch.finfo(dtype).min)
+
+
+def scaled_dot_product_attention(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    dropout: float = 0.0,
+    output_attentions: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The one attention function, Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V (equation 1).
+
+    Backend from `config._attn_implementation`: "sdpa" uses torch's fused kernel, "eager" the explicit product (and can
+    return the attention weights). On CPU, bf16 SDPA's backward is several times slower than the explicit product, so
+    "sdpa" falls back to it for bf16 training there; the numbers are the same either way.
+    """
+    implementation = module.config._attn_implementation or "sdpa"
+    use_sdpa = implementation == "sdpa" and not output_attentions
+    if use_sdpa and query.device.type == "cpu" and query.dtype == torch.bfloat16 and torch.is_grad_enabled():
+        use_sdpa = False
+    if use_sdpa:
+        if attention_mask is not None and attention_mask.dtype != query.dtype:
+            attention_mask = attention_mask.to(query.dtype)
+        out = F.scaled_dot_product_attention(query, key, value, attn_mask=attention_mask, dropout_p=dropout)
+        return out, None
+    scores = torch.matmul(query, key.transpose(-1, -2)) * (query.shape[-1] ** -0.5)  # (B, H, T, S)
+    if attention_mask is not None:
+        scores = scores + attention_mask
+    weights = F.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
+    out = torch.matmul(F.dropout(weights, p=dropout, training=module.training), value)  # (B, H, T, Dh)
+    return out, weights
+
+
+class VanillaTransformerAttention(nn.Module):
+    """Multi-head attention (section 3.2.2): h parallel heads of size d_model / h, concatenated and projected.
+
+    Used three ways (section 3.2.3): encoder self-attention, masked decoder self-attention (keys/values appended to the
+    cache one step at a time), and encoder-decoder attention (keys/values computed once from the encoder output).
+    """
+
+    def __init__(self, config: VanillaTransformerConfig, layer_idx: int | None = None, num_heads: int = 8,
+                 is_cross_attention: bool = False):
+        super().__init__()
+        self.config = config
+        self.layer_idx = layer_idx
+        self.num_heads = num_heads
+        self.head_dim = config.d_model // num_heads
+        self.dropout = config.attention_dropout
+        self.is_cross_attention = is_cross_attention
+        self.q_proj = nn.Linear(config.d_model, config.d_model)
+        self.k_proj = nn.Linear(config.d_model, config.d_model)
+        self.v_proj = nn.Linear(config.d_model, config.d_model)
+        self.out_proj = nn.Linear(config.d_model, config.d_model)
+
+    def _heads(self, x: torch.Tensor) -> torch.Tensor:
+        return x.view(*x.shape[:-1], self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, T, Dh)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        key_value_states: torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
+        output_attentions: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        query = self._heads(self.q_proj(hidden_states))
+        cache = None
+        if past_key_values is not None:
+            cache = past_key_values.cross_attention_cache if self.is_cross_attention else past_key_values.self_attention_cache
+        if self.is_cross_attention and cache is not None and past_key_values.is_updated.get(self.layer_idx):
+            key, value = cache.layers[self.layer_idx].keys, cache.layers[self.layer_idx].values
+        else:
+            source = key_value_states if self.is_cross_attention else hidden_states
+            key, value = self._heads(self.k_proj(source)), self._heads(self.v_proj(source))
+            if cache is not None:
+                key, value = cache.update(key, value, self.layer_idx)
+                if self.is_cross_attention:
+                    past_key_values.is_updated[self.layer_idx] = True
+        out, weights = scaled_dot_product_attention(
+            self, query, key, value, attention_mask,
+            dropout=self.dropout if self.training else 0.0, output_attentions=output_attentions,
+        )
+        out = out.transpose(1, 2).reshape(*hidden_states.shape[:-1], -1)  # (B, T, D)
+        return self.out_proj(out), weights
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Layers (section 3.1) and the feed-forward network (section 3.3)
+
+
+class VanillaTransformerSublayer(nn.Module):
+    """Residual connection around a sub-layer with layer normalisation (section 3.1) and dropout (section 5.4).
+
+    Post-LN (the paper): LayerNorm(x + Dropout(Sublayer(x))). Pre-LN (`normalize_before=True`, a deliberate deviation
+    that trains deep stacks without warm-up): x + Dropout(Sublayer(LayerNorm(x))).
+    """
+
+    def __init__(self, config: VanillaTransformerConfig):
+        super().__init__()
+        self.layer_norm = nn.LayerNorm(config.d_model)
+        self.normalize_before = config.normalize_before
+        self.dropout = config.dropout
+
+    def forward(self, x: torch.Tensor, sublayer) -> tuple[torch.Tensor, torch.Tensor | None]:
+        out, extra = sublayer(self.layer_norm(x) if self.normalize_before else x)
+        x = x + F.dropout(out, p=self.dropout, training=self.training)
+        return (x if self.normalize_before else self.layer_norm(x)), extra
+
+
+class VanillaTransformerFeedForward(nn.Module):
+    """FFN(x) = max(0, x W1 + b1) W2 + b2 (equation 2), applied to each position separately."""
+
+    def __init__(self, config: VanillaTransformerConfig, ffn_dim: int):
+        super().__init__()
+        self.fc1 = nn.Linear(config.d_model, ffn_dim)
+        self.fc2 = nn.Linear(ffn_dim, config.d_model)
+        self.activation_fn = ACT2FN[config.activation_function]
+        self.activation_dropout = config.activation_dropout
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, None]:
+        x = F.dropout(self.activation_fn(self.fc1(x)), p=self.activation_dropout, training=self.training)
+        return self.fc2(x), None
+
+
+class VanillaTransformerEncoderLayer(GradientCheckpointingLayer):
+    """Encoder layer (section 3.1): self-attention, then the feed-forward network, each a residual sub-layer."""
+
+    def __init__(self, config: VanillaTransformerConfig, layer_idx: int):
+        super().__init__()
+        self.self_attn = VanillaTransformerAttention(config, layer_idx, config.encoder_attention_heads)
+        self.self_attn_sublayer = VanillaTransformerSublayer(config)
+        self.ffn = VanillaTransformerFeedForward(config, config.encoder_ffn_dim)
+        self.ffn_sublayer = VanillaTransformerSublayer(config)
+
+    def forward(self, hidden_states, attention_mask=None, output_attentions: bool = False):
+        hidden_states, attn = self.self_attn_sublayer(
+            hidden_states, lambda x: self.self_attn(x, attention_mask, output_attentions=output_attentions)
+        )
+        hidden_states, _ = self.ffn_sublayer(hidden_states, self.ffn)
+        return hidden_states, attn
+
+
+class VanillaTransformerDecoderLayer(GradientCheckpointingLayer):
+    """Decoder layer (section 3.1): masked self-attention, encoder-decoder attention, feed-forward network."""
+
+    def __init__(self, config: VanillaTransformerConfig, layer_idx: int):
+        super().__init__()
+        heads = config.decoder_attention_heads
+        self.self_attn = VanillaTransformerAttention(config, layer_idx, heads)
+        self.self_attn_sublayer = VanillaTransformerSublayer(config)
+        self.encoder_attn = VanillaTransformerAttention(config, layer_idx, heads, is_cross_attention=True)
+        self.encoder_attn_sublayer = VanillaTransformerSublayer(config)
+        self.ffn = VanillaTransformerFeedForward(config, config.decoder_ffn_dim)
+        self.ffn_sublayer = VanillaTransformerSublayer(config)
+
+    def forward(self, hidden_states, self_attn_mask=None, encoder_hidden_states=None, cross_attn_mask=None,
+                past_key_values=None, output_attentions: bool = False, use_cache: bool = False):
+        hidden_states, self_attn = self.self_attn_sublayer(
+            hidden_states,
+            lambda x: self.self_attn(x, self_attn_mask, past_key_values=past_key_values, output_attentions=output_attentions),
+        )
+        hidden_states, cross_attn = self.encoder_attn_sublayer(
+            hidden_states,
+            lambda x: self.encoder_attn(x, cross_attn_mask, key_value_states=encoder_hidden_states,
+                                        past_key_values=past_key_values, output_attentions=output_attentions),
+        )
+        hidden_states, _ = self.ffn_sublayer(hidden_states, self.ffn)
+        return hidden_states, self_attn, cross_attn
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Stacks
+
+
+class VanillaTransformerPreTrainedModel(PreTrainedModel):
+    config_class = VanillaTransformerConfig
+    config: VanillaTransformerConfig
+    base_model_prefix = "model"
+    supports_gradient_checkpointing = True
+    _supports_sdpa = True
+    _supports_flash_attn = False
+    _no_split_modules = ["VanillaTransformerEncoderLayer", "VanillaTransformerDecoderLayer"]
+    _can_compile_fullgraph = False
+
+    @torch.no_grad()
+    def _init_weights(self, module):
+        """Xavier-uniform projections as in the reference implementations, embeddings ~ N(0, d_model^-0.5) so that
+        after the x sqrt(d_model) scaling (section 3.4) token vectors have unit-variance components; the padding row
+        is zero. Never N(0, 1) embeddings with tied weights: the logits explode and fp32 denormals slow every step."""
+        if isinstance(module, nn.Linear):
+            if module is getattr(self, "classifier", None):
+                init.normal_(module.weight, mean=0.0, std=self.config.init_std)
+            else:
+                init.xavier_uniform_(module.weight)
+            if module.bias is not None:
+                init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            init.normal_(module.weight, mean=0.0, std=self.config.d_model**-0.5)
+            if module.padding_idx is not None and not getattr(module.weight, "_is_hf_initialized", False):
+                init.zeros_(module.weight[module.padding_idx])
+        elif isinstance(module, nn.LayerNorm):
+            init.ones_(module.weight)
+            init.zeros_(module.bias)
+        elif isinstance(module, VanillaTransformerPositionalEmbedding) and module.kind == "learned":
+            init.normal_(module.weight, mean=0.0, std=self.config.d_model**-0.5)
+
+    def _new_token_embedding(self) -> nn.Embedding:
+        return nn.Embedding(self.config.vocab_size, self.config.d_model, self.config.pad_token_id)
+
+    def _output_flags(self, output_attentions, output_hidden_states, return_dict):
+        output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
+        if output_hidden_states is None:
+            output_hidden_states = self.config.output_hidden_states
+        return_dict = self.config.return_dict if return_dict is None else return_dict
+        return bool(output_attentions), bool(output_hidden_states), return_dict
+
+
+class VanillaTransformerEncoder(nn.Module):
+    """The encoder (section 3.1): embeddings, then N identical layers; pre-LN adds a final LayerNorm."""
+
+    def __init__(self, config: VanillaTransformerConfig, embed_tokens: nn.Embedding):
+        super().__init__()
+        self.config = config
+        self.embed = VanillaTransformerEmbedding(config, embed_tokens)
+        self.layers = nn.ModuleList([VanillaTransformerEncoderLayer(config, i) for i in range(config.encoder_layers)])
+        self.layer_norm = nn.LayerNorm(config.d_model) if config.normalize_before else None
+
+    @property
+    def embed_tokens(self) -> nn.Embedding:
+        return self.embed.embed_tokens
+
+    def get_input_embeddings(self):
+        return self.embed.embed_tokens
+
+    def forward(self, input_ids=None, attention_mask=None, inputs_embeds=None, output_attentions=False,
+                output_hidden_states=False, return_dict=True, **kwargs) -> BaseModelOutput:
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("Pass exactly one of input_ids or inputs_embeds to the encoder.")
+        if input_ids is not None:
+            check_token_ids("input_ids", input_ids, self.config.vocab_size)
+        shape = input_ids.shape if input_ids is not None else inputs_embeds.shape[:2]
+        check_mask("attention_mask", attention_mask, shape)
+        hidden = self.embed(input_ids, inputs_embeds)
+        mask = make_attention_mask(attention_mask, hidden.shape[1], hidden.dtype)  # built once for the stack
+        all_hidden, all_attn = [], []
+        for layer in self.layers:
+            if output_hidden_states:
+                all_hidden.append(hidden)
+            hidden, attn = layer(hidden, mask, output_attentions)
+            if output_attentions:
+                all_attn.append(attn)
+        if self.layer_norm is not None:
+            hidden = self.layer_norm(hidden)
+        if output_hidden_states:
+            all_hidden.append(hidden)
+        out = BaseModelOutput(
+            last_hidden_state=hidden,
+            hidden_states=tuple(all_hidden) if output_hidden_states else None,
+            attentions=tuple(all_attn) if output_attentions else None,
+        )
+        return out if return_dict else out.to_tuple()
+
+
+class VanillaTransformerDecoder(nn.Module):
+    """The decoder (section 3.1): embeddings, then N layers of masked self-, cross- and feed-forward sub-layers.
+
+    With a cache, positions continue from the cache length, self-attention keys/values grow by the new steps and the
+    cross-attention keys/values are computed from the encoder output once.
+    """
+
+    def __init__(self, config: VanillaTransformerConfig, embed_tokens: nn.Embedding):
+        super().__init__()
+        self.config = config
+        self.embed = VanillaTransformerEmbedding(config, embed_tokens)
+        self.layers = nn.ModuleList([VanillaTransformerDecoderLayer(config, i) for i in range(config.decoder_layers)])
+        self.layer_norm = nn.LayerNorm(config.d_model) if config.normalize_before else None
+
+    @property
+    def embed_tokens(self) -> nn.Embedding:
+        return self.embed.embed_tokens
+
+    def get_input_embeddings(self):
+        return self.embed.embed_tokens
+
+    def forward(self, input_ids=None, attention_mask=None, encoder_hidden_states=None, encoder_attention_mask=None,
+                past_key_values=None, inputs_embeds=None, use_cache=None, output_attentions=False,
+                output_hidden_states=False, return_dict=True, **kwargs) -> BaseModelOutputWithPastAndCrossAttentions:
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("Pass exactly one of decoder_input_ids or decoder_inputs_embeds to the decoder.")
+        if input_ids is not None:
+            check_token_ids("decoder_input_ids", input_ids, self.config.vocab_size)
+        if encoder_hidden_states is None:
+            raise ValueError("The decoder needs encoder_hidden_states (pass input_ids or encoder_outputs).")
+        if use_cache and past_key_values is None:
+            past_key_values = EncoderDecoderCache(DynamicCache(), DynamicCache())
+        past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
+        hidden = self.embed(input_ids, inputs_embeds, past_length)
+        batch, length = hidden.shape[:2]
+        if attention_mask is not None and attention_mask.shape[-1] == length and past_length:
+            attention_mask = torch.cat([attention_mask.new_ones(batch, past_length), attention_mask], dim=-1)
+        check_mask("decoder_attention_mask", attention_mask, (batch, past_length + length))
+        check_mask("attention_mask", encoder_attention_mask, encoder_hidden_states.shape[:2])
+        # masks built once for the stack
+        self_mask = make_attention_mask(attention_mask, length, hidden.dtype, causal=True, past_length=past_length,
+                                        device=hidden.device)
+        cross_mask = make_attention_mask(encoder_attention_mask, length, hidden.dtype)
+        all_hidden, all_self, all_cross = [], [], []
+        for layer in self.layers:
+            if output_hidden_states:
+                all_hidden.append(hidden)
+            hidden, self_attn, cross_attn = layer(
+                hidden, self_mask, encoder_hidden_states, cross_mask,
+                past_key_values=past_key_values, output_attentions=output_attentions, use_cache=use_cache,
+            )
+            if output_attentions:
+                all_self.append(self_attn)
+                all_cross.append(cross_attn)
+        if self.layer_norm is not None:
+            hidden = self.layer_norm(hidden)
+        if output_hidden_states:
+            all_hidden.append(hidden)
+        out = BaseModelOutputWithPastAndCrossAttentions(
+            last_hidden_state=hidden,
+            past_key_values=past_key_values if use_cache else None,
+            hidden_states=tuple(all_hidden) if output_hidden_states else None,
+            attentions=tuple(all_self) if output_attentions else None,
+            cross_attentions=tuple(all_cross) if output_attentions else None,
+        )
+        return out if return_dict else out.to_tuple()
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Models
+
+
+def token_loss(logits: torch.Tensor, labels: torch.Tensor, num_items_in_batch=None, label_smoothing: float = 0.0):
+    """Cross-entropy over tokens whose label is not -100 (with label smoothing, section 5.4).
+
+    Mean over this batch's tokens, or, when Trainer passes `num_items_in_batch` (the tokens of every micro-batch and
+    process of one optimizer step), the token sum divided by it, so gradient accumulation and data parallelism weigh
+    each token the same as one big batch would.
+    """
+    if labels.shape != logits.shape[:-1]:
+        raise ValueError(f"labels have shape {tuple(labels.shape)} but the logits have shape {tuple(logits.shape[:-1])}.")
+    total = F.cross_entropy(logits.flatten(0, -2).float(), labels.flatten().to(logits.device), ignore_index=-100,
+                            reduction="sum", label_smoothing=label_smoothing)
+    if num_items_in_batch is None:
+        num_items_in_batch = (labels != -100).sum().clamp(min=1)
+    if isinstance(num_items_in_batch, torch.Tensor):
+        num_items_in_batch = num_items_in_batch.to(total.device)
+    return total / num_items_in_batch
+
+
+class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
+    """Encoder + decoder, returning the decoder's last hidden states (`Seq2SeqModelOutput`)."""
+
+    _tied_weights_keys = {
+        "encoder.embed.embed_tokens.weight": "shared.weight",
+        "decoder.embed.embed_tokens.weight": "shared.weight",
+    }
+
+    def __init__(self, config: VanillaTransformerConfig):
+        super().__init__(config)
+        if config.tie_word_embeddings:  # section 3.4: one matrix for both embeddings and the output projection
+            self.shared = self._new_token_embedding()
+            encoder_embedding = decoder_embedding = self.shared
+        else:
+            encoder_embedding, decoder_embedding = self._new_token_embedding(), self._new_token_embedding()
+        self.encoder = VanillaTransformerEncoder(config, encoder_embedding)
+        self.decoder = VanillaTransformerDecoder(config, decoder_embedding)
+        self.post_init()
+
+    def get_input_embeddings(self):
+        return self.encoder.embed.embed_tokens
+
+    def set_input_embeddings(self, value):
+        if self.config.tie_word_embeddings:
+            self.shared = value
+            self.decoder.embed.embed_tokens = value
+        self.encoder.embed.embed_tokens = value
+
+    def get_encoder(self):
+        return self.encoder
+
+    def get_decoder(self):
+        return self.decoder
+
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        decoder_input_ids=None,
+        decoder_attention_mask=None,
+        encoder_outputs=None,
+        past_key_values=None,
+        inputs_embeds=None,
+        decoder_inputs_embeds=None,
+        use_cache=None,
+        output_attentions=None,
+        output_hidden_states=None,
+        return_dict=None,
+        **kwargs,
+    ):
+        output_attentions, output_hidden_states, return_dict = self._output_flags(
+            output_attentions, output_hidden_states, return_dict
+        )
+        if decoder_input_ids is None and decoder_inputs_embeds is None:
+            raise ValueError("The seq2seq model needs decoder_input_ids (or decoder_inputs_embeds, or labels).")
+        use_cache = self.config.use_cache if use_cache is None else use_cache
+        if encoder_outputs is None:
+            encoder_outputs = self.encoder(input_ids, attention_mask, inputs_embeds, output_attentions,
+                                           output_hidden_states)
+        elif not isinstance(encoder_outputs, BaseModelOutput):
+            encoder_outputs = BaseModelOutput(*encoder_outputs)
+        decoder_outputs = self.decoder(
+            decoder_input_ids, decoder_attention_mask, encoder_outputs.last_hidden_state, attention_mask,
+            past_key_values, decoder_inputs_embeds, use_cache, output_attentions, output_hidden_states,
+        )
+        out = Seq2SeqModelOutput(
+            last_hidden_state=decoder_outputs.last_hidden_state,
+            past_key_values=decoder_outputs.past_key_values,
+            decoder_hidden_states=decoder_outputs.hidden_states,
+            decoder_attentions=decoder_outputs.attentions,
+            cross_attentions=decoder_outputs.cross_attentions,
+            encoder_last_hidden_state=encoder_outputs.last_hidden_state,
+            encoder_hidden_states=encoder_outputs.hidden_states,
+            encoder_attentions=encoder_outputs.attentions,
+        )
+        return out if return_dict else out.to_tuple()
+
+
+class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedModel, GenerationMixin):
+    """Encoder-decoder + output projection to the vocabulary (section 3.4), for translation and `generate()`."""
+
+    _tied_weights_keys = {"lm_head.weight": "model.shared.weight"}
+
+    def __init__(self, config: VanillaTransformerConfig):
+        super().__init__(config)
+        # Recorded in config.json: `pipeline(model=saved_dir, trust_remote_code=True)` then needs no task name.
+        config.custom_pipelines = {TRANSLATION_TASK: TRANSLATION_PIPELINE}
+        self.model = VanillaTransformerModel(config)
+        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        self.post_init()
+
+    def get_encoder(self):
+        return self.model.encoder
+
+    def get_decoder(self):
+        return self.model.decoder
+
+    def get_output_embeddings(self):
+        return self.lm_head
+
+    def set_output_embeddings(self, new_embeddings):
+        self.lm_head = new_embeddings
+
+    def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor):
+        return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
+
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        decoder_input_ids=None,
+        decoder_attention_mask=None,
+        encoder_outputs=None,
+        past_key_values=None,
+        inputs_embeds=None,
+        decoder_inputs_embeds=None,
+        labels=None,
+        use_cache=None,
+        output_attentions=None,
+        output_hidden_states=None,
+        return_dict=None,
+        num_items_in_batch=None,
+        **kwargs,
+    ):
+        """`labels` (batch, target length), -100 = ignored, are shifted right into `decoder_input_ids` when those are
+        not given. `num_items_in_batch` (from Trainer) turns the mean loss into token sum / num_items_in_batch."""
+        return_dict = self.config.return_dict if return_dict is None else return_dict
+        if labels is not None:
+            check_token_ids("labels", labels.masked_fill(labels == -100, 0), self.config.vocab_size)
+            use_cache = False
+            if decoder_input_ids is None and decoder_inputs_embeds is None:
+                decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
+        outputs = self.model(
+            input_ids, attention_mask, decoder_input_ids, decoder_attention_mask, encoder_outputs, past_key_values,
+            inputs_embeds, decoder_inputs_embeds, use_cache, output_attentions, output_hidden_states, return_dict=True,
+        )
+        logits = self.lm_head(outputs.last_hidden_state)  # (B, T, V)
+        loss = None
+        if labels is not None:
+            loss = token_loss(logits, labels, num_items_in_batch, self.config.label_smoothing)
+        out = Seq2SeqLMOutput(
+            loss=loss,
+            logits=logits,
+            past_key_values=outputs.past_key_values,
+            decoder_hidden_states=outputs.decoder_hidden_states,
+            decoder_attentions=outputs.decoder_attentions,
+            cross_attentions=outputs.cross_attentions,
+            encoder_last_hidden_state=outputs.encoder_last_hidden_state,
+            encoder_hidden_states=outputs.encoder_hidden_states,
+            encoder_attentions=outputs.encoder_attentions,
+        )
+        return out if return_dict else out.to_tuple()
+
+
+class VanillaTransformerEncoderModel(VanillaTransformerPreTrainedModel):
+    """The encoder alone, with the same parameter names as inside `VanillaTransformerModel` (`shared`, `encoder.*`),
+    so a translation checkpoint's encoder loads into it and its decoder weights are simply not used."""
+
+    _tied_weights_keys = {"encoder.embed.embed_tokens.weight": "shared.weight"}
+
+    def __init__(self, config: VanillaTransformerConfig):
+        super().__init__(config)
+        self.shared = self._new_token_embedding()
+        self.encoder = VanillaTransformerEncoder(config, self.shared)
+        self.post_init()
+
+    def get_input_embeddings(self):
+        return self.shared
+
+    def set_input_embeddings(self, value):
+        self.shared = value
+        self.encoder.embed.embed_tokens = value
+
+    def forward(self, input_ids=None, attention_mask=None, inputs_embeds=None, output_attentions=None,
+                output_hidden_states=None, return_dict=None, **kwargs):
+        output_attentions, output_hidden_states, return_dict = self._output_flags(
+            output_attentions, output_hidden_states, return_dict
+        )
+        return self.encoder(input_ids, attention_mask, inputs_embeds, output_attentions, output_hidden_states,
+                            return_dict)
+
+
+class VanillaTransformerForTokenClassification(VanillaTransformerPreTrainedModel):
+    """The encoder + dropout + a linear layer over `num_labels` tags per token (named-entity recognition).
+
+    No decoder weights are allocated. Loading a `VanillaTransformerForConditionalGeneration` checkpoint keeps its
+    encoder (fine-tune a translation model's encoder for tagging); its decoder weights are expected to be unused.
+    """
+
+    _keys_to_ignore_on_load_unexpected = [r"^model\.decoder\.", r"^lm_head\."]
+
+    def __init__(self, config: VanillaTransformerConfig):
+        super().__init__(config)
+        config.custom_pipelines = {}  # a translation checkpoint's pipeline does not apply to the tagger
+        self.num_labels = config.num_labels
+        self.model = VanillaTransformerEncoderModel(config)
+        dropout = config.classifier_dropout if config.classifier_dropout is not None else config.dropout
+        self.dropout = nn.Dropout(dropout)
+        self.classifier = nn.Linear(config.d_model, config.num_labels)
+        self.post_init()
+
+    def get_input_embeddings(self):
+        return self.model.shared
+
+    def set_input_embeddings(self, value):
+        self.model.set_input_embeddings(value)
+
+    def forward(self, input_ids=None, attention_mask=None, inputs_embeds=None, labels=None, output_attentions=None,
+                output_hidden_states=None, return_dict=None, num_items_in_batch=None, **kwargs):
+        """`labels` (batch, length): tag ids, -100 = ignored (padding and non-first sub-tokens)."""
+        return_dict = self.config.return_dict if return_dict is None else return_dict
+        outputs = self.model(input_ids, attention_mask, inputs_embeds, output_attentions, output_hidden_states,
+                             return_dict=True)
+        logits = self.classifier(self.dropout(outputs.last_hidden_state))  # (B, T, num_labels)
+        loss = None
+        if labels is not None:
+            invalid = (labels != -100) & ((labels < 0) | (labels >= self.num_labels))
+            if invalid.any():
+                raise ValueError(f"labels contain {labels[invalid][0].item()}, outside [0, {self.num_labels}) and not -100.")
+            loss = token_loss(logits, labels, num_items_in_batch)
+        out = TokenClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
+                                    attentions=outputs.attentions)
+        return out if return_dict else out.to_tuple()
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Translation pipeline. transformers 5 removed its "translation" pipeline; ours lives in this file (not a file of its
+# own) so that every saved seq2seq model carries it and `pipeline(model=dir, trust_remote_code=True)` finds it.
+
+TRANSLATION_TASK = "vanilla-translation"
+TRANSLATION_PIPELINE = {
+    "impl": "modeling_vanilla_transformer.VanillaTranslationPipeline",
+    "pt": ["AutoModelForSeq2SeqLM"],
+    "tf": [],
+    "type": "text",
+}
+
+
+class VanillaTranslationPipeline(Pipeline):
+    """`pipeline("vanilla-translation", model=...)("Ein Hund.")` -> `[{"translation_text": "A dog."}]`.
+
+    Keyword arguments other than `truncation` go to `generate()` (`num_beams`, `max_new_tokens`, ...).
+    """
+
+    def _sanitize_parameters(self, truncation=None, **generate_kwargs):
+        preprocess = {} if truncation is None else {"truncation": truncation}
+        return preprocess, generate_kwargs, {}
+
+    def preprocess(self, text, truncation=True):
+        if not isinstance(text, str):
+            raise TypeError(f"The translation pipeline takes strings, got {type(text).__name__}.")
+        return self.tokenizer(text, return_tensors="pt", truncation=truncation, return_token_type_ids=False)
+
+    def _forward(self, inputs, **generate_kwargs):
+        batch = inputs["input_ids"].shape[0]
+        output_ids = self.model.generate(**inputs, **generate_kwargs)
+        return {"output_ids": output_ids.reshape(batch, -1, output_ids.shape[-1])}  # (B, num_return_sequences, L)
+
+    def postprocess(self, model_outputs):
+        return [
+            {"translation_text": self.tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)}
+            for ids in model_outputs["output_ids"][0]
+        ]
+
+    def __call__(self, inputs, **kwargs):
+        result = super().__call__(inputs, **kwargs)
+        if isinstance(inputs, list) and all(len(r) == 1 for r in result):
+            return [r[0] for r in result]
+        return result
+
+
+__all__ = [
+    "VanillaTransformerPreTrainedModel",
+    "VanillaTransformerModel",
+    "VanillaTransformerForConditionalGeneration",
+    "VanillaTransformerEncoderModel",
+    "VanillaTransformerForTokenClassification",
+    "VanillaTranslationPipeline",
+]

@@ -1,0 +1,51 @@
+"""Train or load the tokenizer: a joint BPE (section 5.1 of the paper: "shared source-target vocabulary") trained with
+`tokenizers` and wrapped as a transformers fast tokenizer, so `AutoTokenizer.from_pretrained(dir)` loads it back."""
+
+import os
+from collections.abc import Iterable
+
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+# Order fixes the ids, which match VanillaTransformerConfig's defaults: pad 0, bos 1, eos 2, unk 3.
+SPECIAL_TOKENS = {"pad_token": "<pad>", "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}
+
+
+def train_tokenizer(texts: Iterable[str], vocab_size: int = 8000, min_frequency: int = 2,
+                    model_max_length: int = 1024) -> PreTrainedTokenizerFast:
+    """BPE over whitespace-marked words (sentencepiece-style "▁" so decoding restores the spaces exactly, as
+    detokenized sacreBLEU needs). Encoding appends `</s>`; decoding drops the specials."""
+    if not isinstance(vocab_size, int) or vocab_size <= len(SPECIAL_TOKENS):
+        raise ValueError(f"vocab_size must be an integer above {len(SPECIAL_TOKENS)}, got {vocab_size!r}.")
+    tok = Tokenizer(models.BPE(unk_token=SPECIAL_TOKENS["unk_token"]))
+    tok.normalizer = normalizers.NFKC()
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
+    tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
+                                  special_tokens=list(SPECIAL_TOKENS.values()), show_progress=False)
+    tok.train_from_iterator(texts, trainer=trainer)
+    if tok.get_vocab_size() <= len(SPECIAL_TOKENS):
+        raise ValueError("The tokenizer's training text is empty: no tokens were learned.")
+    eos = SPECIAL_TOKENS["eos_token"]
+    tok.post_processor = processors.TemplateProcessing(
+        single=f"$A {eos}", pair=f"$A {eos} $B {eos}", special_tokens=[(eos, tok.token_to_id(eos))]
+    )
+    return PreTrainedTokenizerFast(tokenizer_object=tok, model_max_length=model_max_length, **SPECIAL_TOKENS)
+
+
+def load_tokenizer(name_or_path: str, **kwargs):
+    """`AutoTokenizer.from_pretrained` with a clear error for a local path that does not exist."""
+    looks_local = os.path.sep in name_or_path or name_or_path.startswith(".")
+    if looks_local and not os.path.isdir(name_or_path):
+        raise FileNotFoundError(f"Tokenizer directory {name_or_path!r} does not exist.")
+    return AutoTokenizer.from_pretrained(name_or_path, **kwargs)
+
+
+def check_tokenizer_matches_config(tokenizer, config) -> None:
+    """A tokenizer whose special tokens or size disagree with the model config would train or decode garbage."""
+    for name in ("pad_token_id", "eos_token_id"):
+        tok_id, cfg_id = getattr(tokenizer, name), getattr(config, name)
+        if tok_id is not None and cfg_id is not None and tok_id != cfg_id:
+            raise ValueError(f"Tokenizer {name}={tok_id} disagrees with the model config {name}={cfg_id}.")
+    if len(tokenizer) > config.vocab_size:
+        raise ValueError(f"Tokenizer has {len(tokenizer)} tokens but the model's vocab_size is {config.vocab_size}.")
