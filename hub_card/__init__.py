@@ -1,0 +1,179 @@
+"""The model card: `write_card_info` records what a run knows (data, command, hyperparameters, wall time) next to the
+model; `render_card` turns that, config.json and the *_results.json files into README.md through huggingface_hub's
+card API, with a model-index so the Hub shows the scores."""
+
+import json
+import os
+import platform
+
+from huggingface_hub import EvalResult, ModelCard, ModelCardData
+
+TEMPLATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "template.md")
+CARD_INFO = "card_info.json"
+
+TASKS = {
+    "translation": dict(
+        pipeline_tag="translation", task_type="translation", task_name="Translation",
+        metrics=[("bleu", "sacreBLEU (cased, detokenized, 13a)"), ("chrf", "chrF")],
+        description="an encoder-decoder translating {source} to {target}.",
+        uses="Translating short {source} sentences of the training domain into {target}. Trained from scratch on a "
+             "small corpus: expect errors on long or out-of-domain input; do not use it where mistranslation causes "
+             "harm.",
+    ),
+    "token-classification": dict(
+        pipeline_tag="token-classification", task_type="token-classification", task_name="Named-entity recognition",
+        metrics=[("f1", "seqeval entity F1"), ("precision", "seqeval precision"), ("recall", "seqeval recall")],
+        description="a Transformer encoder tagging named entities ({labels}).",
+        uses="Tagging entities of the types {labels} in text like the training data. Trained from scratch: accuracy "
+             "drops on other domains; review its output before relying on it.",
+    ),
+}
+
+CONFIG_FIELDS = ["d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads", "encoder_ffn_dim",
+                 "dropout", "position_embedding_type", "normalize_before", "tie_word_embeddings", "vocab_size"]
+HYPERPARAMETERS = ["learning_rate", "lr_scheduler_type", "warmup_steps", "per_device_train_batch_size",
+                   "gradient_accumulation_steps", "num_train_epochs", "max_steps", "adam_beta1", "adam_beta2",
+                   "adam_epsilon", "weight_decay", "label_smoothing", "bf16", "seed"]
+
+
+def write_card_info(output_dir: str, task: str, dataset_name: str, train_samples: int | None, command: str,
+                    training_args=None, languages=None, labels=None, wall_seconds=None, label_smoothing=None) -> str:
+    if task not in TASKS:
+        raise ValueError(f"task must be one of {sorted(TASKS)}, got {task!r}.")
+    hyper = {}
+    if training_args is not None:
+        hyper = {k: getattr(training_args, k) for k in HYPERPARAMETERS if hasattr(training_args, k)}
+        hyper["world_size"] = training_args.world_size
+    if label_smoothing is not None:
+        hyper["label_smoothing"] = label_smoothing
+    info = dict(task=task, dataset_name=dataset_name, train_samples=train_samples, command=command,
+                hyperparameters={k: v for k, v in hyper.items() if isinstance(v, (int, float, str, bool))},
+                languages=list(languages or []), labels=list(labels or []), wall_seconds=wall_seconds,
+                hardware=f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPU cores")
+    os.makedirs(output_dir, exist_ok=True)
+    with open(os.path.join(output_dir, CARD_INFO), "w", encoding="utf-8") as f:
+        json.dump(info, f, indent=2)
+    return os.path.join(output_dir, CARD_INFO)
+
+
+def _read_json(path):
+    if not os.path.isfile(path):
+        return {}
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _collect_results(model_dir: str, task: str):
+    """[(split, metric, value)] from eval_results.json (validation) and predict_results.json (test)."""
+    results = []
+    for filename, prefix, split in (("eval_results.json", "eval", "validation"), ("predict_results.json", "predict", "test")):
+        values = _read_json(os.path.join(model_dir, filename))
+        for metric, _ in TASKS[task]["metrics"]:
+            if f"{prefix}_{metric}" in values:
+                results.append((split, metric, float(values[f"{prefix}_{metric}"])))
+    return results
+
+
+def render_card(model_dir: str, repo_id: str | None = None) -> ModelCard:
+    """Write README.md into `model_dir` and return the card. Needs config.json and card_info.json."""
+    config = _read_json(os.path.join(model_dir, "config.json"))
+    info = _read_json(os.path.join(model_dir, CARD_INFO))
+    if not config:
+        raise FileNotFoundError(f"{model_dir} has no config.json: not a saved model.")
+    if not info:
+        raise FileNotFoundError(f"{model_dir} has no {CARD_INFO}; write it with hub_card.write_card_info first.")
+    task = info["task"]
+    spec = TASKS[task]
+    languages = info.get("languages") or ["en"]
+    labels = sorted({label[2:] for label in info.get("labels", []) if label != "O"})
+    fmt = dict(source=languages[0], target=languages[-1], labels=", ".join(labels) or "entities")
+    name = repo_id or os.path.basename(os.path.abspath(model_dir))
+    results = _collect_results(model_dir, task)
+    eval_results = [EvalResult(task_type=spec["task_type"], task_name=spec["task_name"], dataset_type=info["dataset_name"],
+                               dataset_name=info["dataset_name"], dataset_split=split, metric_type=metric,
+                               metric_name=dict(spec["metrics"])[metric], metric_value=value)
+                    for split, metric, value in results]
+    card_data = ModelCardData(
+        library_name="transformers", pipeline_tag=spec["pipeline_tag"], license="apache-2.0", language=languages,
+        tags=["vanilla-transformer", "attention-is-all-you-need", "from-scratch", task],
+        datasets=[info["dataset_name"]], metrics=[m for m, _ in spec["metrics"]],
+        model_name=name, eval_results=eval_results or None,
+    )
+    n_params = _count_parameters(model_dir)
+    auto = "AutoModelForSeq2SeqLM" if task == "translation" else "AutoModelForTokenClassification"
+    if task == "translation":
+        example = ("inputs = tokenizer([\"...\"], return_tensors=\"pt\", return_token_type_ids=False)\n"
+                   "print(tokenizer.batch_decode(model.generate(**inputs, num_beams=4), skip_special_tokens=True))")
+    else:
+        example = ("from transformers import pipeline\n"
+                   "tagger = pipeline(\"token-classification\", model=model, tokenizer=tokenizer, "
+                   "aggregation_strategy=\"simple\")\nprint(tagger(\"...\"))")
+    head = f"from transformers import AutoTokenizer, {auto}\n\ntokenizer = AutoTokenizer.from_pretrained(\"{name}\")\n"
+    wall = info.get("wall_seconds")
+    card = ModelCard.from_template(
+        card_data, template_path=TEMPLATE, model_name=name,
+        task_description=spec["description"].format(**fmt), intended_uses=spec["uses"].format(**fmt),
+        config_table=[(k, config[k]) for k in CONFIG_FIELDS if k in config], num_parameters=n_params,
+        data_description=f"{info['dataset_name']}: {info.get('train_samples') or 'unknown number of'} training examples"
+                         + (f"; languages {', '.join(languages)}" if task == "translation" else f"; labels {fmt['labels']}")
+                         + ".",
+        hyperparameters=sorted(info.get("hyperparameters", {}).items()),
+        steps=_read_json(os.path.join(model_dir, "trainer_state.json")).get("global_step", "an unknown number of"),
+        wall_time=f"{wall / 60:.1f} minutes" if wall else "unknown time", hardware=info.get("hardware", "unknown"),
+        results=[(s, m, f"{v:.4g}") for s, m, v in results], command=info.get("command", ""),
+        usage_remote=head + f"model = {auto}.from_pretrained(\"{name}\", trust_remote_code=True)\n" + example,
+        usage_installed="import vanilla_transformer  # registers the Auto classes\n" + head
+        + f"model = {auto}.from_pretrained(\"{name}\")\n" + example,
+    )
+    card.save(os.path.join(model_dir, "README.md"))
+    return card
+
+
+def _count_parameters(model_dir: str) -> str:
+    """Parameters stored in model.safetensors (tied weights are stored once)."""
+    path = os.path.join(model_dir, "model.safetensors")
+    if not os.path.isfile(path):
+        return "unknown"
+    from safetensors import safe_open
+
+    total = 0
+    with safe_open(path, "pt") as f:
+        for key in f.keys():
+            count = 1
+            for size in f.get_slice(key).get_shape():
+                count *= size
+            total += count
+    return f"{total:,}"
+
+
+REQUIRED_FILES = ("config.json", "model.safetensors", "configuration_vanilla_transformer.py",
+                  "modeling_vanilla_transformer.py")
+# Never pushed: pickles (training_args.bin is one), optimizer states and intermediate checkpoints.
+IGNORE_PATTERNS = ["checkpoint-*", "checkpoint-*/**", "*.bin", "*.pt", "*.pth", "runs/**", "*.lock"]
+
+
+def check_model_dir(model_dir: str) -> None:
+    """A directory that can be pushed: a saved model with its code files, so trust_remote_code works from the Hub."""
+    if not os.path.isdir(model_dir):
+        raise FileNotFoundError(f"{model_dir} is not a directory.")
+    missing = [name for name in REQUIRED_FILES if not os.path.isfile(os.path.join(model_dir, name))]
+    if "config.json" in missing:
+        raise ValueError(f"{model_dir} is not a saved model: config.json is missing.")
+    if missing:
+        raise ValueError(f"{model_dir} lacks {', '.join(missing)}; save the model with save_pretrained "
+                         "after `import vanilla_transformer` so the code files are written next to the weights.")
+
+
+def push_model_dir(model_dir: str, repo_id: str, token: str | None = None, private: bool = False,
+                   commit_message: str = "Upload vanilla-transformer model") -> str:
+    """Render the card (when card_info.json is there) and upload the directory; returns the new commit sha."""
+    from huggingface_hub import HfApi
+
+    check_model_dir(model_dir)
+    if os.path.isfile(os.path.join(model_dir, CARD_INFO)):
+        render_card(model_dir, repo_id)
+    api = HfApi(token=token)
+    api.create_repo(repo_id, private=private, exist_ok=True)
+    info = api.upload_folder(folder_path=model_dir, repo_id=repo_id, commit_message=commit_message,
+                             ignore_patterns=IGNORE_PATTERNS)
+    return info.oid

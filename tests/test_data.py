@@ -1,0 +1,112 @@
+import json
+
+import pytest
+
+from vanilla_transformer import data
+from vanilla_transformer.data import DataError
+
+
+def test_demo_rule_and_determinism():
+    assert data.demo_translate("123456qwer") == "RREWQ345678"
+    a, b = data.make_demo_translation(50, seed=3), data.make_demo_translation(50, seed=3)
+    assert a["translation"] == b["translation"]
+    assert a["translation"] != data.make_demo_translation(50, seed=4)["translation"]
+    for pair in a["translation"]:
+        assert 30 <= len(pair["src"]) <= 48 and set(pair["src"]) <= set(data.DEMO_SYMBOLS)
+        assert pair["tgt"] == data.demo_translate(pair["src"]) and len(pair["tgt"]) == len(pair["src"]) + 1
+    counts = {c: 0 for c in data.DEMO_SYMBOLS}
+    for pair in data.make_demo_translation(300, seed=0)["translation"]:
+        for c in pair["src"]:
+            counts[c] += 1
+    assert counts["0"] > 5 * counts["z"]  # skewed frequencies
+
+
+def test_parallel_text(tmp_path):
+    (tmp_path / "train.de").write_text("Ein Hund.\nZwei Katzen.\n", encoding="utf-8")
+    (tmp_path / "train.en").write_text("A dog.\nTwo cats.\n", encoding="utf-8")
+    ds = data.load_parallel_text(str(tmp_path / "train"), "de", "en")
+    assert ds["translation"] == [{"de": "Ein Hund.", "en": "A dog."}, {"de": "Zwei Katzen.", "en": "Two cats."}]
+
+
+def test_parallel_text_errors(tmp_path):
+    (tmp_path / "a.de").write_text("eins\nzwei\ndrei\n")
+    (tmp_path / "a.en").write_text("one\ntwo\n")
+    with pytest.raises(DataError, match=r"a\.de has 3 lines but .*a\.en has 2"):
+        data.load_parallel_text(str(tmp_path / "a"), "de", "en")
+    with pytest.raises(DataError, match=r"b\.de: file not found"):
+        data.load_parallel_text(str(tmp_path / "b"), "de", "en")
+    (tmp_path / "c.de").write_text("")
+    (tmp_path / "c.en").write_text("x\n")
+    with pytest.raises(DataError, match=r"c\.de: file is empty"):
+        data.load_parallel_text(str(tmp_path / "c"), "de", "en")
+    (tmp_path / "d.de").write_bytes(b"gut\nschlecht \xff\xfe\n")
+    (tmp_path / "d.en").write_text("good\nbad\n")
+    with pytest.raises(DataError, match=r"d\.de, line 2: bytes that are not UTF-8"):
+        data.load_parallel_text(str(tmp_path / "d"), "de", "en")
+    (tmp_path / "e.de").write_text("eins\n\n")
+    (tmp_path / "e.en").write_text("one\ntwo\n")
+    with pytest.raises(DataError, match=r"e\.de, line 2: empty sentence"):
+        data.load_parallel_text(str(tmp_path / "e"), "de", "en")
+
+
+def test_translation_jsonl(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps({"translation": {"de": "Hallo", "en": "Hello"}}) + "\n\n")
+    assert data.load_translation_jsonl(str(path), "de", "en")["translation"] == [{"de": "Hallo", "en": "Hello"}]
+    path.write_text(json.dumps({"translation": {"de": "Hallo", "en": "Hello"}}) + "\n{\"translation\": {\"de\": 1}}\n")
+    with pytest.raises(DataError, match=r"t\.jsonl, line 2"):
+        data.load_translation_jsonl(str(path), "de", "en")
+    path.write_text("not json\n")
+    with pytest.raises(DataError, match=r"line 1"):
+        data.load_translation_jsonl(str(path), "de", "en")
+
+
+CONLL = """-DOCSTART- -X- -X- O
+
+EU NNP B-NP I-ORG
+rejects VBZ B-VP O
+German JJ B-NP I-MISC
+call NN I-NP O
+
+Peter NNP B-NP I-PER
+Blackburn NNP I-NP I-PER
+"""
+
+
+def test_conll_iob1_to_iob2(tmp_path):
+    path = tmp_path / "train.txt"
+    path.write_text(CONLL)
+    ds = data.load_conll(str(path))
+    assert ds["tokens"] == [["EU", "rejects", "German", "call"], ["Peter", "Blackburn"]]
+    assert ds["ner_tags"] == [["B-ORG", "O", "B-MISC", "O"], ["B-PER", "I-PER"]]
+    assert data.iob1_to_iob2(["I-PER", "I-PER", "I-LOC", "O", "I-LOC", "B-LOC"]) == [
+        "B-PER", "I-PER", "B-LOC", "O", "B-LOC", "B-LOC"]
+
+
+def test_conll_errors(tmp_path):
+    path = tmp_path / "bad.txt"
+    path.write_text("EU NNP B-NP B-ORG\nrejects VBZ O\n")
+    with pytest.raises(DataError, match=r"bad\.txt, line 2: 3 columns where earlier lines have 4"):
+        data.load_conll(str(path))
+    path.write_text("EU NNP B-NP ORG\n")
+    with pytest.raises(DataError, match=r"line 1: tag 'ORG'"):
+        data.load_conll(str(path))
+    path.write_text("-DOCSTART- -X- -X- O\n\n")
+    with pytest.raises(DataError, match="no sentences"):
+        data.load_conll(str(path))
+
+
+def test_ner_jsonl(tmp_path):
+    path = tmp_path / "n.jsonl"
+    path.write_text(json.dumps({"tokens": ["Anna", "Berg"], "ner_tags": ["I-PER", "I-PER"]}) + "\n")
+    assert data.load_ner_file(str(path))["ner_tags"] == [["B-PER", "I-PER"]]
+    path.write_text(json.dumps({"tokens": ["Anna", "Berg"], "ner_tags": ["B-PER"]}) + "\n")
+    with pytest.raises(DataError, match="line 1: 2 tokens but 1 tags"):
+        data.load_ner_file(str(path))
+
+
+def test_demo_ner_is_valid_iob2():
+    ds = data.make_demo_ner(100, seed=0)
+    for words, tags in zip(ds["tokens"], ds["ner_tags"]):
+        assert len(words) == len(tags)
+        assert data.iob1_to_iob2(tags) == tags

@@ -1,0 +1,227 @@
+"""The run scripts end to end on tiny data: train a few steps, evaluate, predict, reload through Auto* classes;
+resume after a kill; two-process data parallelism equals one process."""
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from transformers import AutoModelForSeq2SeqLM, AutoModelForTokenClassification, AutoTokenizer
+
+from conftest import ROOT, SHARED_DATA
+
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import run_ner  # noqa: E402
+import run_translation  # noqa: E402
+
+WORDS_DE = "ein hund eine katze der mann die frau läuft sitzt spielt im park auf dem gras mit einem ball".split()
+EN = {"ein": "a", "hund": "dog", "eine": "a", "katze": "cat", "der": "the", "mann": "man", "die": "the",
+      "frau": "woman", "läuft": "runs", "sitzt": "sits", "spielt": "plays", "im": "in the", "park": "park",
+      "auf": "on", "dem": "the", "gras": "grass", "mit": "with", "einem": "a", "ball": "ball"}
+
+
+def write_parallel(directory, n=64, seed=0):
+    rng = random.Random(seed)
+    for split, count in (("train", n), ("validation", 10), ("test", 10)):
+        de = [" ".join(rng.choice(WORDS_DE) for _ in range(rng.randint(3, 7))) for _ in range(count)]
+        (directory / f"{split}.de").write_text("\n".join(s.capitalize() + "." for s in de) + "\n", encoding="utf-8")
+        (directory / f"{split}.en").write_text(
+            "\n".join(" ".join(EN[w] for w in s.split()).capitalize() + "." for s in de) + "\n", encoding="utf-8")
+    return directory
+
+
+def translation_args(data_dir, out, *extra):
+    return ["--train_file", str(data_dir / "train"), "--validation_file", str(data_dir / "validation"),
+            "--test_file", str(data_dir / "test"), "--source_lang", "de", "--target_lang", "en",
+            "--output_dir", str(out), "--config_name", "tiny", "--config_overrides", "dropout=0.0",
+            "--vocab_size", "80", "--max_steps", "6", "--per_device_train_batch_size", "8",
+            "--per_device_eval_batch_size", "4", "--generation_max_length", "12", "--warmup_steps", "2",
+            "--logging_steps", "1", "--save_strategy", "no", "--disable_tqdm", "true", "--seed", "1", *extra]
+
+
+def test_run_translation_end_to_end(tmp_path):
+    data_dir = write_parallel(tmp_path)
+    out = tmp_path / "out"
+    metrics = run_translation.main(translation_args(data_dir, out, "--num_beams", "2"))
+    for key in ("train_loss", "eval_bleu", "eval_chrf", "predict_bleu", "eval_exact_match"):
+        assert key in metrics, key
+    assert metrics["eval_samples"] == 10 and metrics["train_samples"] == 64
+    results = json.loads((out / "all_results.json").read_text())
+    assert results["eval_bleu"] == pytest.approx(metrics["eval_bleu"])
+    lines = (out / "generated_predictions_test.txt").read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 10
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    model = AutoModelForSeq2SeqLM.from_pretrained(out)
+    assert model.config.label_smoothing == 0.1  # the paper's default, applied inside the model
+    assert model.generation_config.num_beams == 2
+    batch = tokenizer(["Ein hund läuft im park."], return_tensors="pt", return_token_type_ids=False)
+    generated = model.generate(**batch, max_new_tokens=12)
+    assert generated.shape[0] == 1
+
+
+def test_run_translation_continues_from_saved_model(tmp_path):
+    data_dir = write_parallel(tmp_path)
+    run_translation.main(translation_args(data_dir, tmp_path / "first", "--do_train"))
+    second = tmp_path / "second"
+    run_translation.main(translation_args(data_dir, second, "--model_name_or_path", str(tmp_path / "first"),
+                                          "--do_eval"))
+    assert json.loads((second / "eval_results.json").read_text())["eval_samples"] == 10
+
+
+def test_run_translation_bad_arguments(tmp_path):
+    data_dir = write_parallel(tmp_path)
+    with pytest.raises(ValueError, match="unknown config field 'd_modle'"):
+        run_translation.main(translation_args(data_dir, tmp_path / "o", "--config_overrides", "d_modle=64"))
+    with pytest.raises(ValueError, match="'huge'"):
+        run_translation.main(translation_args(data_dir, tmp_path / "o", "--config_name", "huge"))
+    with pytest.raises(ValueError, match="encoder_layers='three' is not a number"):
+        run_translation.main(translation_args(data_dir, tmp_path / "o", "--config_overrides", "encoder_layers=three"))
+    (data_dir / "validation.en").write_text("only one line\n")
+    with pytest.raises(ValueError, match="validation.de has 10 lines but .*validation.en has 1"):
+        run_translation.main(translation_args(data_dir, tmp_path / "o"))
+
+
+def write_conll(path, sentences):
+    path.write_text("-DOCSTART- -X- -X- O\n\n" + "\n".join(
+        "".join(f"{w} NN O {t}\n" for w, t in zip(words, tags)) for words, tags in sentences))
+
+
+NER_SENTENCES = [
+    (["Anna", "lives", "in", "Berlin", "."], ["B-PER", "O", "O", "B-LOC", "O"]),
+    (["Acme", "Corp", "hired", "Ben", "Miller"], ["B-ORG", "I-ORG", "O", "B-PER", "I-PER"]),
+    (["Paris", "is", "big"], ["B-LOC", "O", "O"]),
+]
+
+
+def ner_args(tmp_path, out, *extra):
+    write_conll(tmp_path / "train.txt", NER_SENTENCES * 10)
+    write_conll(tmp_path / "valid.txt", NER_SENTENCES)
+    return ["--train_file", str(tmp_path / "train.txt"), "--validation_file", str(tmp_path / "valid.txt"),
+            "--test_file", str(tmp_path / "valid.txt"), "--output_dir", str(out), "--config_name", "tiny",
+            "--vocab_size", "60", "--max_steps", "6", "--per_device_train_batch_size", "8", "--warmup_steps", "2",
+            "--save_strategy", "no", "--disable_tqdm", "true", *extra]
+
+
+def test_run_ner_end_to_end(tmp_path):
+    out = tmp_path / "out"
+    metrics = run_ner.main(ner_args(tmp_path, out, "--label_all_tokens", "true"))
+    for key in ("eval_f1", "eval_precision", "eval_recall", "eval_accuracy", "eval_PER_f1", "predict_f1"):
+        assert key in metrics, key
+    model = AutoModelForTokenClassification.from_pretrained(out)
+    assert set(model.config.id2label.values()) == {"O", "B-PER", "I-PER", "B-LOC", "B-ORG", "I-ORG"}
+    lines = (out / "predictions_test.txt").read_text().split("\n\n")
+    assert lines[0].splitlines()[0].split()[:2] == ["Anna", "B-PER"]
+    assert sum(1 for block in lines if block.strip()) == 3
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    from transformers import pipeline
+    tagger = pipeline("token-classification", model=model, tokenizer=tokenizer, aggregation_strategy="simple")
+    assert isinstance(tagger("Anna lives in Berlin ."), list)
+
+
+def test_run_ner_unseen_validation_label(tmp_path):
+    args = ner_args(tmp_path, tmp_path / "out")
+    write_conll(tmp_path / "valid.txt", [(["Rome"], ["B-CITY"])])
+    with pytest.raises(ValueError, match=r"\['B-CITY'\] occur in the validation split but never in training"):
+        run_ner.main(args)
+
+
+def test_tagger_from_translation_checkpoint(tmp_path):
+    """Fine-tune a translation model's encoder for NER: the run starts from the seq2seq checkpoint."""
+    data_dir = write_parallel(tmp_path)
+    run_translation.main(translation_args(data_dir, tmp_path / "mt", "--do_train"))
+    encoder_before = load_file(tmp_path / "mt" / "model.safetensors")["model.encoder.layers.0.ffn.fc1.weight"]
+    run_ner.main(ner_args(tmp_path, tmp_path / "ner", "--model_name_or_path", str(tmp_path / "mt"), "--max_steps", "1",
+                          "--learning_rate", "1e-9", "--do_train"))
+    tagger = load_file(tmp_path / "ner" / "model.safetensors")
+    assert not any(k.startswith("model.decoder") for k in tagger)
+    torch.testing.assert_close(tagger["model.encoder.layers.0.ffn.fc1.weight"], encoder_before, rtol=0, atol=1e-6)
+
+
+def _script_cmd(*args):
+    return [sys.executable, os.path.join(ROOT, "scripts", "run_translation.py"), *args]
+
+
+def test_resume_after_kill(tmp_path):
+    data_dir = write_parallel(tmp_path, n=128)
+    out = tmp_path / "out"
+    args = translation_args(data_dir, out, "--do_train", "--max_steps", "40", "--save_strategy", "steps",
+                            "--save_steps", "5", "--save_total_limit", "3", "--per_device_train_batch_size", "4")
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    proc = subprocess.Popen(_script_cmd(*args), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.time() + 240
+    while time.time() < deadline and not (out / "checkpoint-5" / "trainer_state.json").exists():
+        time.sleep(0.2)
+        assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+    time.sleep(random.uniform(0.0, 1.5))
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    checkpoints = sorted(p for p in out.iterdir() if p.name.startswith("checkpoint-"))
+    assert checkpoints and not (out / "model.safetensors").exists()
+    resumed = subprocess.run(_script_cmd(*args, "--resume_from_checkpoint", "true"), env=env,
+                             capture_output=True, text=True, timeout=400)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    state = json.loads((out / "trainer_state.json").read_text())
+    assert state["global_step"] == 40
+    for ckpt in (p for p in out.iterdir() if p.name.startswith("checkpoint-")):
+        AutoModelForSeq2SeqLM.from_pretrained(ckpt)  # every remaining checkpoint loads
+
+
+def test_two_processes_match_one(tmp_path):
+    """torchrun --nproc_per_node 2 with batch 4 per process = 1 process with batch 8: same losses, same weights,
+    same evaluation (no duplicated samples in the gather)."""
+    if shutil.which("torchrun") is None and not os.path.exists(os.path.join(os.path.dirname(sys.executable), "torchrun")):
+        pytest.skip("torchrun not available")
+    data_dir = write_parallel(tmp_path, n=64)
+    common = ["--do_train", "--do_eval", "--max_steps", "4", "--max_eval_samples", "7", "--save_strategy", "no",
+              "--warmup_steps", "2", "--dataloader_drop_last", "true"]
+    one = tmp_path / "one"
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    r1 = subprocess.run(_script_cmd(*translation_args(data_dir, one, *common, "--per_device_train_batch_size", "8")),
+                        env=env, capture_output=True, text=True, timeout=400)
+    assert r1.returncode == 0, r1.stderr[-3000:]
+    two = tmp_path / "two"
+    torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
+    cmd = [torchrun, "--nproc_per_node", "2", "--master_port", str(29500 + os.getpid() % 1000),
+           *_script_cmd(*translation_args(data_dir, two, *common, "--per_device_train_batch_size", "4"))[1:]]
+    r2 = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert r2.returncode == 0, r2.stderr[-3000:]
+    res1 = json.loads((one / "all_results.json").read_text())
+    res2 = json.loads((two / "all_results.json").read_text())
+    assert res2["eval_samples"] == res1["eval_samples"] == 7
+    assert res2["train_loss"] == pytest.approx(res1["train_loss"], rel=1e-4)
+    assert res2["eval_bleu"] == pytest.approx(res1["eval_bleu"], abs=1e-6)
+    assert res2["eval_loss"] == pytest.approx(res1["eval_loss"], rel=1e-4)
+    w1, w2 = load_file(one / "model.safetensors"), load_file(two / "model.safetensors")
+    for name in w1:
+        torch.testing.assert_close(w1[name], w2[name], rtol=1e-4, atol=1e-5)
+    predictions = (two / "generated_predictions_validation.txt").read_text(encoding="utf-8").splitlines()
+    assert len(predictions) == 7
+
+
+@pytest.mark.skipif(not os.path.isdir(os.path.join(SHARED_DATA, "multi30k")), reason="shared data absent")
+def test_real_data_smoke_translation(tmp_path):
+    prefix = os.path.join(SHARED_DATA, "multi30k")
+    metrics = run_translation.main([
+        "--train_file", f"{prefix}/train", "--validation_file", f"{prefix}/validation", "--source_lang", "de",
+        "--target_lang", "en", "--output_dir", str(tmp_path / "o"), "--config_name", "tiny", "--vocab_size", "500",
+        "--max_train_samples", "256", "--max_eval_samples", "8", "--max_steps", "3", "--do_train", "--do_eval",
+        "--generation_max_length", "8", "--save_strategy", "no", "--disable_tqdm", "true"])
+    assert metrics["eval_samples"] == 8 and metrics["train_samples"] == 256
+
+
+@pytest.mark.skipif(not os.path.isdir(os.path.join(SHARED_DATA, "conll2003")), reason="shared data absent")
+def test_real_data_smoke_ner(tmp_path):
+    prefix = os.path.join(SHARED_DATA, "conll2003")
+    metrics = run_ner.main([
+        "--train_file", f"{prefix}/train.txt", "--validation_file", f"{prefix}/validation.txt",
+        "--output_dir", str(tmp_path / "o"), "--config_name", "tiny", "--vocab_size", "500",
+        "--max_train_samples", "256", "--max_eval_samples", "16", "--max_steps", "3", "--do_train", "--do_eval",
+        "--save_strategy", "no", "--disable_tqdm", "true"])
+    assert metrics["eval_samples"] == 16 and 0.0 <= metrics["eval_f1"] <= 1.0

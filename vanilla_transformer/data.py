@@ -1,0 +1,193 @@
+"""Every loader returns a `datasets.Dataset`; bad data raises `DataError` naming the file and line.
+
+Translation rows use HF's format `{"translation": {SRC: ..., TGT: ...}}`; tagging rows `{"tokens": [...],
+"ner_tags": [...]}` with string tags in IOB2.
+"""
+
+import json
+import os
+import random
+
+from datasets import Dataset
+
+DEMO_SOURCE_LANG, DEMO_TARGET_LANG = "src", "tgt"
+DEMO_SYMBOLS = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+
+class DataError(ValueError):
+    """Bad input data; the message names the file (and line) and what is wrong."""
+
+
+# ---------------------------------------------------------------------------------------------------- reading files
+
+
+def read_lines(path: str) -> list[str]:
+    """Lines of a UTF-8 text file without their line ends; clear errors for missing, empty or undecodable files."""
+    if not os.path.isfile(path):
+        raise DataError(f"{path}: file not found.")
+    with open(path, "rb") as f:
+        raw = f.read()
+    if not raw.strip():
+        raise DataError(f"{path}: file is empty.")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise DataError(f"{path}, line {line}: bytes that are not UTF-8 ({e.reason}).") from None
+    return text.splitlines()
+
+
+# ---------------------------------------------------------------------------------------------------- translation
+
+
+def load_parallel_text(prefix: str, source_lang: str, target_lang: str) -> Dataset:
+    """`PREFIX.SRC` and `PREFIX.TGT`, one sentence per line, line i of one the translation of line i of the other."""
+    src_path, tgt_path = f"{prefix}.{source_lang}", f"{prefix}.{target_lang}"
+    src, tgt = read_lines(src_path), read_lines(tgt_path)
+    if len(src) != len(tgt):
+        raise DataError(f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}: parallel files must align.")
+    for i, (s, t) in enumerate(zip(src, tgt), start=1):
+        if not s.strip() or not t.strip():
+            path = src_path if not s.strip() else tgt_path
+            raise DataError(f"{path}, line {i}: empty sentence.")
+    return Dataset.from_dict({"translation": [{source_lang: s, target_lang: t} for s, t in zip(src, tgt)]})
+
+
+def load_translation_jsonl(path: str, source_lang: str, target_lang: str) -> Dataset:
+    """JSON lines in HF's translation format: `{"translation": {"de": "...", "en": "..."}}`."""
+    rows = []
+    for i, line in enumerate(read_lines(path), start=1):
+        if not line.strip():
+            continue
+        try:
+            pair = json.loads(line)["translation"]
+            rows.append({source_lang: str(pair[source_lang]), target_lang: str(pair[target_lang])})
+        except (json.JSONDecodeError, KeyError, TypeError) as e:
+            raise DataError(
+                f"{path}, line {i}: expected {{\"translation\": {{\"{source_lang}\": ..., \"{target_lang}\": ...}}}} "
+                f"({type(e).__name__}: {e})."
+            ) from None
+    if not rows:
+        raise DataError(f"{path}: no translation pairs.")
+    return Dataset.from_dict({"translation": rows})
+
+
+def demo_translate(source: str) -> str:
+    """The demo task's rule: upper-case letters, digit d -> 9 - d, reverse, double the first element.
+    `123456qwer` -> `RREWQ345678`."""
+    mapped = [str(9 - int(c)) if c.isdigit() else c.upper() for c in reversed(source)]
+    return mapped[0] + "".join(mapped)
+
+
+def make_demo_translation(num_examples: int, seed: int = 0, min_length: int = 30, max_length: int = 48) -> Dataset:
+    """Random strings of 30-48 symbols (digits and lowercase letters, skewed frequencies: symbol k has weight
+    1 / (k + 1)) and their `demo_translate` targets; deterministic given the seed."""
+    if num_examples <= 0:
+        raise ValueError(f"num_examples must be positive, got {num_examples}.")
+    rng = random.Random(seed)
+    weights = [1.0 / (k + 1) for k in range(len(DEMO_SYMBOLS))]
+    rows = []
+    for _ in range(num_examples):
+        source = "".join(rng.choices(DEMO_SYMBOLS, weights, k=rng.randint(min_length, max_length)))
+        rows.append({DEMO_SOURCE_LANG: source, DEMO_TARGET_LANG: demo_translate(source)})
+    return Dataset.from_dict({"translation": rows})
+
+
+# ---------------------------------------------------------------------------------------------------- tagging
+
+
+def iob1_to_iob2(tags: list[str]) -> list[str]:
+    """IOB1 starts an entity with I- unless it directly follows one of the same type; IOB2 always starts with B-."""
+    out = []
+    for i, tag in enumerate(tags):
+        if tag.startswith("I-") and (i == 0 or tags[i - 1] == "O" or tags[i - 1][2:] != tag[2:]):
+            tag = "B-" + tag[2:]
+        out.append(tag)
+    return out
+
+
+def _check_tag(tag: str, where: str) -> None:
+    if tag != "O" and not (len(tag) > 2 and tag[:2] in ("B-", "I-")):
+        raise DataError(f"{where}: tag {tag!r} is not O, B-TYPE or I-TYPE.")
+
+
+def load_conll(path: str) -> Dataset:
+    """CoNLL column files: one token per line, the tag in the last column, a blank line between sentences,
+    `-DOCSTART-` lines skipped. IOB1 or IOB2 in, IOB2 out. Every token line must have the same column count."""
+    sentences, tokens, tags, columns = [], [], [], None
+    for i, line in enumerate(read_lines(path) + [""], start=1):
+        if line.startswith("-DOCSTART-") or not line.strip():
+            if tokens:
+                sentences.append((tokens, iob1_to_iob2(tags)))
+                tokens, tags = [], []
+            continue
+        parts = line.split()
+        if len(parts) < 2:
+            raise DataError(f"{path}, line {i}: expected a token and a tag, got {line!r}.")
+        if columns is None:
+            columns = len(parts)
+        elif len(parts) != columns:
+            raise DataError(f"{path}, line {i}: {len(parts)} columns where earlier lines have {columns}: {line!r}.")
+        _check_tag(parts[-1], f"{path}, line {i}")
+        tokens.append(parts[0])
+        tags.append(parts[-1])
+    if not sentences:
+        raise DataError(f"{path}: no sentences.")
+    return Dataset.from_dict({"tokens": [s[0] for s in sentences], "ner_tags": [s[1] for s in sentences]})
+
+
+def load_ner_jsonl(path: str) -> Dataset:
+    """JSON lines `{"tokens": [...], "ner_tags": [...]}` with string tags (IOB1 or IOB2)."""
+    tokens, tags = [], []
+    for i, line in enumerate(read_lines(path), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            words, labels = [str(w) for w in row["tokens"]], [str(t) for t in row["ner_tags"]]
+        except (json.JSONDecodeError, KeyError, TypeError) as e:
+            raise DataError(f"{path}, line {i}: expected {{\"tokens\": [...], \"ner_tags\": [...]}} ({e}).") from None
+        if len(words) != len(labels) or not words:
+            raise DataError(f"{path}, line {i}: {len(words)} tokens but {len(labels)} tags.")
+        for tag in labels:
+            _check_tag(tag, f"{path}, line {i}")
+        tokens.append(words)
+        tags.append(iob1_to_iob2(labels))
+    if not tokens:
+        raise DataError(f"{path}: no sentences.")
+    return Dataset.from_dict({"tokens": tokens, "ner_tags": tags})
+
+
+def load_ner_file(path: str) -> Dataset:
+    """`.json`/`.jsonl` -> JSON lines, anything else -> CoNLL columns."""
+    return load_ner_jsonl(path) if path.endswith((".json", ".jsonl")) else load_conll(path)
+
+
+DEMO_NAMES = ["Anna", "Ben", "Clara", "David", "Eva", "Felix", "Greta", "Hugo", "Ida", "Jonas"]
+DEMO_SURNAMES = ["Miller", "Schmidt", "Novak", "Rossi", "Dubois", "Berg", "Costa", "Kim"]
+DEMO_PLACES = ["Berlin", "Paris", "Oslo", "Lima", "Cairo", "Tokyo", "Quebec", "Rome", "New York", "Buenos Aires"]
+DEMO_ORGS = ["Acme Corp", "Globex", "Initech", "Umbrella Inc", "Stark Industries", "Wayne Enterprises"]
+DEMO_WORDS = "the a met visited joined left saw from to with and in at today yesterday later".split()
+
+
+def make_demo_ner(num_examples: int, seed: int = 0) -> Dataset:
+    """A generated tagging task in the spirit of CoNLL: sentences of filler words with person (1-2 words), place
+    and organisation names (1-2 words) in random order; tags in IOB2."""
+    rng = random.Random(seed)
+    tokens, tags = [], []
+    for _ in range(num_examples):
+        words, labels = [], []
+        for _ in range(rng.randint(2, 4)):
+            for _ in range(rng.randint(1, 3)):
+                words.append(rng.choice(DEMO_WORDS))
+                labels.append("O")
+            kind = rng.choice(["PER", "LOC", "ORG"])
+            if kind == "PER":
+                name = [rng.choice(DEMO_NAMES)] + ([rng.choice(DEMO_SURNAMES)] if rng.random() < 0.5 else [])
+            else:
+                name = rng.choice(DEMO_PLACES if kind == "LOC" else DEMO_ORGS).split()
+            words += name
+            labels += [f"B-{kind}"] + [f"I-{kind}"] * (len(name) - 1)
+        tokens.append(words)
+        tags.append(labels)
+    return Dataset.from_dict({"tokens": tokens, "ner_tags": tags})

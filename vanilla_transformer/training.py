@@ -1,0 +1,169 @@
+"""What `scripts/run_translation.py` and `scripts/run_ner.py` share: model arguments, building the config and model,
+the tokenizer, the paper's optimizer defaults and resuming."""
+
+import ast
+import os
+from dataclasses import dataclass, field, fields, make_dataclass
+
+from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoModelForTokenClassification
+from transformers.trainer_utils import get_last_checkpoint
+
+from .configuration_vanilla_transformer import PRESETS, VanillaTransformerConfig
+from .tokenization import check_tokenizer_matches_config, load_tokenizer, train_tokenizer
+
+
+@dataclass
+class ModelArguments:
+    model_name_or_path: str | None = field(
+        default=None, metadata={"help": "A saved model (directory or Hub id) to continue from."})
+    config_name: str | None = field(
+        default=None, metadata={"help": f"A preset name {sorted(PRESETS)}, or a config file or directory."})
+    config_overrides: str | None = field(
+        default=None, metadata={"help": "Comma-separated config fields, e.g. 'd_model=256,encoder_layers=3'."})
+    tokenizer_name: str | None = field(
+        default=None, metadata={"help": "A saved tokenizer; when absent a BPE is trained on the training split."})
+    vocab_size: int | None = field(
+        default=None, metadata={"help": "Size of the BPE trained when no tokenizer is given (default 8000)."})
+    attn_implementation: str = field(default="sdpa", metadata={"help": "'sdpa' or 'eager'."})
+    trust_remote_code: bool = field(default=False, metadata={"help": "Allow code from the model's Hub repository."})
+    cache_dir: str | None = field(default=None, metadata={"help": "Where to cache Hub downloads."})
+
+
+def parse_config_overrides(text: str | None) -> dict:
+    """'d_model=256,normalize_before=true' -> {"d_model": 256, "normalize_before": True}; unknown keys and
+    unparsable values raise ValueError naming them."""
+    if not text:
+        return {}
+    known = {f.name for f in fields(VanillaTransformerConfig)}
+    out = {}
+    for item in text.split(","):
+        if not item.strip():
+            continue
+        if "=" not in item:
+            raise ValueError(f"--config_overrides item {item!r} is not key=value.")
+        key, raw = (part.strip() for part in item.split("=", 1))
+        if key not in known:
+            raise ValueError(f"--config_overrides: unknown config field {key!r}.")
+        lowered = raw.lower()
+        if lowered in ("true", "false", "none", "null"):
+            value = {"true": True, "false": False}.get(lowered)
+        else:
+            try:
+                value = ast.literal_eval(raw)
+            except (ValueError, SyntaxError):
+                value = raw  # a bare string such as gelu or learned
+        default = getattr(VanillaTransformerConfig, key, None)
+        if isinstance(default, (int, float)) and not isinstance(default, bool) and not isinstance(value, (int, float)):
+            raise ValueError(f"--config_overrides: {key}={raw!r} is not a number.")
+        out[key] = value
+    return out
+
+
+def get_tokenizer(model_args: ModelArguments, texts_for_training, default_vocab_size: int = 8000):
+    """The given tokenizer, or a BPE trained on `texts_for_training()` (a callable: only read when needed)."""
+    name = model_args.tokenizer_name or model_args.model_name_or_path
+    if name:
+        return load_tokenizer(name, cache_dir=model_args.cache_dir, trust_remote_code=model_args.trust_remote_code)
+    return train_tokenizer(texts_for_training(), vocab_size=model_args.vocab_size or default_vocab_size)
+
+
+def build_config(model_args: ModelArguments, tokenizer, default_preset: str = "small", **task_fields):
+    """Config from `--config_name` (preset, file or directory) + `--config_overrides`; vocabulary and special tokens
+    from the tokenizer."""
+    overrides = parse_config_overrides(model_args.config_overrides)
+    special = dict(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
+                   bos_token_id=tokenizer.bos_token_id,
+                   decoder_start_token_id=tokenizer.bos_token_id if tokenizer.bos_token_id is not None
+                   else tokenizer.pad_token_id)
+    name = model_args.config_name or default_preset
+    if name in PRESETS:
+        return VanillaTransformerConfig.from_preset(name, **{**special, **task_fields, **overrides})
+    if not os.path.exists(name):
+        raise ValueError(f"--config_name {name!r} is neither a preset {sorted(PRESETS)} nor an existing file or directory.")
+    config = VanillaTransformerConfig.from_pretrained(name)
+    return VanillaTransformerConfig(**{**config.to_dict(), **special, **task_fields, **overrides})
+
+
+def build_model(model_args: ModelArguments, tokenizer, task: str, **task_fields):
+    """`task` is "seq2seq" or "token_classification". A saved model is loaded (its tokenizer must agree with it);
+    otherwise a new one is built from the config."""
+    auto = AutoModelForSeq2SeqLM if task == "seq2seq" else AutoModelForTokenClassification
+    if model_args.model_name_or_path:
+        config = AutoConfig.from_pretrained(model_args.model_name_or_path, cache_dir=model_args.cache_dir,
+                                            trust_remote_code=model_args.trust_remote_code, **task_fields)
+        for key, value in parse_config_overrides(model_args.config_overrides).items():
+            setattr(config, key, value)
+        model = auto.from_pretrained(model_args.model_name_or_path, config=config, cache_dir=model_args.cache_dir,
+                                     trust_remote_code=model_args.trust_remote_code,
+                                     attn_implementation=model_args.attn_implementation)
+    else:
+        config = build_config(model_args, tokenizer, **task_fields)
+        model = auto.from_config(config, attn_implementation=model_args.attn_implementation)
+    check_tokenizer_matches_config(tokenizer, model.config)
+    return model
+
+
+# The paper's optimizer (section 5.3: Adam with beta2 0.98, eps 1e-9, linear warm-up then inverse square root decay),
+# label smoothing 0.1 (section 5.4) and quiet, CPU-friendly defaults. Every flag still overrides them.
+PAPER_TRAINING_DEFAULTS = dict(
+    output_dir="outputs/run", learning_rate=1e-3, adam_beta2=0.98, adam_epsilon=1e-9, lr_scheduler_type="inverse_sqrt",
+    warmup_steps=400, label_smoothing_factor=0.1, per_device_train_batch_size=64, per_device_eval_batch_size=128,
+    num_train_epochs=10.0, logging_steps=50, save_strategy="epoch", save_total_limit=2, report_to="none",
+)
+
+
+def paper_training_defaults(cls, name: str, module: str, **extra_defaults):
+    """A subclass of the TrainingArguments class `cls` whose defaults are PAPER_TRAINING_DEFAULTS (+ extra), defined
+    as `module.name` (Trainer pickles its arguments into every checkpoint, so the class must be findable)."""
+    defaults = {**PAPER_TRAINING_DEFAULTS, **extra_defaults}
+    parent = {f.name: f for f in fields(cls)}
+    new_fields = [(name, parent[name].type, field(default=value, metadata=parent[name].metadata))
+                  for name, value in defaults.items()]
+    new_cls = make_dataclass(name, new_fields, bases=(cls,))
+    new_cls.__module__ = module
+    return new_cls
+
+
+def move_label_smoothing_into_model(model, training_args) -> None:
+    """Trainer's own label smoother computes a per-batch mean that ignores `num_items_in_batch` (wrong under gradient
+    accumulation and DDP); the model's loss does it right, so the factor moves into the model config."""
+    model.config.label_smoothing = training_args.label_smoothing_factor
+    training_args.label_smoothing_factor = 0.0
+
+
+def last_checkpoint(training_args):
+    """The checkpoint to resume from: `--resume_from_checkpoint` (a path, or 'true' for the latest in output_dir)."""
+    resume = training_args.resume_from_checkpoint
+    if resume is None or str(resume).lower() == "false":
+        return None
+    if str(resume).lower() == "true":
+        found = get_last_checkpoint(training_args.output_dir) if os.path.isdir(training_args.output_dir) else None
+        if found is None:
+            raise ValueError(f"--resume_from_checkpoint true: no checkpoint-* directory in {training_args.output_dir}.")
+        return found
+    if not os.path.isdir(resume):
+        raise ValueError(f"--resume_from_checkpoint {resume!r} is not a directory.")
+    return resume
+
+
+def write_card_and_push(trainer, training_args, model, task: str, dataset_name: str, train_samples, languages=None,
+                        labels=None, wall_seconds=None, argv=None) -> None:
+    """End of a run (main process): record what the run knows, render README.md next to the model, and with
+    `--push_to_hub` upload the directory (`--hub_model_id`, default: the output directory's name)."""
+    if not trainer.is_world_process_zero():
+        return
+    try:
+        from hub_card import push_model_dir, render_card, write_card_info
+    except ImportError:  # the card lives beside the package in the repository; nothing to render without it
+        return
+    import sys
+
+    command = "python " + " ".join([sys.argv[0], *(sys.argv[1:] if argv is None else argv)])
+    write_card_info(training_args.output_dir, task, dataset_name, train_samples, command, training_args,
+                    languages=languages, labels=labels, wall_seconds=wall_seconds,
+                    label_smoothing=model.config.label_smoothing)
+    repo_id = training_args.hub_model_id or os.path.basename(os.path.abspath(training_args.output_dir))
+    render_card(training_args.output_dir, repo_id)
+    if training_args.push_to_hub:
+        push_model_dir(training_args.output_dir, repo_id, token=training_args.hub_token,
+                       private=bool(training_args.hub_private_repo))
