@@ -15,19 +15,21 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from datasets import DatasetDict, load_dataset
-from transformers import DataCollatorForTokenClassification, HfArgumentParser, Trainer, TrainingArguments, set_seed
+from transformers import DataCollatorForTokenClassification, HfArgumentParser, TrainingArguments, set_seed
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from vanilla_transformer import data as vt_data  # noqa: E402
 from vanilla_transformer.metrics import load_metric  # noqa: E402
 from vanilla_transformer.training import (  # noqa: E402
+    AtomicTrainer,
     ModelArguments,
     build_model,
     get_tokenizer,
     last_checkpoint,
     move_label_smoothing_into_model,
     paper_training_defaults,
+    predict_split,
     write_card_and_push,
 )
 
@@ -189,7 +191,7 @@ def main(argv=None):
                 flat[f"{name}_f1"] = values["f1"]
         return {k.replace("overall_", ""): v for k, v in flat.items()}
 
-    trainer = Trainer(
+    trainer = AtomicTrainer(
         model=model,
         args=training_args,
         train_dataset=tokenized.get("train") if training_args.do_train else None,
@@ -214,13 +216,12 @@ def main(argv=None):
                                    ("test", "predict", training_args.do_predict)):
         if not enabled or split not in tokenized:
             continue
-        output = trainer.predict(tokenized[split], metric_key_prefix=prefix)
-        metrics = dict(output.metrics, **{f"{prefix}_samples": len(tokenized[split])})
+        predictions, label_ids, metrics = predict_split(trainer, tokenized[split], prefix, compute_metrics)
         trainer.log_metrics(prefix, metrics)
         trainer.save_metrics(prefix, metrics)
         all_metrics.update(metrics)
         if trainer.is_world_process_zero():
-            pred_tags, _ = to_word_tags(output.predictions, output.label_ids)
+            pred_tags, _ = to_word_tags(predictions, label_ids)
             path = os.path.join(training_args.output_dir, f"predictions_{split}.txt")
             with open(path, "w", encoding="utf-8") as f:  # CoNLL: token gold predicted; words cut by truncation -> O
                 for words, gold, pred in zip(raw[split]["tokens"], raw[split]["ner_tags"], pred_tags):

@@ -14,21 +14,22 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-import torch
 from datasets import DatasetDict, load_dataset
-from transformers import DataCollatorForSeq2Seq, HfArgumentParser, Seq2SeqTrainer, Seq2SeqTrainingArguments, set_seed
+from transformers import DataCollatorForSeq2Seq, HfArgumentParser, Seq2SeqTrainingArguments, set_seed
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from vanilla_transformer import data as vt_data  # noqa: E402
 from vanilla_transformer.metrics import load_metric  # noqa: E402
 from vanilla_transformer.training import (  # noqa: E402
+    AtomicSeq2SeqTrainer,
     ModelArguments,
     build_model,
     get_tokenizer,
     last_checkpoint,
     move_label_smoothing_into_model,
     paper_training_defaults,
+    predict_split,
     write_card_and_push,
 )
 
@@ -43,7 +44,7 @@ DEMO_ARGS = [
     "--max_steps", "1400", "--learning_rate", "2e-3", "--warmup_steps", "200", "--lr_scheduler_type", "cosine",
     "--per_device_train_batch_size", "32", "--label_smoothing_factor", "0.0", "--bf16", "true",
     "--max_grad_norm", "1.0", "--logging_steps", "100", "--save_strategy", "no", "--output_dir", "outputs/demo",
-] + ([] if torch.cuda.is_available() else ["--use_cpu", "true"])  # transformers wants use_cpu for bf16 on a CPU
+]
 DATA_FLAGS = ("--dataset_name", "--train_file", "--validation_file", "--test_file")
 
 
@@ -172,9 +173,13 @@ def main(argv=None):
 
     bleu_chrf = load_metric("bleu_chrf")
 
+    def token_rows(ids):
+        """Generated/label ids -> lists of real token ids (drops -100, padding, and the None fill that gathering
+        uneven generations across processes can leave)."""
+        return [[int(t) for t in row if t is not None and t >= 0 and t != tokenizer.pad_token_id] for row in ids]
+
     def decode(ids):
-        ids = np.where(ids < 0, tokenizer.pad_token_id, ids)
-        return [t.strip() for t in tokenizer.batch_decode(ids, skip_special_tokens=True)]
+        return [t.strip() for t in tokenizer.batch_decode(token_rows(ids), skip_special_tokens=True)]
 
     def compute_metrics(eval_preds):
         preds, labels = eval_preds
@@ -183,9 +188,9 @@ def main(argv=None):
         scores = bleu_chrf.compute(predictions=hyps, references=refs)
         return {"bleu": scores["bleu"], "chrf": scores["chrf"],
                 "exact_match": float(np.mean([h == r for h, r in zip(hyps, refs)])),
-                "gen_len": float(np.mean([np.count_nonzero(p != tokenizer.pad_token_id) for p in preds]))}
+                "gen_len": float(np.mean([len(row) for row in token_rows(preds)]))}
 
-    trainer = Seq2SeqTrainer(
+    trainer = AtomicSeq2SeqTrainer(
         model=model,
         args=training_args,
         train_dataset=tokenized.get("train") if training_args.do_train else None,
@@ -210,18 +215,17 @@ def main(argv=None):
                                                                                  training_args.do_predict)):
         if not enabled or split not in tokenized:
             continue
-        output = trainer.predict(tokenized[split], metric_key_prefix=prefix)
-        metrics = dict(output.metrics, **{f"{prefix}_samples": len(tokenized[split])})
+        predictions, label_ids, metrics = predict_split(trainer, tokenized[split], prefix, compute_metrics)
         trainer.log_metrics(prefix, metrics)
         trainer.save_metrics(prefix, metrics)
         all_metrics.update(metrics)
-        if trainer.is_world_process_zero() and training_args.predict_with_generate:
-            hyps = decode(output.predictions)
+        if trainer.is_world_process_zero() and predictions is not None:
+            hyps = decode(predictions)
             path = os.path.join(training_args.output_dir, f"generated_predictions_{split}.txt")
             with open(path, "w", encoding="utf-8") as f:
                 f.write("\n".join(hyps) + "\n")
             sources = [pair[src] for pair in raw[split]["translation"]]
-            refs = decode(output.label_ids)
+            refs = decode(label_ids)
             print(f"\nSample {split} predictions (source -> prediction | reference):")
             for s, h, r in list(zip(sources, hyps, refs))[:5]:
                 print(f"  {s}\n    -> {h}\n     | {r}  [{'ok' if h == r else 'WRONG'}]")

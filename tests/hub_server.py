@@ -11,6 +11,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote, urlparse
 
+import yaml
+
 REPO = r"(?P<repo>[^/]+(?:/[^/]+)?)"
 REV = r"(?P<rev>[^/]+)"
 
@@ -117,9 +119,19 @@ class Handler(BaseHTTPRequestHandler):
             repo_id = payload["name"] if not payload.get("organization") else f"{payload['organization']}/{payload['name']}"
             with self.state.lock:
                 if repo_id in self.state.repos:
-                    return self._error(409, "You already created this model repo", "RepoExists")
+                    return self._send(409, {"error": "You already created this model repo",
+                                            "url": f"http://{self.headers['Host']}/{repo_id}"},
+                                      {"X-Error-Code": "RepoExists"})
                 self.state.repos[repo_id] = Repo()
             return self._send(200, {"url": f"http://{self.headers['Host']}/{repo_id}", "name": repo_id, "id": repo_id})
+        if path == "/api/validate-yaml":  # the card's YAML metadata must parse and be a mapping
+            content = json.loads(body)["content"]
+            try:
+                meta = yaml.safe_load(content.split("---")[1]) if content.startswith("---") else {}
+                assert isinstance(meta, dict), "metadata is not a mapping"
+            except Exception as e:  # noqa: BLE001 - any parse failure is the client's error
+                return self._send(400, {"errors": [{"message": str(e)}]})
+            return self._send(200, {"warnings": []})
         m = re.fullmatch(rf"/api/models/{REPO}/preupload/{REV}", path)
         if m:
             if self._repo(m["repo"]) is None:

@@ -68,7 +68,7 @@ CHILD = textwrap.dedent("""
                             revision=revision)
             result = pipe(text)
             assert isinstance(result, list), result
-    torch.save({"logits": logits, "pipeline": result}, out)
+    torch.save({"logits": logits, "pipeline": json.dumps(result, default=float)}, out)
 """)
 
 

@@ -151,12 +151,12 @@ def _script_cmd(*args):
 def test_resume_after_kill(tmp_path):
     data_dir = write_parallel(tmp_path, n=128)
     out = tmp_path / "out"
-    args = translation_args(data_dir, out, "--do_train", "--max_steps", "40", "--save_strategy", "steps",
-                            "--save_steps", "5", "--save_total_limit", "3", "--per_device_train_batch_size", "4")
+    args = translation_args(data_dir, out, "--do_train", "--max_steps", "300", "--save_strategy", "steps",
+                            "--save_steps", "10", "--save_total_limit", "3", "--per_device_train_batch_size", "4")
     env = dict(os.environ, OMP_NUM_THREADS="1")
     proc = subprocess.Popen(_script_cmd(*args), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.time() + 240
-    while time.time() < deadline and not (out / "checkpoint-5" / "trainer_state.json").exists():
+    while time.time() < deadline and not (out / "checkpoint-10" / "trainer_state.json").exists():
         time.sleep(0.2)
         assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
     time.sleep(random.uniform(0.0, 1.5))
@@ -168,7 +168,7 @@ def test_resume_after_kill(tmp_path):
                              capture_output=True, text=True, timeout=400)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     state = json.loads((out / "trainer_state.json").read_text())
-    assert state["global_step"] == 40
+    assert state["global_step"] == 300
     for ckpt in (p for p in out.iterdir() if p.name.startswith("checkpoint-")):
         AutoModelForSeq2SeqLM.from_pretrained(ckpt)  # every remaining checkpoint loads
 
@@ -178,9 +178,11 @@ def test_two_processes_match_one(tmp_path):
     same evaluation (no duplicated samples in the gather)."""
     if shutil.which("torchrun") is None and not os.path.exists(os.path.join(os.path.dirname(sys.executable), "torchrun")):
         pytest.skip("torchrun not available")
-    data_dir = write_parallel(tmp_path, n=64)
+    # 8 training pairs = one global batch: every step sees all of them in both runs, whatever the shuffling
+    data_dir = write_parallel(tmp_path, n=8)
+    # SGD: Adam's tiny epsilon turns float reduction-order noise in near-zero gradients into visible updates
     common = ["--do_train", "--do_eval", "--max_steps", "4", "--max_eval_samples", "7", "--save_strategy", "no",
-              "--warmup_steps", "2", "--dataloader_drop_last", "true"]
+              "--warmup_steps", "2", "--optim", "sgd", "--learning_rate", "0.5"]
     one = tmp_path / "one"
     env = dict(os.environ, OMP_NUM_THREADS="1")
     r1 = subprocess.run(_script_cmd(*translation_args(data_dir, one, *common, "--per_device_train_batch_size", "8")),
@@ -195,12 +197,13 @@ def test_two_processes_match_one(tmp_path):
     res1 = json.loads((one / "all_results.json").read_text())
     res2 = json.loads((two / "all_results.json").read_text())
     assert res2["eval_samples"] == res1["eval_samples"] == 7
-    assert res2["train_loss"] == pytest.approx(res1["train_loss"], rel=1e-4)
+    assert res2["train_loss"] == pytest.approx(res1["train_loss"], rel=1e-5)
     assert res2["eval_bleu"] == pytest.approx(res1["eval_bleu"], abs=1e-6)
-    assert res2["eval_loss"] == pytest.approx(res1["eval_loss"], rel=1e-4)
+    # Trainer's eval_loss averages per-batch means, and batches group differently across processes: close, not equal
+    assert res2["eval_loss"] == pytest.approx(res1["eval_loss"], rel=2e-3)
     w1, w2 = load_file(one / "model.safetensors"), load_file(two / "model.safetensors")
     for name in w1:
-        torch.testing.assert_close(w1[name], w2[name], rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(w1[name], w2[name], rtol=1e-4, atol=1e-6)
     predictions = (two / "generated_predictions_validation.txt").read_text(encoding="utf-8").splitlines()
     assert len(predictions) == 7
 

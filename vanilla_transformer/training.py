@@ -3,9 +3,11 @@ the tokenizer, the paper's optimizer defaults and resuming."""
 
 import ast
 import os
+
+import torch
 from dataclasses import dataclass, field, fields, make_dataclass
 
-from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoModelForTokenClassification
+from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoModelForTokenClassification, Seq2SeqTrainer, Trainer
 from transformers.trainer_utils import get_last_checkpoint
 
 from .configuration_vanilla_transformer import PRESETS, VanillaTransformerConfig
@@ -109,6 +111,9 @@ PAPER_TRAINING_DEFAULTS = dict(
     output_dir="outputs/run", learning_rate=1e-3, adam_beta2=0.98, adam_epsilon=1e-9, lr_scheduler_type="inverse_sqrt",
     warmup_steps=400, label_smoothing_factor=0.1, per_device_train_batch_size=64, per_device_eval_batch_size=128,
     num_train_epochs=10.0, logging_steps=50, save_strategy="epoch", save_total_limit=2, report_to="none",
+    # Without an accelerator, accelerate only forms a multi-process (gloo) group under torchrun when told it runs on
+    # CPUs; otherwise every process silently trains alone. It also lets --bf16 run on a CPU.
+    use_cpu=not (torch.cuda.is_available() or torch.backends.mps.is_available()),
 )
 
 
@@ -167,3 +172,69 @@ def write_card_and_push(trainer, training_args, model, task: str, dataset_name: 
     if training_args.push_to_hub:
         push_model_dir(training_args.output_dir, repo_id, token=training_args.hub_token,
                        private=bool(training_args.hub_private_repo))
+
+
+class AtomicCheckpointMixin:
+    """Checkpoints appear atomically: each is written into `OUTPUT_DIR/.staging/checkpoint-N` and renamed to
+    `OUTPUT_DIR/checkpoint-N` only when complete, so a process killed while saving leaves every visible checkpoint
+    loadable and `--resume_from_checkpoint true` picks a whole one. (With `--push_to_hub`, Trainer uploads checkpoints
+    in the background from their folder, so they are written in place as usual.)"""
+
+    _staging = False
+
+    def _get_output_dir(self, trial):
+        run_dir = super()._get_output_dir(trial)
+        return os.path.join(run_dir, ".staging") if self._staging else run_dir
+
+    def _save_checkpoint(self, model, trial):
+        if self.args.push_to_hub:
+            return super()._save_checkpoint(model, trial)
+        import shutil
+
+        from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
+
+        run_dir = super()._get_output_dir(trial)
+        staging = os.path.join(run_dir, ".staging")
+        name = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+        if self.args.should_save and os.path.isdir(staging):
+            shutil.rmtree(staging)  # left over by a killed save
+        self.accelerator.wait_for_everyone()
+        self._staging = True
+        try:
+            super()._save_checkpoint(model, trial)
+        finally:
+            self._staging = False
+        self.accelerator.wait_for_everyone()  # every process has written its part (RNG states)
+        if self.args.should_save:
+            final = os.path.join(run_dir, name)
+            if os.path.isdir(final):
+                shutil.rmtree(final)
+            os.replace(os.path.join(staging, name), final)  # the atomic step
+            if self.state.best_model_checkpoint:
+                self.state.best_model_checkpoint = self.state.best_model_checkpoint.replace(staging, run_dir)
+            rotate_checkpoints(output_dir=run_dir, save_total_limit=self.args.save_total_limit,
+                               best_model_checkpoint=self.state.best_model_checkpoint, use_mtime=False)
+        self.accelerator.wait_for_everyone()
+
+
+class AtomicTrainer(AtomicCheckpointMixin, Trainer):
+    pass
+
+
+class AtomicSeq2SeqTrainer(AtomicCheckpointMixin, Seq2SeqTrainer):
+    pass
+
+
+def predict_split(trainer, dataset, prefix: str, compute_metrics=None):
+    """`trainer.predict` with exactly one prediction per sample. Under data parallelism the last batch is padded with
+    repeated samples so every process gets a full batch; when those come back in the gathered predictions they are
+    cut and the metrics recomputed, so N processes report what one process would."""
+    output = trainer.predict(dataset, metric_key_prefix=prefix)
+    predictions, labels, metrics = output.predictions, output.label_ids, dict(output.metrics)
+    n = len(dataset)
+    if predictions is not None and len(predictions) > n:
+        predictions, labels = predictions[:n], labels[:n]
+        if compute_metrics is not None:
+            metrics.update({f"{prefix}_{k}": v for k, v in compute_metrics((predictions, labels)).items()})
+    metrics[f"{prefix}_samples"] = n
+    return predictions, labels, metrics

@@ -1,0 +1,220 @@
+#!/usr/bin/env python
+"""Side-by-side speed and memory: our model against HF's MarianMTModel / BartForConditionalGeneration (and
+BertForTokenClassification for tagging) built with the same shape, fed the same random batches.
+
+Every (case, model) runs in its own child process, so the peak RSS (high-water mark) is that model's alone; models
+alternate within a case and each measurement is the median of >= 5 timed repetitions after warm-up.
+
+    python scripts/benchmark.py [--presets small base] [--quick] [--output results.json]
+"""
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+VOCAB = 8000
+CASES = [  # (task, dtype, reference)
+    ("train", "fp32", "marian"), ("train", "bf16", "marian"),
+    ("greedy", "fp32", "marian"), ("greedy", "bf16", "marian"),
+    ("beam", "fp32", "marian"),
+    ("train", "fp32", "bart"), ("greedy", "fp32", "bart"),
+    ("token_classification", "fp32", "bert"),
+]
+UNITS = {"train": "tokens/s", "greedy": "sentences/s", "beam": "sentences/s", "token_classification": "tokens/s"}
+
+
+def shape_of(preset: str) -> dict:
+    from vanilla_transformer import PRESETS
+
+    p = PRESETS[preset]
+    return dict(d_model=p["d_model"], layers=p["encoder_layers"], heads=p["encoder_attention_heads"],
+                ffn=p["encoder_ffn_dim"])
+
+
+def build(name: str, shape: dict):
+    """The same architecture in each library: post-LN, ReLU, scaled sinusoidal (Marian) or learned (BART/BERT)
+    positions, embeddings tied with the output projection, no dropout (benchmarks run in train mode)."""
+    import torch  # noqa: F401
+    from transformers import (BartConfig, BartForConditionalGeneration, BertConfig, BertForTokenClassification,
+                              MarianConfig, MarianMTModel)
+
+    from vanilla_transformer import (VanillaTransformerConfig, VanillaTransformerForConditionalGeneration,
+                                     VanillaTransformerForTokenClassification)
+
+    d, n, h, f = shape["d_model"], shape["layers"], shape["heads"], shape["ffn"]
+    common = dict(vocab_size=VOCAB, d_model=d, encoder_layers=n, decoder_layers=n, encoder_attention_heads=h,
+                  decoder_attention_heads=h, encoder_ffn_dim=f, decoder_ffn_dim=f, activation_function="relu",
+                  dropout=0.0, attention_dropout=0.0, activation_dropout=0.0, max_position_embeddings=512,
+                  scale_embedding=True, pad_token_id=0, eos_token_id=2, decoder_start_token_id=1, bos_token_id=1,
+                  tie_word_embeddings=True)
+    if name == "ours":
+        return VanillaTransformerForConditionalGeneration(VanillaTransformerConfig(**common))
+    if name == "ours_tagger":
+        return VanillaTransformerForTokenClassification(VanillaTransformerConfig(**common, num_labels=9))
+    if name == "marian":
+        return MarianMTModel(MarianConfig(**common, share_encoder_decoder_embeddings=True))
+    if name == "bart":
+        return BartForConditionalGeneration(BartConfig(**common, forced_eos_token_id=None))
+    if name == "bert":
+        return BertForTokenClassification(BertConfig(vocab_size=VOCAB, hidden_size=d, num_hidden_layers=n,
+                                                     num_attention_heads=h, intermediate_size=f, hidden_act="relu",
+                                                     hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+                                                     max_position_embeddings=512, num_labels=9))
+    raise ValueError(name)
+
+
+def analytic_flops(task: str, shape: dict, batch: int, src: int, tgt: int) -> float:
+    """Matmul FLOPs of one measured unit (a training step, a generate call, a tagging forward)."""
+    d, n, f = shape["d_model"], shape["layers"], shape["ffn"]
+    enc_tok = 2 * (4 * d * d + 2 * d * f) + 2 * 2 * src * d           # projections + FFN + scores/values
+    dec_tok = 2 * (8 * d * d + 2 * d * f) + 2 * 2 * (tgt + src) * d + 2 * d * VOCAB / n
+    if task == "token_classification":
+        return batch * src * n * enc_tok
+    forward = batch * n * (src * enc_tok + tgt * dec_tok)
+    if task == "train":
+        return 3 * forward
+    beams = 4 if task == "beam" else 1
+    return beams * forward  # generation: one new token per step with a cache ~ one forward over the targets
+
+
+def matmul_peak(dtype: str) -> float:
+    import torch
+
+    dt = torch.float32 if dtype == "fp32" else torch.bfloat16
+    a, b = torch.randn(2048, 2048, dtype=dt), torch.randn(2048, 2048, dtype=dt)
+    for _ in range(3):
+        a @ b
+    times = []
+    for _ in range(7):
+        t = time.perf_counter()
+        a @ b
+        times.append(time.perf_counter() - t)
+    return 2 * 2048**3 / statistics.median(times)
+
+
+def run_child(spec: dict) -> dict:
+    """Measure one (task, dtype, model) in this process; returns {"value", "peak_rss_mb", "flops"}."""
+    import torch
+
+    torch.manual_seed(0)
+    task, dtype, name, shape, reps = spec["task"], spec["dtype"], spec["model"], spec["shape"], spec["reps"]
+    bf16 = dtype == "bf16"
+    tagger = task == "token_classification"
+    model = build(("ours_tagger" if name == "ours" else name) if tagger else name, shape)
+    g = torch.Generator().manual_seed(1)
+    batch = {"train": 32, "greedy": 32, "beam": 8, "token_classification": 32}[task]
+    src_len, tgt_len = (128, 0) if tagger else (32, 32)
+    src = torch.randint(4, VOCAB, (batch, src_len), generator=g)
+    tgt = torch.randint(4, VOCAB, (batch, tgt_len), generator=g)
+    mask = torch.ones_like(src)
+    if task == "train":
+        model.train()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+        def step():
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                loss = model(input_ids=src, attention_mask=mask, labels=tgt).loss
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        units = batch * (src_len + tgt_len)
+    elif tagger:
+        model.eval()
+
+        def step():
+            with torch.inference_mode():
+                model(input_ids=src, attention_mask=mask)
+        units = batch * src_len
+    else:
+        model.eval()
+        if bf16:
+            model.to(torch.bfloat16)
+        beams = 4 if task == "beam" else 1
+
+        def step():
+            with torch.inference_mode():
+                out = model.generate(input_ids=src, attention_mask=mask, max_new_tokens=32, min_new_tokens=32,
+                                     num_beams=beams, do_sample=False, early_stopping=False)
+            assert out.shape[1] >= 33, out.shape
+        units = batch
+    for _ in range(2):
+        step()
+    times = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t)
+    seconds = statistics.median(times)
+    return {"value": units / seconds, "seconds": seconds,
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "flops": analytic_flops(task, shape, batch, src_len, 32) / seconds}
+
+
+def measure(spec: dict) -> dict:
+    proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--_child", json.dumps(spec)],
+                          capture_output=True, text=True, env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
+    if proc.returncode != 0:
+        raise RuntimeError(f"benchmark child {spec} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--presets", nargs="+", default=["small", "base"], choices=["tiny", "small", "base"])
+    parser.add_argument("--quick", action="store_true", help="CI-sized: tiny preset, 5 repetitions, one round")
+    parser.add_argument("--rounds", type=int, default=2, help="Alternations ours/reference per case")
+    parser.add_argument("--reps", type=int, default=5, help="Timed repetitions per child (>= 5)")
+    parser.add_argument("--tasks", nargs="+", default=None, help="Only these tasks")
+    parser.add_argument("--output", default="results.json")
+    parser.add_argument("--_child", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args._child:
+        print(json.dumps(run_child(json.loads(args._child))))
+        return 0
+    if args.reps < 5:
+        parser.error("--reps must be at least 5")
+    presets = ["tiny"] if args.quick else args.presets
+    rounds = 1 if args.quick else args.rounds
+    peaks = {dt: matmul_peak(dt) for dt in ("fp32", "bf16")}
+    print(f"matmul peak: fp32 {peaks['fp32'] / 1e9:.0f} GFLOP/s, bf16 {peaks['bf16'] / 1e9:.0f} GFLOP/s")
+    results = []
+    for preset in presets:
+        shape = shape_of(preset)
+        for task, dtype, reference in CASES:
+            if args.tasks and task not in args.tasks:
+                continue
+            ours_runs, ref_runs = [], []
+            for _ in range(rounds):  # alternate the models
+                for name, runs in (("ours", ours_runs), (reference, ref_runs)):
+                    runs.append(measure(dict(task=task, dtype=dtype, model=name, shape=shape, reps=args.reps)))
+            ours = statistics.median(r["value"] for r in ours_runs)
+            ref = statistics.median(r["value"] for r in ref_runs)
+            row = dict(task=task, preset=preset, dtype=dtype, ours=ours, reference=ref,
+                       reference_name={"marian": "MarianMTModel", "bart": "BartForConditionalGeneration",
+                                       "bert": "BertForTokenClassification"}[reference],
+                       unit=UNITS[task], ratio=ours / ref,
+                       peak_rss_mb_ours=max(r["peak_rss_mb"] for r in ours_runs),
+                       peak_rss_mb_reference=max(r["peak_rss_mb"] for r in ref_runs),
+                       mfu_ours=statistics.median(r["flops"] for r in ours_runs) / peaks[dtype])
+            results.append(row)
+            print(f"{preset:5s} {task:20s} {dtype:4s} ours {ours:9.1f} {row['unit']:11s} "
+                  f"{row['reference_name']:28s} {ref:9.1f}  ratio {row['ratio']:.2f}  "
+                  f"RSS {row['peak_rss_mb_ours']:.0f}/{row['peak_rss_mb_reference']:.0f} MB  "
+                  f"MFU {row['mfu_ours'] * 100:.1f}%", flush=True)
+    os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
+    with open(args.output, "w") as f:
+        json.dump(results, f, indent=2)
+    print(f"wrote {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
