@@ -42,7 +42,6 @@ def shape_of(preset: str) -> dict:
 def build(name: str, shape: dict):
     """The same architecture in each library: post-LN, ReLU, scaled sinusoidal (Marian) or learned (BART/BERT)
     positions, embeddings tied with the output projection, no dropout (benchmarks run in train mode)."""
-    import torch  # noqa: F401
     from transformers import (BartConfig, BartForConditionalGeneration, BertConfig, BertForTokenClassification,
                               MarianConfig, MarianMTModel)
 

@@ -10,10 +10,8 @@ nothing at all: a generated demo tagging task. Labels are IOB2 strings; the labe
 import logging
 import os
 import sys
-import time
 from dataclasses import dataclass, field
 
-import numpy as np
 from datasets import DatasetDict, load_dataset
 from transformers import DataCollatorForTokenClassification, HfArgumentParser, TrainingArguments, set_seed
 
@@ -29,7 +27,9 @@ from vanilla_transformer.training import (  # noqa: E402
     last_checkpoint,
     move_label_smoothing_into_model,
     paper_training_defaults,
+    dataset_label,
     predict_split,
+    train_and_save,
     write_card_and_push,
 )
 
@@ -88,13 +88,6 @@ def label_list_from(train_tags, other_splits: dict) -> list[str]:
             raise ValueError(f"Labels {unseen} occur in the {split} split but never in training; add them to the "
                              "training data or map them (e.g. to O) before running.")
     return labels
-
-
-def dataset_label(data_args) -> str:
-    if data_args.dataset_name:
-        return data_args.dataset_name
-    path = data_args.train_file
-    return os.path.basename(os.path.dirname(os.path.abspath(path))) if path else "demo"
 
 
 def main(argv=None):
@@ -203,14 +196,7 @@ def main(argv=None):
 
     all_metrics = {}
     if training_args.do_train:
-        start = time.time()
-        result = trainer.train(resume_from_checkpoint=resume_from)
-        trainer.save_model()
-        metrics = dict(result.metrics, train_samples=len(tokenized["train"]), train_wall_seconds=time.time() - start)
-        trainer.log_metrics("train", metrics)
-        trainer.save_metrics("train", metrics)
-        trainer.save_state()
-        all_metrics.update(metrics)
+        all_metrics.update(train_and_save(trainer, tokenized["train"], resume_from))
 
     for split, prefix, enabled in (("validation", "eval", training_args.do_eval),
                                    ("test", "predict", training_args.do_predict)):

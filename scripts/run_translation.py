@@ -10,7 +10,6 @@ data/train.en), or nothing at all: the built-in demo task. Multi-process: `torch
 import logging
 import os
 import sys
-import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -29,7 +28,9 @@ from vanilla_transformer.training import (  # noqa: E402
     last_checkpoint,
     move_label_smoothing_into_model,
     paper_training_defaults,
+    dataset_label,
     predict_split,
+    train_and_save,
     write_card_and_push,
 )
 
@@ -99,13 +100,6 @@ def load_raw_datasets(data_args: DataTrainingArguments, training_args) -> Datase
     if data_args.source_lang is None or data_args.target_lang is None:
         raise ValueError("Set --source_lang and --target_lang.")
     return raw
-
-
-def dataset_label(data_args) -> str:
-    if data_args.dataset_name:
-        return data_args.dataset_name
-    path = data_args.train_file
-    return os.path.basename(os.path.dirname(os.path.abspath(path))) if path else "demo"
 
 
 def main(argv=None):
@@ -202,14 +196,7 @@ def main(argv=None):
 
     all_metrics = {}
     if training_args.do_train:
-        start = time.time()
-        result = trainer.train(resume_from_checkpoint=resume_from)
-        trainer.save_model()
-        metrics = dict(result.metrics, train_samples=len(tokenized["train"]), train_wall_seconds=time.time() - start)
-        trainer.log_metrics("train", metrics)
-        trainer.save_metrics("train", metrics)
-        trainer.save_state()
-        all_metrics.update({f"train_{k}" if not k.startswith("train") else k: v for k, v in metrics.items()})
+        all_metrics.update(train_and_save(trainer, tokenized["train"], resume_from))
 
     for split, prefix, enabled in (("validation", "eval", training_args.do_eval), ("test", "predict",
                                                                                  training_args.do_predict)):

@@ -6,7 +6,6 @@ configuration file (relatively): `save_pretrained` copies both files next to the
 """
 
 import math
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F

@@ -238,3 +238,25 @@ def predict_split(trainer, dataset, prefix: str, compute_metrics=None):
             metrics.update({f"{prefix}_{k}": v for k, v in compute_metrics((predictions, labels)).items()})
     metrics[f"{prefix}_samples"] = n
     return predictions, labels, metrics
+
+
+def train_and_save(trainer, train_dataset, resume_from=None) -> dict:
+    """Train (resuming when asked), save model + tokenizer + state, and write train_results.json."""
+    import time
+
+    start = time.time()
+    result = trainer.train(resume_from_checkpoint=resume_from)
+    trainer.save_model()
+    metrics = dict(result.metrics, train_samples=len(train_dataset), train_wall_seconds=time.time() - start)
+    trainer.log_metrics("train", metrics)
+    trainer.save_metrics("train", metrics)
+    trainer.save_state()
+    return metrics
+
+
+def dataset_label(data_args) -> str:
+    """A name for the training data in the model card: the Hub dataset, or the training file's folder."""
+    if data_args.dataset_name:
+        return data_args.dataset_name
+    path = data_args.train_file
+    return os.path.basename(os.path.dirname(os.path.abspath(path))) if path else "demo"
