@@ -377,14 +377,14 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
         return bool(output_attentions), bool(output_hidden_states), return_dict
 
 
-class VanillaTransformerEncoder(nn.Module):
-    """The encoder (section 3.1): embeddings, then N identical layers; pre-LN adds a final LayerNorm."""
+class VanillaTransformerStack(nn.Module):
+    """Embeddings, then N identical layers (section 3.1); pre-LN adds a final LayerNorm after the last layer."""
 
-    def __init__(self, config: VanillaTransformerConfig, embed_tokens: nn.Embedding):
+    def __init__(self, config: VanillaTransformerConfig, embed_tokens: nn.Embedding, layer_cls, num_layers: int):
         super().__init__()
         self.config = config
         self.embed = VanillaTransformerEmbedding(config, embed_tokens)
-        self.layers = nn.ModuleList([VanillaTransformerEncoderLayer(config, i) for i in range(config.encoder_layers)])
+        self.layers = nn.ModuleList([layer_cls(config, i) for i in range(num_layers)])
         self.layer_norm = nn.LayerNorm(config.d_model) if config.normalize_before else None
 
     @property
@@ -393,6 +393,13 @@ class VanillaTransformerEncoder(nn.Module):
 
     def get_input_embeddings(self):
         return self.embed.embed_tokens
+
+
+class VanillaTransformerEncoder(VanillaTransformerStack):
+    """The encoder (section 3.1): N layers of self-attention + feed-forward."""
+
+    def __init__(self, config: VanillaTransformerConfig, embed_tokens: nn.Embedding):
+        super().__init__(config, embed_tokens, VanillaTransformerEncoderLayer, config.encoder_layers)
 
     def forward(self, input_ids=None, attention_mask=None, inputs_embeds=None, output_attentions=False,
                 output_hidden_states=False, return_dict=True, **kwargs) -> BaseModelOutput:
@@ -423,26 +430,15 @@ class VanillaTransformerEncoder(nn.Module):
         return out if return_dict else out.to_tuple()
 
 
-class VanillaTransformerDecoder(nn.Module):
-    """The decoder (section 3.1): embeddings, then N layers of masked self-, cross- and feed-forward sub-layers.
+class VanillaTransformerDecoder(VanillaTransformerStack):
+    """The decoder (section 3.1): N layers of masked self-, cross- and feed-forward sub-layers.
 
     With a cache, positions continue from the cache length, self-attention keys/values grow by the new steps and the
     cross-attention keys/values are computed from the encoder output once.
     """
 
     def __init__(self, config: VanillaTransformerConfig, embed_tokens: nn.Embedding):
-        super().__init__()
-        self.config = config
-        self.embed = VanillaTransformerEmbedding(config, embed_tokens)
-        self.layers = nn.ModuleList([VanillaTransformerDecoderLayer(config, i) for i in range(config.decoder_layers)])
-        self.layer_norm = nn.LayerNorm(config.d_model) if config.normalize_before else None
-
-    @property
-    def embed_tokens(self) -> nn.Embedding:
-        return self.embed.embed_tokens
-
-    def get_input_embeddings(self):
-        return self.embed.embed_tokens
+        super().__init__(config, embed_tokens, VanillaTransformerDecoderLayer, config.decoder_layers)
 
     def forward(self, input_ids=None, attention_mask=None, encoder_hidden_states=None, encoder_attention_mask=None,
                 past_key_values=None, inputs_embeds=None, use_cache=None, output_attentions=False,
