@@ -40,3 +40,16 @@ def subprocess_env():
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["HF_HUB_OFFLINE"] = "1"
     return env
+
+
+# Prepended to child-process scripts: makes our package unimportable there even when it is pip-installed (as in
+# `make test`), so the child sees what a user with only transformers installed sees.
+BLOCK_PACKAGE = """
+import sys
+class _NoVanillaTransformer:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("vanilla_transformer", "hub_card"):
+            raise ImportError(f"{name} is blocked in this process")
+        return None
+sys.meta_path.insert(0, _NoVanillaTransformer())
+"""

@@ -14,7 +14,7 @@ import torch
 from huggingface_hub import ModelCard
 from transformers import AutoModelForSeq2SeqLM, AutoModelForTokenClassification, AutoTokenizer
 
-from conftest import ROOT
+from conftest import BLOCK_PACKAGE, ROOT
 from hub_server import serve
 from test_scripts import ner_args, translation_args, write_parallel
 
@@ -42,7 +42,7 @@ def push(endpoint, tmp_path, model_dir, repo_id):
                           env=hub_env(endpoint, tmp_path), capture_output=True, text=True, timeout=300, cwd=tmp_path)
 
 
-CHILD = textwrap.dedent("""
+CHILD = BLOCK_PACKAGE + textwrap.dedent("""
     import json, sys, torch
     try:
         import vanilla_transformer

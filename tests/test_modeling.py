@@ -12,7 +12,7 @@ import torch
 from transformers import AutoModel, AutoModelForSeq2SeqLM, AutoModelForTokenClassification
 from transformers.cache_utils import EncoderDecoderCache
 
-from conftest import subprocess_env
+from conftest import BLOCK_PACKAGE, subprocess_env
 from vanilla_transformer import (
     VanillaTransformerConfig,
     VanillaTransformerForConditionalGeneration,
@@ -158,7 +158,7 @@ def test_auto_classes(tiny_config, tmp_path):
     assert type(AutoModelForTokenClassification.from_pretrained(tmp_path / "tok")) is VanillaTransformerForTokenClassification
 
 
-REMOTE_CODE_CHILD = textwrap.dedent("""
+REMOTE_CODE_CHILD = BLOCK_PACKAGE + textwrap.dedent("""
     import sys, json, torch
     try:
         import vanilla_transformer
