@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass, field
 
 from datasets import DatasetDict, load_dataset
-from transformers import DataCollatorForTokenClassification, HfArgumentParser, TrainingArguments, set_seed
+from transformers import DataCollatorForTokenClassification, TrainingArguments
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -24,9 +24,9 @@ from vanilla_transformer.training import (  # noqa: E402
     ModelArguments,
     build_model,
     get_tokenizer,
-    last_checkpoint,
     move_label_smoothing_into_model,
     paper_training_defaults,
+    parse_run_arguments,
     dataset_label,
     predict_split,
     train_and_save,
@@ -91,22 +91,11 @@ def label_list_from(train_tags, other_splits: dict) -> list[str]:
 
 
 def main(argv=None):
-    parser = HfArgumentParser((ModelArguments, DataTrainingArguments, NerTrainingArguments))
-    if argv is None and len(sys.argv) == 2 and sys.argv[1].endswith(".json"):
-        model_args, data_args, training_args = parser.parse_json_file(os.path.abspath(sys.argv[1]))
-    else:
-        model_args, data_args, training_args = parser.parse_args_into_dataclasses(args=argv)
-    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO,
-                        handlers=[logging.StreamHandler(sys.stdout)])
-    if training_args.process_index != 0:
-        logger.setLevel(logging.WARNING)
+    model_args, data_args, training_args, resume_from = parse_run_arguments(
+        (ModelArguments, DataTrainingArguments, NerTrainingArguments), argv, logger)
     demo = not (data_args.dataset_name or data_args.train_file or data_args.validation_file or data_args.test_file)
     if demo and not (model_args.model_name_or_path or model_args.config_name or model_args.config_overrides):
         model_args.config_overrides = DEMO_CONFIG_OVERRIDES
-    if not (training_args.do_train or training_args.do_eval or training_args.do_predict):
-        training_args.do_train = training_args.do_eval = training_args.do_predict = True
-    set_seed(training_args.seed)
-    resume_from = last_checkpoint(training_args)
 
     raw = load_raw_datasets(data_args, training_args)
     if "train" in raw:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from datasets import DatasetDict, load_dataset
-from transformers import DataCollatorForSeq2Seq, HfArgumentParser, Seq2SeqTrainingArguments, set_seed
+from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainingArguments
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -25,9 +25,9 @@ from vanilla_transformer.training import (  # noqa: E402
     ModelArguments,
     build_model,
     get_tokenizer,
-    last_checkpoint,
     move_label_smoothing_into_model,
     paper_training_defaults,
+    parse_run_arguments,
     dataset_label,
     predict_split,
     train_and_save,
@@ -103,25 +103,14 @@ def load_raw_datasets(data_args: DataTrainingArguments, training_args) -> Datase
 
 
 def main(argv=None):
-    parser = HfArgumentParser((ModelArguments, DataTrainingArguments, TranslationTrainingArguments))
-    if argv is None and len(sys.argv) == 2 and sys.argv[1].endswith(".json"):
-        model_args, data_args, training_args = parser.parse_json_file(os.path.abspath(sys.argv[1]))
-    else:
-        args = list(sys.argv[1:] if argv is None else argv)
+    def demo_defaults(args):  # later (user) flags win over the demo defaults
         demo = not any(a.split("=")[0] in DATA_FLAGS for a in args)
         from_saved = any(a.split("=")[0] in ("--model_name_or_path", "--config_name") for a in args)
-        if demo and not from_saved:  # later (user) flags win over the demo defaults
-            args = DEMO_ARGS + args
-        model_args, data_args, training_args = parser.parse_args_into_dataclasses(args=args)
-    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO,
-                        handlers=[logging.StreamHandler(sys.stdout)])
-    if training_args.process_index != 0:
-        logger.setLevel(logging.WARNING)
+        return DEMO_ARGS if demo and not from_saved else []
+
+    model_args, data_args, training_args, resume_from = parse_run_arguments(
+        (ModelArguments, DataTrainingArguments, TranslationTrainingArguments), argv, logger, demo_defaults)
     demo = not (data_args.dataset_name or data_args.train_file or data_args.validation_file or data_args.test_file)
-    if not (training_args.do_train or training_args.do_eval or training_args.do_predict):
-        training_args.do_train = training_args.do_eval = training_args.do_predict = True
-    set_seed(training_args.seed)
-    resume_from = last_checkpoint(training_args)
 
     raw = load_raw_datasets(data_args, training_args)
     src, tgt = data_args.source_lang, data_args.target_lang

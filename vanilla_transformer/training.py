@@ -260,3 +260,30 @@ def dataset_label(data_args) -> str:
         return data_args.dataset_name
     path = data_args.train_file
     return os.path.basename(os.path.dirname(os.path.abspath(path))) if path else "demo"
+
+
+def parse_run_arguments(dataclass_types, argv=None, logger=None, defaults_for=None):
+    """The run scripts' prologue: parse (a single `.json` argument is read as a file of arguments), log to stdout
+    (warnings only on processes other than the first), run train + eval + predict when none is asked for, seed,
+    and find the checkpoint to resume from. `defaults_for(args)` may return arguments placed before the user's, so
+    the user's win. Returns (model_args, data_args, training_args, resume_from)."""
+    import logging
+    import sys
+
+    from transformers import HfArgumentParser, set_seed
+
+    parser = HfArgumentParser(dataclass_types)
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) == 1 and args[0].endswith(".json"):
+        model_args, data_args, training_args = parser.parse_json_file(os.path.abspath(args[0]))
+    else:
+        args = (defaults_for(args) if defaults_for else []) + args
+        model_args, data_args, training_args = parser.parse_args_into_dataclasses(args=args)
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO,
+                        handlers=[logging.StreamHandler(sys.stdout)])
+    if logger is not None and training_args.process_index != 0:
+        logger.setLevel(logging.WARNING)
+    if not (training_args.do_train or training_args.do_eval or training_args.do_predict):
+        training_args.do_train = training_args.do_eval = training_args.do_predict = True
+    set_seed(training_args.seed)
+    return model_args, data_args, training_args, last_checkpoint(training_args)
