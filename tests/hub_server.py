@@ -79,6 +79,17 @@ class Handler(BaseHTTPRequestHandler):
             self._error(404, f"Repository {repo_id} not found", "RepoNotFound")
         return repo
 
+    def _revision(self, repo_id, rev):
+        """(sha, files) of a revision, or None after answering 404 for a missing repository or revision."""
+        repo = self._repo(repo_id)
+        if repo is None:
+            return None
+        sha, files = repo.files(rev)
+        if files is None:
+            self._error(404, f"Revision {rev} not found", "RevisionNotFound")
+            return None
+        return sha, files
+
     def _route(self):
         path = unquote(urlparse(self.path).path)
         self.state.log.append(f"{self.command} {path}")
@@ -144,37 +155,33 @@ class Handler(BaseHTTPRequestHandler):
             return self._commit(m["repo"], m["rev"], body)
         m = re.fullmatch(rf"/api/models/{REPO}/paths-info/{REV}", path)
         if m:
-            repo = self._repo(m["repo"])
-            if repo is None:
+            found = self._revision(m["repo"], m["rev"])
+            if found is None:
                 return
-            sha, files = repo.files(m["rev"])
+            _, files = found
             raw = body.decode()
             wanted = json.loads(raw)["paths"] if raw.startswith("{") else [
                 unquote(v) for k, v in (p.split("=", 1) for p in raw.split("&") if "=" in p) if k == "paths"]
             return self._send(200, [{"type": "file", "path": p, "size": len(files[p]), "oid": _oid(files[p])}
-                                    for p in wanted if files and p in files])
+                                    for p in wanted if p in files])
         self._error(404, f"no route for POST {path}")
 
     # ------------------------------------------------------------------------------------------------ endpoints
     def _model_info(self, repo_id, rev):
-        repo = self._repo(repo_id)
-        if repo is None:
+        found = self._revision(repo_id, rev)
+        if found is None:
             return
-        sha, files = repo.files(rev)
-        if files is None:
-            return self._error(404, f"Revision {rev} not found", "RevisionNotFound")
+        sha, files = found
         self._send(200, {"id": repo_id, "modelId": repo_id, "sha": sha, "private": False, "disabled": False,
                          "gated": False, "tags": [], "downloads": 0, "likes": 0, "lastModified": "2026-01-01T00:00:00Z",
                          "createdAt": "2026-01-01T00:00:00Z",
                          "siblings": [{"rfilename": p, "size": len(c)} for p, c in sorted(files.items())]})
 
     def _tree(self, repo_id, rev, sub):
-        repo = self._repo(repo_id)
-        if repo is None:
+        found = self._revision(repo_id, rev)
+        if found is None:
             return
-        _, files = repo.files(rev)
-        if files is None:
-            return self._error(404, f"Revision {rev} not found", "RevisionNotFound")
+        _, files = found
         entries, dirs = [], set()
         for p, c in sorted(files.items()):
             if sub and not p.startswith(sub + "/"):
@@ -217,12 +224,10 @@ class Handler(BaseHTTPRequestHandler):
                          "pullRequestUrl": None, "success": True})
 
     def _resolve(self, repo_id, rev, filename):
-        repo = self._repo(repo_id)
-        if repo is None:
+        found = self._revision(repo_id, rev)
+        if found is None:
             return
-        sha, files = repo.files(rev)
-        if files is None:
-            return self._error(404, f"Revision {rev} not found", "RevisionNotFound")
+        sha, files = found
         if filename not in files:
             return self._error(404, f"Entry {filename} not found", "EntryNotFound")
         content = files[filename]

@@ -2,13 +2,18 @@
 the tokenizer, the paper's optimizer defaults and resuming."""
 
 import ast
+import logging
 import os
-
-import torch
+import shutil
+import sys
+import time
 from dataclasses import dataclass, field, fields, make_dataclass
 
-from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoModelForTokenClassification, Seq2SeqTrainer, Trainer
-from transformers.trainer_utils import get_last_checkpoint
+import torch
+
+from transformers import (AutoConfig, AutoModelForSeq2SeqLM, AutoModelForTokenClassification, HfArgumentParser,
+                          Seq2SeqTrainer, Trainer, set_seed)
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint, rotate_checkpoints
 
 from .configuration_vanilla_transformer import PRESETS, VanillaTransformerConfig
 from .tokenization import check_tokenizer_matches_config, load_tokenizer, train_tokenizer
@@ -161,8 +166,6 @@ def write_card_and_push(trainer, training_args, model, task: str, dataset_name: 
         from hub_card import push_model_dir, render_card, write_card_info
     except ImportError:  # the card lives beside the package in the repository; nothing to render without it
         return
-    import sys
-
     command = "python " + " ".join([sys.argv[0], *(sys.argv[1:] if argv is None else argv)])
     write_card_info(training_args.output_dir, task, dataset_name, train_samples, command, training_args,
                     languages=languages, labels=labels, wall_seconds=wall_seconds,
@@ -189,10 +192,6 @@ class AtomicCheckpointMixin:
     def _save_checkpoint(self, model, trial):
         if self.args.push_to_hub:
             return super()._save_checkpoint(model, trial)
-        import shutil
-
-        from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
-
         run_dir = super()._get_output_dir(trial)
         staging = os.path.join(run_dir, ".staging")
         name = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
@@ -242,8 +241,6 @@ def predict_split(trainer, dataset, prefix: str, compute_metrics=None):
 
 def train_and_save(trainer, train_dataset, resume_from=None) -> dict:
     """Train (resuming when asked), save model + tokenizer + state, and write train_results.json."""
-    import time
-
     start = time.time()
     result = trainer.train(resume_from_checkpoint=resume_from)
     trainer.save_model()
@@ -267,11 +264,6 @@ def parse_run_arguments(dataclass_types, argv=None, logger=None, defaults_for=No
     (warnings only on processes other than the first), run train + eval + predict when none is asked for, seed,
     and find the checkpoint to resume from. `defaults_for(args)` may return arguments placed before the user's, so
     the user's win. Returns (model_args, data_args, training_args, resume_from)."""
-    import logging
-    import sys
-
-    from transformers import HfArgumentParser, set_seed
-
     parser = HfArgumentParser(dataclass_types)
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) == 1 and args[0].endswith(".json"):
