@@ -5,7 +5,8 @@ PY := $(VENV)/bin/python
 # The CPU wheel of torch 2.13.0 lies on our machines; pyproject.toml keeps a range for users.
 TORCH_PIN ?= torch==2.13.0
 
-.PHONY: setup demo test test-slow benchmark clean
+.PHONY: setup demo test test-slow benchmark recipe-multi30k recipe-conll clean
+DATA ?= ../shared/data
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +24,13 @@ test: setup
 
 test-slow: setup
 	VT_SLOW=1 $(PY) -m pytest -q tests -m slow
+
+# The quality recipes (README "Results"): real data from $(DATA), about an hour of training each on a 2-core CPU.
+recipe-multi30k: setup
+	PY=$(PY) recipes/multi30k.sh $(DATA) outputs/multi30k
+
+recipe-conll: setup
+	PY=$(PY) recipes/conll.sh $(DATA) outputs/conll
 
 benchmark: setup
 	$(PY) scripts/benchmark.py --output outputs/benchmark.json

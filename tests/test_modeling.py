@@ -175,13 +175,13 @@ REMOTE_CODE_CHILD = BLOCK_PACKAGE + textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("head", ["seq2seq", "token_classification"])
+@pytest.mark.parametrize("head", ["seq2seq", "token_classification", "token_classification_crf"])
 def test_remote_code_loading_without_the_package(tmp_path, tiny_config, head):
     ids, mask, labels = batch(tiny_config)
     if head == "seq2seq":
         model, inputs = seq2seq(tiny_config), dict(input_ids=ids, attention_mask=mask, decoder_input_ids=labels.clamp(min=0))
     else:
-        tiny_config.num_labels = 3
+        tiny_config.num_labels, tiny_config.use_crf = 3, head.endswith("crf")
         torch.manual_seed(0)
         model, inputs = VanillaTransformerForTokenClassification(tiny_config).eval(), dict(input_ids=ids, attention_mask=mask)
     model.save_pretrained(tmp_path / "model")
@@ -193,7 +193,7 @@ def test_remote_code_loading_without_the_package(tmp_path, tiny_config, head):
     # run from tmp_path so the repo root (and so our package) is not on sys.path
     env = subprocess_env()
     env["HF_MODULES_CACHE"] = str(tmp_path / "modules")
-    proc = subprocess.run([sys.executable, str(script), str(tmp_path / "model"), head, str(tmp_path / "inputs.pt"),
+    proc = subprocess.run([sys.executable, str(script), str(tmp_path / "model"), head[:14], str(tmp_path / "inputs.pt"),
                            str(tmp_path / "out.pt")], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     with torch.no_grad():

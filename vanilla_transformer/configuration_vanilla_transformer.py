@@ -50,6 +50,7 @@ class VanillaTransformerConfig(PreTrainedConfig):
         init_std: standard deviation of the classifier head's initialisation.
         label_smoothing: epsilon_ls of the training loss (section 5.4 uses 0.1); 0 = plain cross-entropy.
         classifier_dropout: dropout before the token-classification head (None = `dropout`).
+        use_crf: a linear-chain CRF on the token-classification head (not in the paper; False keeps it faithful).
     """
 
     model_type = "vanilla_transformer"
@@ -80,6 +81,7 @@ class VanillaTransformerConfig(PreTrainedConfig):
     init_std: float = 0.02
     label_smoothing: float = 0.0
     classifier_dropout: float | None = None
+    use_crf: bool = False
     use_cache: bool = True
     is_encoder_decoder: bool = True
     pad_token_id: int | None = 0
@@ -121,6 +123,8 @@ class VanillaTransformerConfig(PreTrainedConfig):
                 continue
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0.0 <= value < 1.0:
                 raise ValueError(f"{name} must be a number in [0, 1), got {value!r}.")
+        if not isinstance(self.use_crf, bool):
+            raise ValueError(f"use_crf must be true or false, got {self.use_crf!r}.")
         if self.activation_function not in ACTIVATIONS:
             raise ValueError(f"activation_function must be one of {ACTIVATIONS}, got {self.activation_function!r}.")
         if self.position_embedding_type not in POSITION_EMBEDDING_TYPES:

@@ -691,8 +691,60 @@ class VanillaTransformerEncoderModel(VanillaTransformerPreTrainedModel):
                             return_dict)
 
 
+class VanillaTransformerCRF(nn.Module):
+    """A linear-chain conditional random field over the tag sequence (Lafferty et al., 2001), an option of the
+    token-classification head (`config.use_crf`; not part of the paper). Scores a tag path as the sum of its
+    per-token emission scores plus learned start, transition and end scores.
+
+    Positions whose label is -100 (special tokens, non-first sub-tokens) stay in the chain with their tag
+    marginalised out, so the loss is -log P(labelled tags | x) of a partially labelled sequence; padding
+    (`mask` 0, on either side) is skipped. Decoding returns max-marginals: for each position and tag, the score of the
+    best whole path through that tag, so `argmax(-1)` gives exactly the Viterbi path to every consumer of `logits`.
+    """
+
+    def __init__(self, config: VanillaTransformerConfig):
+        super().__init__()
+        self.start_transitions = nn.Parameter(torch.zeros(config.num_labels))
+        self.end_transitions = nn.Parameter(torch.zeros(config.num_labels))
+        self.transitions = nn.Parameter(torch.zeros(config.num_labels, config.num_labels))  # [from, to]
+
+    def _forward_scores(self, emissions, mask, reduce):
+        """Left-to-right recursion; `reduce` is logsumexp (partition function) or max (Viterbi). Returns the score per
+        position and tag (B, T, L) and the final score per sequence (B,)."""
+        first = mask & (mask.cumsum(1) == 1)  # the first real token of each row
+        carry = emissions.new_zeros(emissions.shape[0], emissions.shape[2])  # (B, L)
+        scores = []
+        for t in range(emissions.shape[1]):
+            step = reduce(carry.unsqueeze(2) + self.transitions, 1) + emissions[:, t]  # (B, L)
+            step = torch.where(first[:, t, None], self.start_transitions + emissions[:, t], step)
+            carry = torch.where(mask[:, t, None], step, carry)
+            scores.append(carry)
+        return torch.stack(scores, 1), reduce(carry + self.end_transitions, 1)
+
+    def neg_log_likelihood(self, emissions, labels, mask):
+        """Sum over the batch of -log P(tags | x), with -100 labels marginalised."""
+        allowed = (labels == -100).unsqueeze(-1) | F.one_hot(labels.clamp(min=0), emissions.shape[-1]).bool()
+        constrained = emissions.masked_fill(~allowed, -1e4)
+        _, log_z = self._forward_scores(emissions, mask, torch.logsumexp)
+        _, gold = self._forward_scores(constrained, mask, torch.logsumexp)
+        rows = mask.any(1)  # an empty row contributes nothing
+        return (log_z - gold)[rows].sum()
+
+    def max_marginals(self, emissions, mask):
+        """(B, T, L): the best path score through each tag at each position (forward max + backward max)."""
+        alpha, _ = self._forward_scores(emissions, mask, lambda x, dim: x.max(dim).values)
+        carry = self.end_transitions.expand(emissions.shape[0], -1)  # best continuation after the last real token
+        beta = []
+        for t in reversed(range(emissions.shape[1])):
+            beta.append(carry)
+            step = (self.transitions + (emissions[:, t] + carry).unsqueeze(1)).max(2).values  # (B, L) from-tag view
+            carry = torch.where(mask[:, t, None], step, carry)
+        return alpha + torch.stack(beta[::-1], 1)
+
+
 class VanillaTransformerForTokenClassification(VanillaTransformerPreTrainedModel):
-    """The encoder + dropout + a linear layer over `num_labels` tags per token (named-entity recognition).
+    """The encoder + dropout + a linear layer over `num_labels` tags per token (named-entity recognition); with
+    `config.use_crf`, a CRF on top: trained by its sequence likelihood, `logits` are its max-marginals.
 
     No decoder weights are allocated. Loading a `VanillaTransformerForConditionalGeneration` checkpoint keeps its
     encoder (fine-tune a translation model's encoder for tagging); its decoder weights are expected to be unused.
@@ -708,6 +760,7 @@ class VanillaTransformerForTokenClassification(VanillaTransformerPreTrainedModel
         dropout = config.classifier_dropout if config.classifier_dropout is not None else config.dropout
         self.dropout = nn.Dropout(dropout)
         self.classifier = nn.Linear(config.d_model, config.num_labels)
+        self.crf = VanillaTransformerCRF(config) if config.use_crf else None
         self.post_init()
 
     def get_input_embeddings(self):
@@ -723,11 +776,27 @@ class VanillaTransformerForTokenClassification(VanillaTransformerPreTrainedModel
         outputs = self.model(input_ids, attention_mask, inputs_embeds, output_attentions, output_hidden_states,
                              return_dict=True)
         logits = self.classifier(self.dropout(outputs.last_hidden_state))  # (B, T, num_labels)
-        loss = None
         if labels is not None:
+            if labels.shape != logits.shape[:-1]:
+                raise ValueError(f"labels have shape {tuple(labels.shape)} but the logits have shape "
+                                 f"{tuple(logits.shape[:-1])}.")
             invalid = (labels != -100) & ((labels < 0) | (labels >= self.num_labels))
             if invalid.any():
                 raise ValueError(f"labels contain {labels[invalid][0].item()}, outside [0, {self.num_labels}) and not -100.")
+        loss = None
+        if self.crf is not None:
+            emissions = logits.float()
+            mask = torch.ones(logits.shape[:2], dtype=torch.bool, device=logits.device) if attention_mask is None \
+                else attention_mask.bool()
+            if labels is not None:
+                total = self.crf.neg_log_likelihood(emissions, labels, mask)
+                if num_items_in_batch is None:
+                    num_items_in_batch = (labels != -100).sum().clamp(min=1)
+                loss = total / (num_items_in_batch.to(total.device) if isinstance(num_items_in_batch, torch.Tensor)
+                                else num_items_in_batch)
+            with torch.no_grad():
+                logits = self.crf.max_marginals(emissions, mask)  # argmax(-1) = the Viterbi path
+        elif labels is not None:
             loss = token_loss(logits, labels, num_items_in_batch)
         out = TokenClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
                                     attentions=outputs.attentions)
