@@ -6,9 +6,11 @@ configuration file (relatively): `save_pretrained` copies both files next to the
 """
 
 import math
+import os
 
 import torch
 import torch.nn.functional as F
+from safetensors import SafetensorError
 from torch import nn
 
 from transformers import initialization as init
@@ -185,10 +187,12 @@ def scaled_dot_product_attention(
             attention_mask = attention_mask.to(query.dtype)
         out = F.scaled_dot_product_attention(query, key, value, attn_mask=attention_mask, dropout_p=dropout)
         return out, None
+    if query.dtype == torch.float16:  # large scores overflow fp16's range (65504): take the product in fp32
+        query, key = query.float(), key.float()
     scores = torch.matmul(query, key.transpose(-1, -2)) * (query.shape[-1] ** -0.5)  # (B, H, T, S)
     if attention_mask is not None:
         scores = scores + attention_mask
-    weights = F.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
+    weights = F.softmax(scores, dim=-1, dtype=torch.float32).to(value.dtype)
     out = torch.matmul(F.dropout(weights, p=dropout, training=module.training), value)  # (B, H, T, Dh)
     return out, weights
 
@@ -344,6 +348,26 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
     _no_split_modules = ["VanillaTransformerEncoderLayer", "VanillaTransformerDecoderLayer"]
     _can_compile_fullgraph = False
 
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *model_args, **kwargs):
+        """`PreTrainedModel.from_pretrained`, safetensors only unless the caller opts in with `use_safetensors=False`
+        (pickled `.bin` weights can run code when unpickled; transformers then loads them with `weights_only=True`).
+        A truncated or corrupted weights file raises `OSError` naming it."""
+        opted_in = kwargs.setdefault("use_safetensors", True) is False
+        if kwargs.get("weights_only") is False:
+            raise ValueError("weights_only=False would unpickle arbitrary objects; vanilla-transformer refuses it.")
+        path = str(pretrained_model_name_or_path)
+        try:
+            return super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
+        except SafetensorError as error:
+            raise OSError(f"The weights file (model.safetensors) of {path!r} is truncated or corrupted: {error}") from error
+        except OSError as error:
+            if not opted_in and os.path.isdir(path) and any(f.endswith(".bin") for f in os.listdir(path)):
+                raise OSError(f"{path!r} holds only pickled .bin weights, refused by default (unpickling can run code). "
+                              "If you trust them, pass use_safetensors=False (loaded with weights_only=True), then "
+                              "save_pretrained() to convert them to safetensors.") from error
+            raise
+
     @torch.no_grad()
     def _init_weights(self, module):
         """Xavier-uniform projections as in the reference implementations, embeddings ~ N(0, d_model^-0.5) so that
@@ -363,6 +387,9 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
         elif isinstance(module, nn.LayerNorm):
             init.ones_(module.weight)
             init.zeros_(module.bias)
+        elif isinstance(module, VanillaTransformerCRF):
+            for param in module.parameters():
+                init.zeros_(param)
         elif isinstance(module, VanillaTransformerPositionalEmbedding) and module.kind == "learned":
             init.normal_(module.weight, mean=0.0, std=self.config.d_model**-0.5)
 
@@ -570,6 +597,10 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
                                            output_hidden_states)
         elif not isinstance(encoder_outputs, BaseModelOutput):
             encoder_outputs = BaseModelOutput(*encoder_outputs)
+        decoder_batch = (decoder_input_ids if decoder_input_ids is not None else decoder_inputs_embeds).shape[0]
+        if decoder_batch != encoder_outputs.last_hidden_state.shape[0]:
+            raise ValueError(f"The decoder inputs have batch size {decoder_batch} but the encoder inputs have "
+                             f"{encoder_outputs.last_hidden_state.shape[0]}.")
         decoder_outputs = self.decoder(
             decoder_input_ids, decoder_attention_mask, encoder_outputs.last_hidden_state, attention_mask,
             past_key_values, decoder_inputs_embeds, use_cache, output_attentions, output_hidden_states,
@@ -611,6 +642,17 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
 
     def set_output_embeddings(self, new_embeddings):
         self.lm_head = new_embeddings
+
+    def generate(self, inputs=None, generation_config=None, **kwargs):
+        """`GenerationMixin.generate`, after checking that the per-sentence inputs agree on the batch size."""
+        source = inputs if inputs is not None else kwargs.get("input_ids", kwargs.get("inputs_embeds"))
+        if isinstance(source, torch.Tensor) and source.dim() >= 2:
+            for name in ("attention_mask", "decoder_input_ids", "decoder_attention_mask"):
+                value = kwargs.get(name)
+                if isinstance(value, torch.Tensor) and (value.dim() != 2 or value.shape[0] != source.shape[0]):
+                    raise ValueError(f"{name} has shape {tuple(value.shape)} but the inputs have batch size "
+                                     f"{source.shape[0]}.")
+        return super().generate(inputs, generation_config, **kwargs)
 
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor):
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
