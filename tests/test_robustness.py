@@ -1,7 +1,6 @@
 """Robustness: property-based invariants on random small models and batches, fuzzed loaders, corrupted and untrusted
 files, extreme numerics, and an import that touches no network."""
 
-import json
 import os
 import subprocess
 import sys

@@ -16,10 +16,12 @@ from safetensors.torch import load_file
 from transformers import AutoModelForSeq2SeqLM, AutoModelForTokenClassification, AutoTokenizer
 
 from conftest import ROOT, SHARED_DATA
+from vanilla_transformer import VanillaTransformerForConditionalGeneration
 
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import run_ner  # noqa: E402
 import run_translation  # noqa: E402
+import average_checkpoints  # noqa: E402
 
 WORDS_DE = "ein hund eine katze der mann die frau läuft sitzt spielt im park auf dem gras mit einem ball".split()
 EN = {"ein": "a", "hund": "dog", "eine": "a", "katze": "cat", "der": "the", "mann": "man", "die": "the",
@@ -228,3 +230,21 @@ def test_real_data_smoke_ner(tmp_path):
         "--max_train_samples", "256", "--max_eval_samples", "16", "--max_steps", "3", "--do_train", "--do_eval",
         "--save_strategy", "no", "--disable_tqdm", "true"])
     assert metrics["eval_samples"] == 16 and 0.0 <= metrics["eval_f1"] <= 1.0
+
+
+def test_average_checkpoints(tmp_path, tiny_config):
+    models = []
+    for step in (10, 20, 30):
+        torch.manual_seed(step)
+        model = VanillaTransformerForConditionalGeneration(tiny_config)
+        model.save_pretrained(tmp_path / f"checkpoint-{step}")
+        models.append(model)
+    (tmp_path / "checkpoint-40").mkdir()  # an incomplete checkpoint (no weights) is skipped
+    used = average_checkpoints.main([str(tmp_path), "--last", "2", "--output_dir", str(tmp_path / "avg")])
+    assert [os.path.basename(p) for p in used] == ["checkpoint-20", "checkpoint-30"]
+    averaged = VanillaTransformerForConditionalGeneration.from_pretrained(tmp_path / "avg")
+    for name, tensor in averaged.state_dict().items():
+        expected = (models[1].state_dict()[name] + models[2].state_dict()[name]) / 2
+        torch.testing.assert_close(tensor, expected, rtol=0, atol=1e-7, msg=name)
+    with pytest.raises(ValueError, match="No checkpoint-"):
+        average_checkpoints.main([str(tmp_path / "avg"), "--output_dir", str(tmp_path / "x")])
