@@ -48,6 +48,9 @@ class DataTrainingArguments:
     max_seq_length: int = field(default=256, metadata={"help": "Sub-tokens kept per sentence."})
     label_all_tokens: bool = field(default=False, metadata={
         "help": "Train on every sub-token (I- of the word's type after the first) instead of the first only."})
+    context_words: int = field(default=0, metadata={
+        "help": "Words of the neighbouring sentences of the same document given as unlabelled context on each side "
+                "(CoNLL files mark documents with -DOCSTART-); 0 = each sentence alone."})
     max_train_samples: int | None = field(default=None, metadata={"help": "Use only this many training sentences."})
     max_eval_samples: int | None = field(default=None, metadata={"help": "Use only this many validation sentences."})
     max_predict_samples: int | None = field(default=None, metadata={"help": "Use only this many test sentences."})
@@ -67,7 +70,7 @@ def load_raw_datasets(data_args, training_args) -> DatasetDict:
         names = getattr(getattr(feature, "feature", None), "names", None)
         if names:  # ClassLabel ids -> IOB2 strings
             raw = raw.map(lambda b: {"ner_tags": [[names[t] for t in tags] for tags in b["ner_tags"]]}, batched=True)
-        return DatasetDict({k: v.select_columns(["tokens", "ner_tags"]) for k, v in raw.items()})
+        return DatasetDict({k: v.select_columns(["tokens", "ner_tags"]) for k, v in raw.items()})  # no documents
     if any(files.values()):
         return DatasetDict({split: vt_data.load_ner_file(path) for split, path in files.items() if path})
     logger.info("No data given: using the built-in demo tagging task.")
@@ -132,7 +135,7 @@ def main(argv=None):
         for i, tags in enumerate(batch["ner_tags"]):
             previous, row = None, []
             for word in enc.word_ids(i):
-                if word is None:
+                if word is None or not batch["first"][i] <= word < batch["last"][i]:  # special token or context
                     row.append(-100)
                 elif word != previous:
                     row.append(label2id[tags[word]])
@@ -151,6 +154,7 @@ def main(argv=None):
                 continue
             if limits[split] is not None:
                 raw[split] = ds = ds.select(range(min(limits[split], len(ds))))
+            ds = vt_data.with_document_context(ds, data_args.context_words)
             # evaluation always labels first sub-tokens only, so labelled positions are exactly the words
             all_tokens = data_args.label_all_tokens and split == "train"
             tokenized[split] = ds.map(preprocess, batched=True, remove_columns=ds.column_names,

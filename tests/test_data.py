@@ -83,6 +83,21 @@ def test_conll_iob1_to_iob2(tmp_path):
         "B-PER", "I-PER", "B-LOC", "O", "B-LOC", "B-LOC"]
 
 
+def test_conll_documents_and_context(tmp_path):
+    path = tmp_path / "train.txt"
+    path.write_text("-DOCSTART- -X- -X- O\n\na O\nb B-PER\n\nc O\n\n-DOCSTART- -X- -X- O\n\nd B-LOC\ne O\n")
+    ds = data.load_conll(str(path))
+    assert ds["document"] == [0, 0, 1]
+    ctx = data.with_document_context(ds, 1)
+    assert ctx["tokens"] == [["a", "b", "c"], ["b", "c"], ["d", "e"]]  # context never crosses a document
+    assert ctx["ner_tags"] == [["O", "B-PER", "O"], ["O", "O"], ["B-LOC", "O"]]
+    assert list(zip(ctx["first"], ctx["last"])) == [(0, 2), (1, 2), (0, 2)]
+    alone = data.with_document_context(ds, 0)
+    assert alone["tokens"] == ds["tokens"] and alone["first"] == [0, 0, 0]
+    with pytest.raises(ValueError, match="got -1"):
+        data.with_document_context(ds, -1)
+
+
 def test_conll_errors(tmp_path):
     path = tmp_path / "bad.txt"
     path.write_text("EU NNP B-NP B-ORG\nrejects VBZ O\n")

@@ -111,9 +111,11 @@ def ner_args(tmp_path, out, *extra):
             "--save_strategy", "no", "--disable_tqdm", "true", *extra]
 
 
-def test_run_ner_end_to_end(tmp_path):
+@pytest.mark.parametrize("extra", [("--label_all_tokens", "true"),
+                                   ("--context_words", "4", "--config_overrides", "use_crf=true")])
+def test_run_ner_end_to_end(tmp_path, extra):
     out = tmp_path / "out"
-    metrics = run_ner.main(ner_args(tmp_path, out, "--label_all_tokens", "true"))
+    metrics = run_ner.main(ner_args(tmp_path, out, *extra))
     for key in ("eval_f1", "eval_precision", "eval_recall", "eval_accuracy", "eval_PER_f1", "predict_f1"):
         assert key in metrics, key
     model = AutoModelForTokenClassification.from_pretrained(out)

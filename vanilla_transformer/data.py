@@ -113,13 +113,15 @@ def _check_tag(tag: str, where: str) -> None:
 
 def load_conll(path: str) -> Dataset:
     """CoNLL column files: one token per line, the tag in the last column, a blank line between sentences,
-    `-DOCSTART-` lines skipped. IOB1 or IOB2 in, IOB2 out. Every token line must have the same column count."""
-    sentences, tokens, tags, columns = [], [], [], None
+    `-DOCSTART-` lines start a new document (the `document` column counts them). IOB1 or IOB2 in, IOB2 out. Every
+    token line must have the same column count."""
+    sentences, tokens, tags, columns, document = [], [], [], None, 0
     for i, line in enumerate(read_lines(path) + [""], start=1):
         if line.startswith("-DOCSTART-") or not line.strip():
             if tokens:
-                sentences.append((tokens, iob1_to_iob2(tags)))
+                sentences.append((tokens, iob1_to_iob2(tags), document))
                 tokens, tags = [], []
+            document += line.startswith("-DOCSTART-") and bool(sentences)
             continue
         parts = line.split()
         if len(parts) < 2:
@@ -133,7 +135,35 @@ def load_conll(path: str) -> Dataset:
         tags.append(parts[-1])
     if not sentences:
         raise DataError(f"{path}: no sentences.")
-    return Dataset.from_dict({"tokens": [s[0] for s in sentences], "ner_tags": [s[1] for s in sentences]})
+    return Dataset.from_dict({"tokens": [s[0] for s in sentences], "ner_tags": [s[1] for s in sentences],
+                              "document": [s[2] for s in sentences]})
+
+
+def with_document_context(dataset: Dataset, num_words: int) -> Dataset:
+    """Each sentence with up to `num_words` words of the neighbouring sentences of its document on either side (in
+    the spirit of FLERT, Schweter & Akbik 2020). Columns: `tokens` (context + sentence + context), `ner_tags` (context
+    tagged O) and `first`/`last`: the sentence's word span. Without a `document` column, sentences are their own
+    documents."""
+    if not isinstance(num_words, int) or num_words < 0:
+        raise ValueError(f"The number of context words must be a non-negative integer, got {num_words!r}.")
+    words, tags = dataset["tokens"], dataset["ner_tags"]
+    docs = dataset["document"] if "document" in dataset.column_names else list(range(len(words)))
+    out = {"tokens": [], "ner_tags": [], "first": [], "last": []}
+    for i, sentence in enumerate(words):
+        left, j = [], i - 1
+        while j >= 0 and docs[j] == docs[i] and len(left) < num_words:
+            left = words[j] + left
+            j -= 1
+        right, j = [], i + 1
+        while j < len(words) and docs[j] == docs[i] and len(right) < num_words:
+            right = right + words[j]
+            j += 1
+        left, right = left[len(left) - min(len(left), num_words):], right[:num_words]
+        out["tokens"].append(left + sentence + right)
+        out["ner_tags"].append(["O"] * len(left) + tags[i] + ["O"] * len(right))
+        out["first"].append(len(left))
+        out["last"].append(len(left) + len(sentence))
+    return Dataset.from_dict(out)
 
 
 def load_ner_jsonl(path: str) -> Dataset:

@@ -1,0 +1,36 @@
+"""Quick variants of the quality recipes on the real data (opt-in: VT_SLOW=1; skipped without ../shared/data).
+
+Each runs the recipe script itself with a shorter schedule and fails on a quality regression: the thresholds sit a
+margin below what the short run reached on a 2-core CPU when the recipe was tuned (README "Results").
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, SHARED_DATA
+
+pytestmark = pytest.mark.slow
+
+
+def run_recipe(script, out, *extra):
+    env = {**os.environ, "PY": sys.executable}
+    proc = subprocess.run(["bash", os.path.join(ROOT, "recipes", script), SHARED_DATA, str(out), *extra], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    return json.loads((out / "eval_results.json").read_text())
+
+
+@pytest.mark.skipif(not os.path.isdir(os.path.join(SHARED_DATA, "multi30k")), reason="shared data absent")
+def test_multi30k_quick_recipe(tmp_path):
+    metrics = run_recipe("multi30k.sh", tmp_path / "m30k", *MULTI30K_QUICK)
+    assert metrics["eval_bleu"] >= MULTI30K_QUICK_MIN_BLEU, metrics
+
+
+@pytest.mark.skipif(not os.path.isdir(os.path.join(SHARED_DATA, "conll2003")), reason="shared data absent")
+def test_conll_quick_recipe(tmp_path):
+    metrics = run_recipe("conll.sh", tmp_path / "conll", *CONLL_QUICK)
+    assert metrics["eval_f1"] >= CONLL_QUICK_MIN_F1, metrics
