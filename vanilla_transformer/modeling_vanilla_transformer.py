@@ -767,8 +767,9 @@ class VanillaTransformerCRF(nn.Module):
         """Sum over the batch of -log P(tags | x), with -100 labels marginalised."""
         allowed = (labels == -100).unsqueeze(-1) | F.one_hot(labels.clamp(min=0), emissions.shape[-1]).bool()
         constrained = emissions.masked_fill(~allowed, -1e4)
-        _, log_z = self._forward_scores(emissions, mask, torch.logsumexp)
-        _, gold = self._forward_scores(constrained, mask, torch.logsumexp)
+        # one pass over both: all paths (log Z) and the paths that agree with the labels
+        _, both = self._forward_scores(torch.cat([emissions, constrained]), mask.repeat(2, 1), torch.logsumexp)
+        log_z, gold = both.chunk(2)
         rows = mask.any(1)  # an empty row contributes nothing
         return (log_z - gold)[rows].sum()
 
@@ -786,7 +787,8 @@ class VanillaTransformerCRF(nn.Module):
 
 class VanillaTransformerForTokenClassification(VanillaTransformerPreTrainedModel):
     """The encoder + dropout + a linear layer over `num_labels` tags per token (named-entity recognition); with
-    `config.use_crf`, a CRF on top: trained by its sequence likelihood, `logits` are its max-marginals.
+    `config.use_crf`, a CRF on top: trained by its sequence likelihood; in eval mode `logits` are its max-marginals
+    (their argmax is the Viterbi path), in training mode the per-token emission scores.
 
     No decoder weights are allocated. Loading a `VanillaTransformerForConditionalGeneration` checkpoint keeps its
     encoder (fine-tune a translation model's encoder for tagging); its decoder weights are expected to be unused.
@@ -836,8 +838,9 @@ class VanillaTransformerForTokenClassification(VanillaTransformerPreTrainedModel
                     num_items_in_batch = (labels != -100).sum().clamp(min=1)
                 loss = total / (num_items_in_batch.to(total.device) if isinstance(num_items_in_batch, torch.Tensor)
                                 else num_items_in_batch)
-            with torch.no_grad():
-                logits = self.crf.max_marginals(emissions, mask)  # argmax(-1) = the Viterbi path
+            if not self.training:  # (training returns the emission scores: the loss does not need decoding)
+                with torch.no_grad():
+                    logits = self.crf.max_marginals(emissions, mask)  # argmax(-1) = the Viterbi path
         elif labels is not None:
             loss = token_loss(logits, labels, num_items_in_batch)
         out = TokenClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
