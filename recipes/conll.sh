@@ -8,8 +8,8 @@ DATA=${1:-../shared/data}; OUT=${2:-outputs/conll}; shift $(( $# < 2 ? $# : 2 ))
 PY=${PY:-python}
 exec "$PY" scripts/run_ner.py \
   --train_file "$DATA/conll2003/train.txt" --validation_file "$DATA/conll2003/validation.txt" --vocab_size 8000 \
-  --config_name small --config_overrides "encoder_layers=4,normalize_before=true,dropout=0.3,use_crf=true" \
-  --per_device_train_batch_size 32 --learning_rate 5e-4 --warmup_steps 1000 --lr_scheduler_type cosine \
-  --weight_decay 0.01 --max_grad_norm 1.0 --num_train_epochs 40 --train_sampling_strategy group_by_length \
+  --config_name small --config_overrides "encoder_layers=4,normalize_before=true,dropout=0.3,attention_dropout=0.1,use_crf=true" \
+  --per_device_train_batch_size 32 --learning_rate 7e-4 --warmup_steps 1000 --lr_scheduler_type cosine \
+  --weight_decay 0.01 --max_grad_norm 1.0 --num_train_epochs 30 --train_sampling_strategy group_by_length --bf16 true \
   --save_strategy epoch --save_total_limit 2 --logging_steps 200 --eval_strategy epoch \
   --do_train --do_eval --output_dir "$OUT" "$@"

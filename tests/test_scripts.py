@@ -250,3 +250,23 @@ def test_average_checkpoints(tmp_path, tiny_config):
         torch.testing.assert_close(tensor, expected, rtol=0, atol=1e-7, msg=name)
     with pytest.raises(ValueError, match="No checkpoint-"):
         average_checkpoints.main([str(tmp_path / "avg"), "--output_dir", str(tmp_path / "x")])
+
+
+def test_evaluation_keeps_dataset_order_under_group_by_length(tmp_path, tiny_config):
+    """transformers 5 applies group_by_length to evaluation as well; our trainers must not, or the predictions files
+    pair predictions with the wrong sources."""
+    from datasets import Dataset
+    from transformers import DataCollatorWithPadding, Seq2SeqTrainingArguments
+
+    from vanilla_transformer.tokenization import train_tokenizer
+    from vanilla_transformer.training import AtomicSeq2SeqTrainer
+
+    lengths = [3, 9, 1, 7, 2, 8, 5, 4, 6, 10] * 3
+    ds = Dataset.from_dict({"input_ids": [[5 + i % 7] * n for i, n in enumerate(lengths)]})
+    args = Seq2SeqTrainingArguments(output_dir=str(tmp_path), per_device_eval_batch_size=4, report_to="none",
+                                    train_sampling_strategy="group_by_length", use_cpu=True)
+    tokenizer = train_tokenizer(["ein hund", "a dog"], vocab_size=20)
+    trainer = AtomicSeq2SeqTrainer(model=VanillaTransformerForConditionalGeneration(tiny_config), args=args,
+                                   data_collator=DataCollatorWithPadding(tokenizer), processing_class=tokenizer)
+    seen = [int(mask.sum()) for batch in trainer.get_eval_dataloader(ds) for mask in batch["attention_mask"]]
+    assert seen == lengths

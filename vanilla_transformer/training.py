@@ -13,7 +13,8 @@ import torch
 
 from transformers import (AutoConfig, AutoModelForSeq2SeqLM, AutoModelForTokenClassification, HfArgumentParser,
                           Seq2SeqTrainer, Trainer, set_seed)
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint, rotate_checkpoints
+from torch.utils.data import SequentialSampler
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint, has_length, rotate_checkpoints
 
 from .configuration_vanilla_transformer import PRESETS, VanillaTransformerConfig
 from .tokenization import check_tokenizer_matches_config, load_tokenizer, train_tokenizer
@@ -216,11 +217,22 @@ class AtomicCheckpointMixin:
         self.accelerator.wait_for_everyone()
 
 
-class AtomicTrainer(AtomicCheckpointMixin, Trainer):
+class InOrderEvaluationMixin:
+    """Evaluation and prediction keep the dataset's order. (transformers 5 applies `--train_sampling_strategy
+    group_by_length` to evaluation too; the metrics survive the shuffle, but the predictions files would pair each
+    prediction with another sentence's source.)"""
+
+    def _get_eval_sampler(self, eval_dataset):
+        if eval_dataset is None or not has_length(eval_dataset):
+            return None
+        return SequentialSampler(eval_dataset) if self.args.world_size <= 1 else None
+
+
+class AtomicTrainer(InOrderEvaluationMixin, AtomicCheckpointMixin, Trainer):
     pass
 
 
-class AtomicSeq2SeqTrainer(AtomicCheckpointMixin, Seq2SeqTrainer):
+class AtomicSeq2SeqTrainer(InOrderEvaluationMixin, AtomicCheckpointMixin, Seq2SeqTrainer):
     pass
 
 
