@@ -157,9 +157,16 @@ def main(argv=None):
     bleu_chrf = load_metric("bleu_chrf")
 
     def token_rows(ids):
-        """Generated/label ids -> lists of real token ids (drops -100, padding, and the None fill that gathering
-        uneven generations across processes can leave)."""
-        return [[int(t) for t in row if t is not None and t >= 0 and t != tokenizer.pad_token_id] for row in ids]
+        """Generated/label ids -> lists of real token ids: drops -100, padding, the None fill that gathering uneven
+        generations across processes can leave, and everything after the first end-of-sentence token (beam search
+        fills finished hypotheses with it)."""
+        rows = []
+        for row in ids:
+            tokens = [int(t) for t in row if t is not None and t >= 0 and t != tokenizer.pad_token_id]
+            if tokenizer.eos_token_id in tokens:
+                tokens = tokens[:tokens.index(tokenizer.eos_token_id) + 1]
+            rows.append(tokens)
+        return rows
 
     def decode(ids):
         return [t.strip() for t in tokenizer.batch_decode(token_rows(ids), skip_special_tokens=True)]
