@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# CoNLL-2003 English NER from random initialization on a 2-core CPU.
+# CoNLL-2003 English NER from random initialization on a 2-core CPU (measured: validation F1 0.794 after 54 min of
+# training on one thread; the 0.88 target is not reached yet).
 # Usage: recipes/conll.sh [DATA_DIR] [OUTPUT_DIR] [extra run_ner.py flags...]
 # DATA_DIR holds conll2003/{train,validation}.txt (default ../shared/data). Writes the model, tokenizer, model card,
 # metrics (eval_results.json: seqeval entity-level F1, IOB2) and the validation predictions.

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Multi30k German -> English from random initialization on a 2-core CPU (about 50 minutes of training).
+# Multi30k German -> English from random initialization on a 2-core CPU (measured: validation sacreBLEU 39.75 after
+# 56.6 minutes of training).
 # Usage: recipes/multi30k.sh [DATA_DIR] [OUTPUT_DIR] [extra run_translation.py flags...]
 # DATA_DIR holds multi30k/{train,validation}.{de,en} (default ../shared/data). Writes the model, tokenizer, model card,
 # metrics (eval_results.json: sacreBLEU cased, detokenized, 13a, beam search) and the validation translations.
