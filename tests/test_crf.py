@@ -6,6 +6,7 @@ import itertools
 import pytest
 import torch
 
+from conftest import tagging_accuracy_after_training
 from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForTokenClassification
 from vanilla_transformer.modeling_vanilla_transformer import VanillaTransformerCRF
 
@@ -93,7 +94,6 @@ def test_crf_learns_a_tag_grammar():
     """Tags follow a grammar the emissions cannot see alone: after a token >= 50, the next tag is 2 (else the tag is
     1 for even tokens, 0 for odd). The CRF head must get whole sequences right."""
     model = tagger(vocab_size=100, dropout=0.0)
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
     g = torch.Generator().manual_seed(0)
 
     def sample(n):
@@ -102,16 +102,7 @@ def test_crf_learns_a_tag_grammar():
         tags[:, 1:] = torch.where(ids[:, :-1] >= 50, 2, tags[:, 1:])
         return ids, tags
 
-    model.train()
-    for _ in range(250):
-        ids, tags = sample(64)
-        loss = model(input_ids=ids, labels=tags).loss
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    model.eval()
-    ids, tags = sample(200)
-    accuracy = (model(input_ids=ids).logits.argmax(-1) == tags).float().mean().item()
+    accuracy = tagging_accuracy_after_training(model, sample, steps=250)
     assert accuracy > 0.97, accuracy
 
 

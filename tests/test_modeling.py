@@ -12,7 +12,7 @@ import torch
 from transformers import AutoModel, AutoModelForSeq2SeqLM, AutoModelForTokenClassification
 from transformers.cache_utils import EncoderDecoderCache
 
-from conftest import BLOCK_PACKAGE, subprocess_env
+from conftest import BLOCK_PACKAGE, subprocess_env, tagging_accuracy_after_training
 from vanilla_transformer import (
     VanillaTransformerConfig,
     VanillaTransformerForConditionalGeneration,
@@ -388,7 +388,6 @@ def test_tagger_learns_a_rule():
     torch.manual_seed(0)
     config = VanillaTransformerConfig.from_preset("tiny", vocab_size=20, d_model=64, num_labels=2, dropout=0.0)
     model = VanillaTransformerForTokenClassification(config)
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
     g = torch.Generator().manual_seed(0)
 
     def sample(n):
@@ -397,14 +396,5 @@ def test_tagger_learns_a_rule():
         tags[:, 1:] = (ids[:, 1:] > ids[:, :-1]).long()
         return ids, tags
 
-    model.train()
-    for step in range(300):
-        ids, tags = sample(64)
-        loss = model(input_ids=ids, labels=tags).loss
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    model.eval()
-    ids, tags = sample(200)
-    accuracy = (model(input_ids=ids).logits.argmax(-1) == tags).float().mean().item()
+    accuracy = tagging_accuracy_after_training(model, sample, steps=300)
     assert accuracy > 0.98, accuracy

@@ -158,7 +158,7 @@ def with_document_context(dataset: Dataset, num_words: int) -> Dataset:
         while j < len(words) and docs[j] == docs[i] and len(right) < num_words:
             right = right + words[j]
             j += 1
-        left, right = left[len(left) - min(len(left), num_words):], right[:num_words]
+        left, right = left[max(0, len(left) - num_words):], right[:num_words]
         out["tokens"].append(left + sentence + right)
         out["ner_tags"].append(["O"] * len(left) + tags[i] + ["O"] * len(right))
         out["first"].append(len(left))

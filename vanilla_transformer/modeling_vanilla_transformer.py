@@ -529,6 +529,12 @@ def token_loss(logits: torch.Tensor, labels: torch.Tensor, num_items_in_batch=No
         raise ValueError(f"labels have shape {tuple(labels.shape)} but the logits have shape {tuple(logits.shape[:-1])}.")
     total = F.cross_entropy(logits.flatten(0, -2).float(), labels.flatten().to(logits.device), ignore_index=-100,
                             reduction="sum", label_smoothing=label_smoothing)
+    return per_item(total, labels, num_items_in_batch)
+
+
+def per_item(total: torch.Tensor, labels: torch.Tensor, num_items_in_batch=None) -> torch.Tensor:
+    """A loss summed over labelled tokens -> divided by `num_items_in_batch` (Trainer's count over the whole optimizer
+    step), or by this batch's labelled tokens when it is not given."""
     if num_items_in_batch is None:
         num_items_in_batch = (labels != -100).sum().clamp(min=1)
     if isinstance(num_items_in_batch, torch.Tensor):
@@ -775,7 +781,7 @@ class VanillaTransformerCRF(nn.Module):
 
     def max_marginals(self, emissions, mask):
         """(B, T, L): the best path score through each tag at each position (forward max + backward max)."""
-        alpha, _ = self._forward_scores(emissions, mask, lambda x, dim: x.max(dim).values)
+        alpha, _ = self._forward_scores(emissions, mask, torch.amax)
         carry = self.end_transitions.expand(emissions.shape[0], -1)  # best continuation after the last real token
         beta = []
         for t in reversed(range(emissions.shape[1])):
@@ -833,11 +839,7 @@ class VanillaTransformerForTokenClassification(VanillaTransformerPreTrainedModel
             mask = torch.ones(logits.shape[:2], dtype=torch.bool, device=logits.device) if attention_mask is None \
                 else attention_mask.bool()
             if labels is not None:
-                total = self.crf.neg_log_likelihood(emissions, labels, mask)
-                if num_items_in_batch is None:
-                    num_items_in_batch = (labels != -100).sum().clamp(min=1)
-                loss = total / (num_items_in_batch.to(total.device) if isinstance(num_items_in_batch, torch.Tensor)
-                                else num_items_in_batch)
+                loss = per_item(self.crf.neg_log_likelihood(emissions, labels, mask), labels, num_items_in_batch)
             if not self.training:  # (training returns the emission scores: the loss does not need decoding)
                 with torch.no_grad():
                     logits = self.crf.max_marginals(emissions, mask)  # argmax(-1) = the Viterbi path
