@@ -46,6 +46,7 @@ def test_unknown_preset():
         (dict(encoder_ffn_dim=2.5), "encoder_ffn_dim"),
         (dict(dropout=1.0), "dropout"),
         (dict(attention_dropout=-0.1), "attention_dropout"),
+        (dict(token_dropout=1.0), "token_dropout"),
         (dict(label_smoothing=1.5), "label_smoothing"),
         (dict(activation_function="sigmoid2"), "sigmoid2"),
         (dict(position_embedding_type="rotary"), "rotary"),

@@ -298,6 +298,21 @@ def test_sinusoidal_positions_extend_beyond_max_positions(tiny_config):
         learned(input_ids=long_ids, decoder_input_ids=long_ids[:, :4])
 
 
+def test_token_dropout_zeroes_whole_token_vectors_in_training_only():
+    config = VanillaTransformerConfig.from_preset("tiny", dropout=0.0, token_dropout=0.5)
+    embed = seq2seq(config).model.encoder.embed
+    ids = torch.randint(4, config.vocab_size, (8, 64))
+    positions = embed.embed_positions(0, 64, ids.device)
+    full = embed(ids)  # eval: no token dropped
+    assert not torch.isclose(full, positions).all(-1).any()
+    torch.manual_seed(0)
+    dropped = embed.train()(ids)
+    is_position_only = torch.isclose(dropped, positions).all(-1)  # (B, T)
+    is_full = torch.isclose(dropped, full).all(-1)
+    assert (is_position_only ^ is_full).all()  # each token keeps its whole vector or loses all of it
+    assert 0.4 < is_position_only.float().mean() < 0.6
+
+
 # ------------------------------------------------------------------------------------------------------ training
 
 

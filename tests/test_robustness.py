@@ -36,6 +36,7 @@ def configs(draw):
         encoder_ffn_dim=draw(st.sampled_from([8, 32])), decoder_ffn_dim=draw(st.sampled_from([8, 32])),
         normalize_before=draw(st.booleans()), position_embedding_type=draw(st.sampled_from(["sinusoidal", "learned"])),
         max_position_embeddings=64, dropout=0.0, num_labels=3, use_crf=draw(st.booleans()),
+        token_dropout=draw(st.sampled_from([0.0, 0.3])),  # eval mode: must change nothing
     )
 
 

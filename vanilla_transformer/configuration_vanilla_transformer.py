@@ -42,6 +42,8 @@ class VanillaTransformerConfig(PreTrainedConfig):
         dropout: P_drop on each sub-layer output and on the embedding sums (section 5.4).
         attention_dropout: dropout on attention probabilities (not in the paper; 0 keeps it faithful).
         activation_dropout: dropout inside the feed-forward network (not in the paper).
+        token_dropout: probability of zeroing a token's whole embedding vector in training ("word dropout", not in
+            the paper; 0 keeps it faithful): the model learns to use the context of words it does not know.
         max_position_embeddings: size of the learned position table; sinusoidal positions extend beyond it.
         position_embedding_type: "sinusoidal" (section 3.5) or "learned" (the paper's Table 3, row E).
         normalize_before: False = post-LN, `LayerNorm(x + Sublayer(x))` as in the paper; True = pre-LN.
@@ -73,6 +75,7 @@ class VanillaTransformerConfig(PreTrainedConfig):
     dropout: float = 0.1
     attention_dropout: float = 0.0
     activation_dropout: float = 0.0
+    token_dropout: float = 0.0
     max_position_embeddings: int = 1024
     position_embedding_type: str = "sinusoidal"
     normalize_before: bool = False
@@ -117,7 +120,8 @@ class VanillaTransformerConfig(PreTrainedConfig):
                 raise ValueError(f"d_model={self.d_model} is not divisible by {name}={getattr(self, name)}.")
         if self.position_embedding_type == "sinusoidal" and self.d_model % 2:
             raise ValueError(f"sinusoidal positions need an even d_model, got d_model={self.d_model}.")
-        for name in ("dropout", "attention_dropout", "activation_dropout", "label_smoothing", "classifier_dropout"):
+        for name in ("dropout", "attention_dropout", "activation_dropout", "token_dropout", "label_smoothing",
+                     "classifier_dropout"):
             value = getattr(self, name)
             if name == "classifier_dropout" and value is None:
                 continue

@@ -110,7 +110,10 @@ class VanillaTransformerPositionalEmbedding(nn.Module):
 
 
 class VanillaTransformerEmbedding(nn.Module):
-    """Token embedding x sqrt(d_model) (section 3.4) + positions (section 3.5) -> dropout (section 5.4)."""
+    """Token embedding x sqrt(d_model) (section 3.4) + positions (section 3.5) -> dropout (section 5.4).
+
+    Deviation, off by default: `token_dropout` zeroes whole token vectors (before the positions are added) in training.
+    """
 
     def __init__(self, config: VanillaTransformerConfig, embed_tokens: nn.Embedding):
         super().__init__()
@@ -118,10 +121,14 @@ class VanillaTransformerEmbedding(nn.Module):
         self.embed_positions = VanillaTransformerPositionalEmbedding(config)
         self.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
         self.dropout = config.dropout
+        self.token_dropout = config.token_dropout
 
     def forward(self, input_ids=None, inputs_embeds=None, past_length: int = 0) -> torch.Tensor:
         if inputs_embeds is None:
             inputs_embeds = self.embed_tokens(input_ids)
+        if self.training and self.token_dropout > 0:
+            keep = torch.rand(inputs_embeds.shape[:-1], device=inputs_embeds.device) >= self.token_dropout  # (B, T)
+            inputs_embeds = inputs_embeds * keep.unsqueeze(-1).to(inputs_embeds.dtype)
         hidden = inputs_embeds * self.embed_scale + self.embed_positions(
             past_length, inputs_embeds.shape[1], inputs_embeds.device
         ).to(inputs_embeds.dtype)
