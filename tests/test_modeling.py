@@ -230,6 +230,27 @@ def test_cache_step_matches_full_forward(tiny_config):
     torch.testing.assert_close(step.logits[:, 0], full[:, 4], rtol=0, atol=1e-5)
 
 
+def test_fused_projection_weights_follow_weight_changes(tiny_config):
+    """Without gradients the concatenated q/k/v weights are kept between calls; loading other weights in place,
+    changing the dtype or training must never reuse stale ones."""
+    ids, mask, _ = batch(tiny_config)
+    model, other = seq2seq(tiny_config), VanillaTransformerForConditionalGeneration(tiny_config).eval()
+    kwargs = dict(input_ids=ids, attention_mask=mask, decoder_input_ids=ids[:, :4])
+    with torch.inference_mode():
+        model(**kwargs)
+        model.load_state_dict(other.state_dict())  # in-place copies into the same storage
+        torch.testing.assert_close(model(**kwargs).logits, other(**kwargs).logits, rtol=0, atol=0)
+    with torch.no_grad():
+        model.model.decoder.layers[0].self_attn.v_proj.bias.add_(1.0)
+        other.model.decoder.layers[0].self_attn.v_proj.bias.add_(1.0)
+        torch.testing.assert_close(model(**kwargs).logits, other(**kwargs).logits, rtol=0, atol=0)
+        model.to(torch.float64), other.to(torch.float64)
+        torch.testing.assert_close(model(**kwargs).logits, other(**kwargs).logits, rtol=0, atol=0)
+    loss = model.train()(**kwargs, labels=ids[:, :4]).loss
+    loss.backward()
+    assert model.model.encoder.layers[0].self_attn.q_proj.weight.grad.abs().sum() > 0
+
+
 def test_beam_search_and_sampling(tiny_config):
     model = seq2seq(tiny_config)
     ids, mask, _ = batch(tiny_config)

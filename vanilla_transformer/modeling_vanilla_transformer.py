@@ -224,6 +224,21 @@ class VanillaTransformerAttention(nn.Module):
         self.k_proj = nn.Linear(config.d_model, config.d_model)
         self.v_proj = nn.Linear(config.d_model, config.d_model)
         self.out_proj = nn.Linear(config.d_model, config.d_model)
+        self._fused = {}  # number of projections -> (weight versions, fused weight, fused bias), see `_project`
+
+    def _project(self, x: torch.Tensor, *projections: nn.Linear) -> tuple[torch.Tensor, ...]:
+        """Several projections of the same input as one matrix product: fewer, larger GEMMs (and one autocast cast
+        of `x` instead of one per projection). The weights stay separate `q_proj`/`k_proj`/`v_proj` modules; without
+        gradients (generation) their concatenation is kept until a weight changes (storage or in-place version)."""
+        params = [t for p in projections for t in (p.weight, p.bias)]
+        if torch.is_grad_enabled() and any(t.requires_grad for t in params):
+            weight, bias = torch.cat(params[0::2]), torch.cat(params[1::2])  # (n * D, D), (n * D,)
+        else:
+            key = tuple((t.data_ptr(), t.dtype, t._version) for t in params)
+            if self._fused.get(len(projections), (None,))[0] != key:
+                self._fused[len(projections)] = (key, torch.cat(params[0::2]), torch.cat(params[1::2]))
+            _, weight, bias = self._fused[len(projections)]
+        return F.linear(x, weight, bias).chunk(len(projections), dim=-1)
 
     def _heads(self, x: torch.Tensor) -> torch.Tensor:
         return x.view(*x.shape[:-1], self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, T, Dh)
@@ -236,15 +251,18 @@ class VanillaTransformerAttention(nn.Module):
         past_key_values: Cache | None = None,
         output_attentions: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        query = self._heads(self.q_proj(hidden_states))
         cache = None
         if past_key_values is not None:
             cache = past_key_values.cross_attention_cache if self.is_cross_attention else past_key_values.self_attention_cache
         if self.is_cross_attention and cache is not None and past_key_values.is_updated.get(self.layer_idx):
+            query = self._heads(self.q_proj(hidden_states))
             key, value = cache.layers[self.layer_idx].keys, cache.layers[self.layer_idx].values
         else:
-            source = key_value_states if self.is_cross_attention else hidden_states
-            key, value = self._heads(self.k_proj(source)), self._heads(self.v_proj(source))
+            if self.is_cross_attention:
+                query = self._heads(self.q_proj(hidden_states))
+                key, value = map(self._heads, self._project(key_value_states, self.k_proj, self.v_proj))
+            else:
+                query, key, value = map(self._heads, self._project(hidden_states, self.q_proj, self.k_proj, self.v_proj))
             if cache is not None:
                 key, value = cache.update(key, value, self.layer_idx)
                 if self.is_cross_attention:
