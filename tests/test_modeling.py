@@ -102,6 +102,30 @@ def test_label_smoothing_loss(tiny_config):
     torch.testing.assert_close(out.loss, manual)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("label_smoothing", [0.0, 0.1])
+def test_fused_cross_entropy_matches_torch(dtype, label_smoothing):
+    """token_loss computes its gradient in the forward pass, in row chunks (several chunks here): value and gradient
+    equal F.cross_entropy's on fp32-upcast logits, ignored rows get no gradient, and the logits are left untouched."""
+    from vanilla_transformer.modeling_vanilla_transformer import token_loss
+
+    g = torch.Generator().manual_seed(0)
+    logits = (torch.randn(3, 400, 300, generator=g) * 4).to(dtype)
+    labels = torch.randint(0, 300, (3, 400), generator=g)
+    labels[1, 7:] = -100
+    ours, ref = logits.clone().requires_grad_(), logits.clone().requires_grad_()
+    loss = token_loss(ours, labels, label_smoothing=label_smoothing)
+    expected = torch.nn.functional.cross_entropy(ref.flatten(0, 1).float(), labels.flatten(), ignore_index=-100,
+                                                 label_smoothing=label_smoothing)
+    (loss * 3).backward()
+    (expected * 3).backward()
+    torch.testing.assert_close(loss, expected, rtol=1e-6, atol=1e-6)
+    ulp = torch.finfo(dtype).eps  # the gradient is rounded to the logits' dtype before, not after, the scaling
+    torch.testing.assert_close(ours.grad.float(), ref.grad.float(), rtol=ulp, atol=1e-5)
+    assert not ours.grad[1, 7:].any()
+    assert torch.equal(ours.detach(), logits)
+
+
 def test_token_classification_head(tiny_config):
     tiny_config.num_labels = 5
     torch.manual_seed(0)

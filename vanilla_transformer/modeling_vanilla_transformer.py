@@ -552,9 +552,53 @@ def token_loss(logits: torch.Tensor, labels: torch.Tensor, num_items_in_batch=No
     """
     if labels.shape != logits.shape[:-1]:
         raise ValueError(f"labels have shape {tuple(labels.shape)} but the logits have shape {tuple(logits.shape[:-1])}.")
-    total = F.cross_entropy(logits.flatten(0, -2).float(), labels.flatten().to(logits.device), ignore_index=-100,
-                            reduction="sum", label_smoothing=label_smoothing)
+    total = SummedCrossEntropy.apply(logits, labels.to(logits.device), float(label_smoothing))
     return per_item(total, labels, num_items_in_batch)
+
+
+class SummedCrossEntropy(torch.autograd.Function):
+    """`F.cross_entropy(logits.float(), labels, ignore_index=-100, reduction="sum", label_smoothing=eps)` whose gradient
+    (softmax - smoothed one-hot) is computed in the forward pass, in fp32 row chunks that stay in cache, and kept in
+    the logits' dtype. Unfused, bf16 training spends as long on the loss over the vocabulary (fp32 copy,
+    log-softmax, its backward, a zero-filled gradient) as on the output projection itself."""
+
+    @staticmethod
+    def forward(ctx, logits, labels, label_smoothing: float):
+        vocab = logits.shape[-1]
+        flat, target = logits.reshape(-1, vocab), labels.reshape(-1, 1)
+        ignored = target == -100  # (N, 1)
+        target = target.masked_fill(ignored, 0)
+        total = torch.zeros((), dtype=torch.float32, device=logits.device)
+        grad = torch.empty_like(flat) if ctx.needs_input_grad[0] else None
+        rows = max(16, 2**19 // vocab)
+        for start in range(0, flat.shape[0], rows):
+            chunk = slice(start, start + rows)
+            z = flat[chunk].float()  # (rows, V)
+            lse = torch.logsumexp(z, dim=-1, keepdim=True)
+            loss = lse - z.gather(1, target[chunk])  # -log p(label)
+            if label_smoothing:  # eps * mean over the vocabulary of -log p (section 5.4)
+                loss = (1 - label_smoothing) * loss + label_smoothing * (lse - z.mean(-1, keepdim=True))
+            any_ignored = bool(ignored[chunk].any())
+            total += (loss.masked_fill_(ignored[chunk], 0) if any_ignored else loss).sum()
+            if grad is not None:  # written in place when the gradient is fp32; never into `z`, a view of fp32 logits
+                probs = torch.sub(z, lse, out=grad[chunk]) if grad.dtype == torch.float32 else z - lse
+                probs.exp_()
+                if label_smoothing:
+                    probs.sub_(label_smoothing / vocab)
+                probs.scatter_add_(1, target[chunk], torch.full_like(loss, label_smoothing - 1))
+                if any_ignored:
+                    probs.masked_fill_(ignored[chunk], 0)
+                if probs.dtype != grad.dtype:
+                    grad[chunk] = probs
+        ctx.save_for_backward(grad)
+        ctx.logits_shape = logits.shape
+        return total
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_total):
+        (grad,) = ctx.saved_tensors
+        return (grad * grad_total.to(grad.dtype)).view(ctx.logits_shape), None, None
 
 
 def per_item(total: torch.Tensor, labels: torch.Tensor, num_items_in_batch=None) -> torch.Tensor:
