@@ -552,35 +552,45 @@ def token_loss(logits: torch.Tensor, labels: torch.Tensor, num_items_in_batch=No
     """
     if labels.shape != logits.shape[:-1]:
         raise ValueError(f"labels have shape {tuple(labels.shape)} but the logits have shape {tuple(logits.shape[:-1])}.")
-    total = SummedCrossEntropy.apply(logits, labels.to(logits.device), float(label_smoothing))
-    return per_item(total, labels, num_items_in_batch)
+    return FusedCrossEntropy.apply(logits, labels.to(logits.device), float(label_smoothing),
+                                   item_count(labels, num_items_in_batch, logits.device))
 
 
-class SummedCrossEntropy(torch.autograd.Function):
-    """`F.cross_entropy(logits.float(), labels, ignore_index=-100, reduction="sum", label_smoothing=eps)` whose gradient
-    (softmax - smoothed one-hot) is computed in the forward pass, in fp32 row chunks that stay in cache, and kept in
-    the logits' dtype. Unfused, bf16 training spends as long on the loss over the vocabulary (fp32 copy,
-    log-softmax, its backward, a zero-filled gradient) as on the output projection itself."""
+def item_count(labels: torch.Tensor, num_items_in_batch=None, device=None):
+    """What a loss summed over labelled tokens is divided by: `num_items_in_batch` (Trainer's count over the whole
+    optimizer step), or this batch's labelled tokens when it is not given."""
+    if num_items_in_batch is None:
+        num_items_in_batch = (labels != -100).sum().clamp(min=1)
+    return num_items_in_batch.to(device) if isinstance(num_items_in_batch, torch.Tensor) else num_items_in_batch
+
+
+class FusedCrossEntropy(torch.autograd.Function):
+    """`F.cross_entropy(logits.float(), labels, ignore_index=-100, reduction="sum", label_smoothing=eps) / count` whose
+    gradient, (softmax - smoothed one-hot) / count, is computed in the forward pass in fp32 row chunks that stay in
+    cache and kept in the logits' dtype. Unfused, bf16 training spends as long on the loss over the vocabulary (an fp32
+    copy, log-softmax, its backward, a zero-filled gradient) as on the output projection itself. The one gradient is
+    handed to autograd (scaled in place), so backward through it twice (`retain_graph`) raises."""
 
     @staticmethod
-    def forward(ctx, logits, labels, label_smoothing: float):
+    def forward(ctx, logits, labels, label_smoothing: float, count):
         vocab = logits.shape[-1]
         flat, target = logits.reshape(-1, vocab), labels.reshape(-1, 1)
         ignored = target == -100  # (N, 1)
         target = target.masked_fill(ignored, 0)
         total = torch.zeros((), dtype=torch.float32, device=logits.device)
         grad = torch.empty_like(flat) if ctx.needs_input_grad[0] else None
+        inverse_count = 1.0 / count
         rows = max(16, 2**19 // vocab)
         for start in range(0, flat.shape[0], rows):
             chunk = slice(start, start + rows)
-            z = flat[chunk].float()  # (rows, V)
+            z = flat[chunk].float()  # (rows, V); for fp32 logits a view of them: never written
             lse = torch.logsumexp(z, dim=-1, keepdim=True)
             loss = lse - z.gather(1, target[chunk])  # -log p(label)
             if label_smoothing:  # eps * mean over the vocabulary of -log p (section 5.4)
                 loss = (1 - label_smoothing) * loss + label_smoothing * (lse - z.mean(-1, keepdim=True))
             any_ignored = bool(ignored[chunk].any())
             total += (loss.masked_fill_(ignored[chunk], 0) if any_ignored else loss).sum()
-            if grad is not None:  # written in place when the gradient is fp32; never into `z`, a view of fp32 logits
+            if grad is not None:  # written in place when the gradient is fp32
                 probs = torch.sub(z, lse, out=grad[chunk]) if grad.dtype == torch.float32 else z - lse
                 probs.exp_()
                 if label_smoothing:
@@ -588,27 +598,24 @@ class SummedCrossEntropy(torch.autograd.Function):
                 probs.scatter_add_(1, target[chunk], torch.full_like(loss, label_smoothing - 1))
                 if any_ignored:
                     probs.masked_fill_(ignored[chunk], 0)
+                probs.mul_(inverse_count)
                 if probs.dtype != grad.dtype:
                     grad[chunk] = probs
         ctx.save_for_backward(grad)
-        ctx.logits_shape = logits.shape
-        return total
+        ctx.logits_shape, ctx.backward_done = logits.shape, False
+        return total * inverse_count
 
     @staticmethod
     @torch.autograd.function.once_differentiable
-    def backward(ctx, grad_total):
+    def backward(ctx, grad_loss):
+        if ctx.backward_done:
+            raise RuntimeError("Backward through the fused cross-entropy of vanilla-transformer ran twice "
+                               "(retain_graph=True); it keeps one gradient. Run the forward pass again instead.")
+        ctx.backward_done = True
         (grad,) = ctx.saved_tensors
-        return (grad * grad_total.to(grad.dtype)).view(ctx.logits_shape), None, None
-
-
-def per_item(total: torch.Tensor, labels: torch.Tensor, num_items_in_batch=None) -> torch.Tensor:
-    """A loss summed over labelled tokens -> divided by `num_items_in_batch` (Trainer's count over the whole optimizer
-    step), or by this batch's labelled tokens when it is not given."""
-    if num_items_in_batch is None:
-        num_items_in_batch = (labels != -100).sum().clamp(min=1)
-    if isinstance(num_items_in_batch, torch.Tensor):
-        num_items_in_batch = num_items_in_batch.to(total.device)
-    return total / num_items_in_batch
+        if grad_loss.device.type != "cpu" or grad_loss.item() != 1.0:  # the usual loss.backward() needs no pass
+            grad.mul_(grad_loss.to(grad.dtype))
+        return grad.view(ctx.logits_shape), None, None, None
 
 
 class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
@@ -908,7 +915,8 @@ class VanillaTransformerForTokenClassification(VanillaTransformerPreTrainedModel
             mask = torch.ones(logits.shape[:2], dtype=torch.bool, device=logits.device) if attention_mask is None \
                 else attention_mask.bool()
             if labels is not None:
-                loss = per_item(self.crf.neg_log_likelihood(emissions, labels, mask), labels, num_items_in_batch)
+                nll = self.crf.neg_log_likelihood(emissions, labels, mask)
+                loss = nll / item_count(labels, num_items_in_batch, nll.device)
             if not self.training:  # (training returns the emission scores: the loss does not need decoding)
                 with torch.no_grad():
                     logits = self.crf.max_marginals(emissions, mask)  # argmax(-1) = the Viterbi path
