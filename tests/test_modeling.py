@@ -287,6 +287,38 @@ def test_beam_search_and_sampling(tiny_config):
     assert sampled.shape[0] == B and sampled[:, 0].eq(tiny_config.decoder_start_token_id).all()
 
 
+def test_beam_search_reorders_only_the_self_attention_cache(tiny_config):
+    """Our `_reorder_cache` skips the cross-attention keys/values (shared by a sentence's beams): same beams and scores
+    as reordering everything and as beam search without a cache, on a padded batch of different sentences."""
+    model = seq2seq(tiny_config)
+    ids, mask, _ = batch(tiny_config)
+    kwargs = dict(input_ids=ids, attention_mask=mask, num_beams=4, num_return_sequences=2, max_new_tokens=10,
+                  min_new_tokens=10, output_scores=True, return_dict_in_generate=True)
+    ours = model.generate(**kwargs)
+
+    def reorder_everything(past_key_values, beam_idx):
+        past_key_values.reorder_cache(beam_idx)
+        return past_key_values
+
+    model._reorder_cache = reorder_everything
+    default = model.generate(**kwargs)
+    uncached = model.generate(**kwargs, use_cache=False)
+    for other in (default, uncached):
+        assert torch.equal(ours.sequences, other.sequences)
+        torch.testing.assert_close(ours.sequences_scores, other.sequences_scores, rtol=0, atol=1e-5)
+
+
+def test_wrapped_or_hooked_projections_are_not_fused_away(tiny_config):
+    """Adapters (e.g. LoRA) replace or hook q_proj/k_proj/v_proj; the fused projection must not bypass them."""
+    model, reference = seq2seq(tiny_config), seq2seq(tiny_config)
+    ids, mask, _ = batch(tiny_config)
+    kwargs = dict(input_ids=ids, attention_mask=mask, decoder_input_ids=ids[:, :4])
+    model.model.encoder.layers[0].self_attn.v_proj.register_forward_hook(lambda module, args, out: out + 1.0)
+    with torch.no_grad():
+        reference.model.encoder.layers[0].self_attn.v_proj.bias.add_(1.0)
+        torch.testing.assert_close(model(**kwargs).logits, reference(**kwargs).logits)
+
+
 # ------------------------------------------------------------------------------------------------------ invariances
 
 

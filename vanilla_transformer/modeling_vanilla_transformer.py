@@ -230,6 +230,8 @@ class VanillaTransformerAttention(nn.Module):
         """Several projections of the same input as one matrix product: fewer, larger GEMMs (and one autocast cast
         of `x` instead of one per projection). The weights stay separate `q_proj`/`k_proj`/`v_proj` modules; without
         gradients (generation) their concatenation is kept until a weight changes (storage or in-place version)."""
+        if any(type(p) is not nn.Linear or p._forward_hooks or p._forward_pre_hooks for p in projections):
+            return tuple(p(x) for p in projections)  # wrapped (e.g. LoRA adapters) or hooked: their own forward
         params = [t for p in projections for t in (p.weight, p.bias)]
         if torch.is_grad_enabled() and any(t.requires_grad for t in params):
             weight, bias = torch.cat(params[0::2]), torch.cat(params[1::2])  # (n * D, D), (n * D,)
@@ -735,6 +737,13 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
                     raise ValueError(f"{name} has shape {tuple(value.shape)} but the inputs have batch size "
                                      f"{source.shape[0]}.")
         return super().generate(inputs, generation_config, **kwargs)
+
+    def _reorder_cache(self, past_key_values: EncoderDecoderCache, beam_idx: torch.Tensor) -> EncoderDecoderCache:
+        """Beam search picks, for each sentence, beams of that same sentence; all of them share the sentence's
+        encoder output, so the cross-attention keys/values are already in order and only the decoder's self-attention
+        cache is reordered (the default reorders both: a copy of every encoder key and value at every step)."""
+        past_key_values.self_attention_cache.reorder_cache(beam_idx)
+        return past_key_values
 
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor):
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
