@@ -208,8 +208,13 @@ def test_remote_code_loading_without_the_package(tmp_path, tiny_config, head):
         model, inputs = seq2seq(tiny_config), dict(input_ids=ids, attention_mask=mask, decoder_input_ids=labels.clamp(min=0))
     else:
         tiny_config.num_labels, tiny_config.use_crf = 3, head.endswith("crf")
+        tiny_config.relative_attention_max_distance = 4 if head.endswith("crf") else 0  # the NER recipe's options
         torch.manual_seed(0)
         model, inputs = VanillaTransformerForTokenClassification(tiny_config).eval(), dict(input_ids=ids, attention_mask=mask)
+        with torch.no_grad():
+            for name, param in model.named_parameters():
+                if "relative_bias" in name:
+                    param.normal_()
     model.save_pretrained(tmp_path / "model")
     auto_map = json.loads((tmp_path / "model" / "config.json").read_text())["auto_map"]
     assert set(auto_map) == {"AutoConfig", "AutoModel", "AutoModelForSeq2SeqLM", "AutoModelForTokenClassification"}
@@ -375,6 +380,38 @@ def test_sinusoidal_positions_extend_beyond_max_positions(tiny_config):
         VanillaTransformerConfig.from_preset("tiny", position_embedding_type="learned"))
     with pytest.raises(ValueError, match="max_position_embeddings=128"):
         learned(input_ids=long_ids, decoder_input_ids=long_ids[:, :4])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_relative_position_bias(dtype):
+    """A learned score per head and signed distance clipped to [-k, k], zero at initialisation (the paper's model),
+    offset by the cache length in decoding, trained through both attention backends."""
+    config = VanillaTransformerConfig.from_preset("tiny", relative_attention_max_distance=2, num_labels=3)
+    torch.manual_seed(0)
+    tagger = VanillaTransformerForTokenClassification(config).eval()
+    bias = tagger.model.encoder.relative_bias
+    assert torch.equal(bias.weight, torch.zeros(5, config.encoder_attention_heads))
+    plain = VanillaTransformerForTokenClassification(VanillaTransformerConfig.from_preset("tiny", num_labels=3)).eval()
+    plain.load_state_dict(tagger.state_dict(), strict=False)
+    ids, mask, _ = batch(config)
+    torch.testing.assert_close(tagger(input_ids=ids, attention_mask=mask).logits,
+                               plain(input_ids=ids, attention_mask=mask).logits, rtol=0, atol=1e-6)
+    with torch.no_grad():
+        bias.weight.copy_(torch.arange(20.0).view(5, 4))
+    table = bias(5, 5)  # (1, H, T, S)
+    assert table.shape == (1, 4, 5, 5)
+    assert table[0, 1, 0, 4] == bias.weight[4, 1] and table[0, 1, 4, 0] == bias.weight[0, 1]  # clipped at +-2
+    assert table[0, 3, 2, 1] == bias.weight[1, 3] and table[0, 3, 2, 2] == bias.weight[2, 3]
+    torch.testing.assert_close(bias(1, 5, past_length=4), table[:, :, 4:5])  # one decode step: the last query row
+    assert not torch.allclose(tagger(input_ids=ids, attention_mask=mask).logits,
+                              plain(input_ids=ids, attention_mask=mask).logits)
+    tagger.train()
+    for impl in ("eager", "sdpa"):
+        tagger.config._attn_implementation = impl
+        tagger.zero_grad()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype == torch.bfloat16):
+            tagger(input_ids=ids, attention_mask=mask, labels=torch.randint(0, 3, ids.shape)).loss.backward()
+        assert bias.weight.grad is not None and bias.weight.grad.abs().sum() > 0
 
 
 def test_token_dropout_zeroes_whole_token_vectors_in_training_only():

@@ -46,6 +46,8 @@ class VanillaTransformerConfig(PreTrainedConfig):
             the paper; 0 keeps it faithful): the model learns to use the context of words it does not know.
         max_position_embeddings: size of the learned position table; sinusoidal positions extend beyond it.
         position_embedding_type: "sinusoidal" (section 3.5) or "learned" (the paper's Table 3, row E).
+        relative_attention_max_distance: k > 0 adds a learned per-head bias for each signed distance clipped to
+            [-k, k] to every self-attention (Shaw et al., 2018; not in the paper; 0 keeps it faithful).
         normalize_before: False = post-LN, `LayerNorm(x + Sublayer(x))` as in the paper; True = pre-LN.
         scale_embedding: multiply embeddings by sqrt(d_model) (section 3.4).
         tie_word_embeddings: one embedding matrix shared by encoder, decoder and the output projection (3.4).
@@ -78,6 +80,7 @@ class VanillaTransformerConfig(PreTrainedConfig):
     token_dropout: float = 0.0
     max_position_embeddings: int = 1024
     position_embedding_type: str = "sinusoidal"
+    relative_attention_max_distance: int = 0
     normalize_before: bool = False
     scale_embedding: bool = True
     tie_word_embeddings: bool = True
@@ -127,6 +130,9 @@ class VanillaTransformerConfig(PreTrainedConfig):
                 continue
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0.0 <= value < 1.0:
                 raise ValueError(f"{name} must be a number in [0, 1), got {value!r}.")
+        value = self.relative_attention_max_distance
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ValueError(f"relative_attention_max_distance must be a non-negative integer, got {value!r}.")
         if not isinstance(self.use_crf, bool):
             raise ValueError(f"use_crf must be true or false, got {self.use_crf!r}.")
         if self.activation_function not in ACTIVATIONS:
