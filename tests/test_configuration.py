@@ -49,6 +49,7 @@ def test_unknown_preset():
         (dict(token_dropout=1.0), "token_dropout"),
         (dict(relative_attention_max_distance=-1), "relative_attention_max_distance"),
         (dict(relative_attention_max_distance=2.5), "relative_attention_max_distance"),
+        (dict(scale_attention="no"), "scale_attention"),
         (dict(label_smoothing=1.5), "label_smoothing"),
         (dict(activation_function="sigmoid2"), "sigmoid2"),
         (dict(position_embedding_type="rotary"), "rotary"),

@@ -414,6 +414,21 @@ def test_relative_position_bias(dtype):
         assert bias.weight.grad is not None and bias.weight.grad.abs().sum() > 0
 
 
+@pytest.mark.parametrize("impl", ["eager", "sdpa"])
+def test_unscaled_attention_equals_queries_scaled_up_by_sqrt_dk(impl):
+    """scale_attention=False computes softmax(Q K^T) V: the paper's attention with q_proj multiplied by sqrt(d_k)."""
+    ids, mask, labels = batch(VanillaTransformerConfig.from_preset("tiny"))
+    scaled = seq2seq(VanillaTransformerConfig.from_preset("tiny", attn_implementation=impl))
+    unscaled = seq2seq(VanillaTransformerConfig.from_preset("tiny", scale_attention=False, attn_implementation=impl))
+    with torch.no_grad():
+        for module in scaled.modules():
+            if hasattr(module, "q_proj"):
+                module.q_proj.weight.mul_(module.head_dim**0.5)
+                module.q_proj.bias.mul_(module.head_dim**0.5)
+    torch.testing.assert_close(unscaled(input_ids=ids, attention_mask=mask, labels=labels).logits,
+                               scaled(input_ids=ids, attention_mask=mask, labels=labels).logits, rtol=0, atol=1e-5)
+
+
 def test_token_dropout_zeroes_whole_token_vectors_in_training_only():
     config = VanillaTransformerConfig.from_preset("tiny", dropout=0.0, token_dropout=0.5)
     embed = seq2seq(config).model.encoder.embed

@@ -37,7 +37,7 @@ def configs(draw):
         normalize_before=draw(st.booleans()), position_embedding_type=draw(st.sampled_from(["sinusoidal", "learned"])),
         max_position_embeddings=64, dropout=0.0, num_labels=3, use_crf=draw(st.booleans()),
         token_dropout=draw(st.sampled_from([0.0, 0.3])),  # eval mode: must change nothing
-        relative_attention_max_distance=draw(st.sampled_from([0, 3])),
+        relative_attention_max_distance=draw(st.sampled_from([0, 3])), scale_attention=draw(st.booleans()),
     )
 
 

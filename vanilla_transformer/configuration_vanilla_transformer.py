@@ -48,6 +48,8 @@ class VanillaTransformerConfig(PreTrainedConfig):
         position_embedding_type: "sinusoidal" (section 3.5) or "learned" (the paper's Table 3, row E).
         relative_attention_max_distance: k > 0 adds a learned per-head bias for each signed distance clipped to
             [-k, k] to every self-attention (Shaw et al., 2018; not in the paper; 0 keeps it faithful).
+        scale_attention: divide the attention scores by sqrt(d_k) (equation 1); False = unscaled, sharper attention
+            (TENER, Yan et al., 2019, for tagging; not in the paper).
         normalize_before: False = post-LN, `LayerNorm(x + Sublayer(x))` as in the paper; True = pre-LN.
         scale_embedding: multiply embeddings by sqrt(d_model) (section 3.4).
         tie_word_embeddings: one embedding matrix shared by encoder, decoder and the output projection (3.4).
@@ -81,6 +83,7 @@ class VanillaTransformerConfig(PreTrainedConfig):
     max_position_embeddings: int = 1024
     position_embedding_type: str = "sinusoidal"
     relative_attention_max_distance: int = 0
+    scale_attention: bool = True
     normalize_before: bool = False
     scale_embedding: bool = True
     tie_word_embeddings: bool = True
@@ -133,8 +136,9 @@ class VanillaTransformerConfig(PreTrainedConfig):
         value = self.relative_attention_max_distance
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise ValueError(f"relative_attention_max_distance must be a non-negative integer, got {value!r}.")
-        if not isinstance(self.use_crf, bool):
-            raise ValueError(f"use_crf must be true or false, got {self.use_crf!r}.")
+        for name in ("use_crf", "scale_attention", "normalize_before", "scale_embedding"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}.")
         if self.activation_function not in ACTIVATIONS:
             raise ValueError(f"activation_function must be one of {ACTIVATIONS}, got {self.activation_function!r}.")
         if self.position_embedding_type not in POSITION_EMBEDDING_TYPES:

@@ -207,6 +207,8 @@ def scaled_dot_product_attention(
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """The one attention function, Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V (equation 1).
 
+    Deviation, off by default: `config.scale_attention=False` drops the 1 / sqrt(d_k) (TENER's sharper attention).
+
     Backend from `config._attn_implementation`: "sdpa" uses torch's fused kernel, "eager" the explicit product (and can
     return the attention weights). On CPU, bf16 SDPA's backward is several times slower than the explicit product, so
     "sdpa" falls back to it for bf16 training there; the numbers are the same either way.
@@ -218,11 +220,14 @@ def scaled_dot_product_attention(
     if use_sdpa:
         if attention_mask is not None and attention_mask.dtype != query.dtype:
             attention_mask = attention_mask.to(query.dtype)
-        out = F.scaled_dot_product_attention(query, key, value, attn_mask=attention_mask, dropout_p=dropout)
+        out = F.scaled_dot_product_attention(query, key, value, attn_mask=attention_mask, dropout_p=dropout,
+                                             scale=None if module.config.scale_attention else 1.0)
         return out, None
     if query.dtype == torch.float16:  # large scores overflow fp16's range (65504): take the product in fp32
         query, key = query.float(), key.float()
-    scores = torch.matmul(query, key.transpose(-1, -2)) * (query.shape[-1] ** -0.5)  # (B, H, T, S)
+    scores = torch.matmul(query, key.transpose(-1, -2))  # (B, H, T, S)
+    if module.config.scale_attention:
+        scores = scores * (query.shape[-1] ** -0.5)
     if attention_mask is not None:
         scores = scores + attention_mask
     weights = F.softmax(scores, dim=-1, dtype=torch.float32).to(value.dtype)
