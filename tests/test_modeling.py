@@ -261,25 +261,40 @@ def test_cache_step_matches_full_forward(tiny_config):
     torch.testing.assert_close(step.logits[:, 0], full[:, 4], rtol=0, atol=1e-5)
 
 
-def test_fused_projection_weights_follow_weight_changes(tiny_config):
-    """Without gradients the concatenated q/k/v weights are kept between calls; loading other weights in place,
-    changing the dtype or training must never reuse stale ones."""
+def test_weight_copies_never_go_stale(tiny_config):
+    """Generation reuses concatenated q/k/v weights and W^T of the output projection across decode steps; after it,
+    any weight change (a fused AdamW step, which does not bump tensor versions; in-place loads; dtype casts) must show
+    in the next forward and generate exactly as in a freshly built model."""
     ids, mask, _ = batch(tiny_config)
-    model, other = seq2seq(tiny_config), VanillaTransformerForConditionalGeneration(tiny_config).eval()
+    model = seq2seq(tiny_config)
     kwargs = dict(input_ids=ids, attention_mask=mask, decoder_input_ids=ids[:, :4])
-    with torch.inference_mode():
-        model(**kwargs)
-        model.load_state_dict(other.state_dict())  # in-place copies into the same storage
-        torch.testing.assert_close(model(**kwargs).logits, other(**kwargs).logits, rtol=0, atol=0)
-    with torch.no_grad():
-        model.model.decoder.layers[0].self_attn.v_proj.bias.add_(1.0)
-        other.model.decoder.layers[0].self_attn.v_proj.bias.add_(1.0)
-        torch.testing.assert_close(model(**kwargs).logits, other(**kwargs).logits, rtol=0, atol=0)
-        model.to(torch.float64), other.to(torch.float64)
-        torch.testing.assert_close(model(**kwargs).logits, other(**kwargs).logits, rtol=0, atol=0)
-    loss = model.train()(**kwargs, labels=ids[:, :4]).loss
-    loss.backward()
+    generate = dict(input_ids=ids, attention_mask=mask, max_new_tokens=6, min_new_tokens=6, do_sample=False,
+                    output_scores=True, return_dict_in_generate=True)
+
+    def assert_like_a_fresh_model():
+        fresh = VanillaTransformerForConditionalGeneration(model.config).to(model.dtype).eval()
+        fresh.load_state_dict(model.state_dict())
+        with torch.inference_mode():
+            torch.testing.assert_close(model(**kwargs).logits, fresh(**kwargs).logits, rtol=0, atol=0)
+        ours, theirs = model.generate(**generate), fresh.generate(**generate)
+        assert torch.equal(ours.sequences, theirs.sequences)
+        torch.testing.assert_close(torch.stack(ours.scores), torch.stack(theirs.scores), rtol=0, atol=0)
+
+    before = model.generate(**generate)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.05, fused=True)
+    model.train()(**kwargs, labels=ids[:, :4]).loss.backward()
     assert model.model.encoder.layers[0].self_attn.q_proj.weight.grad.abs().sum() > 0
+    optimizer.step()
+    model.eval()
+    assert not torch.equal(model.generate(**generate).scores[0], before.scores[0])
+    assert_like_a_fresh_model()
+    with torch.no_grad():
+        model.load_state_dict(VanillaTransformerForConditionalGeneration(tiny_config).state_dict())  # in place
+        model.lm_head.weight.mul_(2.0)
+    assert_like_a_fresh_model()
+    model.to(torch.float64)
+    assert_like_a_fresh_model()
+    assert all(m._fused is None for m in model.modules() if hasattr(m, "_fused")) and model._lm_head_t is None
 
 
 def test_beam_search_and_sampling(tiny_config):
@@ -314,14 +329,16 @@ def test_beam_search_reorders_only_the_self_attention_cache(tiny_config):
 
 
 def test_wrapped_or_hooked_projections_are_not_fused_away(tiny_config):
-    """Adapters (e.g. LoRA) replace or hook q_proj/k_proj/v_proj; the fused projection must not bypass them."""
+    """Adapters (e.g. LoRA) replace or hook q_proj/k_proj/v_proj or lm_head; the fused projection and the kept
+    transposed output weight must not bypass them."""
     model, reference = seq2seq(tiny_config), seq2seq(tiny_config)
     ids, mask, _ = batch(tiny_config)
     kwargs = dict(input_ids=ids, attention_mask=mask, decoder_input_ids=ids[:, :4])
     model.model.encoder.layers[0].self_attn.v_proj.register_forward_hook(lambda module, args, out: out + 1.0)
+    model.lm_head.register_forward_hook(lambda module, args, out: out * 2.0)
     with torch.no_grad():
         reference.model.encoder.layers[0].self_attn.v_proj.bias.add_(1.0)
-        torch.testing.assert_close(model(**kwargs).logits, reference(**kwargs).logits)
+        torch.testing.assert_close(model(**kwargs).logits, reference(**kwargs).logits * 2.0)
 
 
 # ------------------------------------------------------------------------------------------------------ invariances
