@@ -227,7 +227,12 @@ def scaled_dot_product_attention(
         out = F.scaled_dot_product_attention(query, key, value, attn_mask=attention_mask, dropout_p=dropout,
                                              scale=None if module.config.scale_attention else 1.0)
         return out, None
-    if query.dtype == torch.float16:  # large scores overflow fp16's range (65504): take the product in fp32
+    out_dtype = value.dtype
+    if query.shape[-2] == 1 and query.dtype == torch.bfloat16 and query.device.type == "cpu":
+        # bf16 decode step on CPU: fp32 products are as fast and avoid oneDNN's per-shape bf16 kernels (~45 MB of code
+        # for one generate call, a new key length at every step)
+        query, key, value = query.float(), key.float(), value.float()
+    elif query.dtype == torch.float16:  # large scores overflow fp16's range (65504): take the product in fp32
         query, key = query.float(), key.float()
     scores = torch.matmul(query, key.transpose(-1, -2))  # (B, H, T, S)
     if module.config.scale_attention:
@@ -236,7 +241,7 @@ def scaled_dot_product_attention(
         scores = scores + attention_mask
     weights = F.softmax(scores, dim=-1, dtype=torch.float32).to(value.dtype)
     out = torch.matmul(F.dropout(weights, p=dropout, training=module.training), value)  # (B, H, T, Dh)
-    return out, weights
+    return out.to(out_dtype), weights
 
 
 class VanillaTransformerAttention(nn.Module):
@@ -752,37 +757,21 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         config.custom_pipelines = {TRANSLATION_TASK: TRANSLATION_PIPELINE}
         self.model = VanillaTransformerModel(config)
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
-        self._lm_head_t = None  # during `generate`: [contiguous W^T of the output projection] once made
         self.post_init()
-
-    def _project_to_vocabulary(self, hidden: torch.Tensor) -> torch.Tensor:
-        """The output projection (section 3.4). Within `generate` on CPU, x W^T runs on a contiguous copy of W^T made
-        once for all decode steps: with one row per sentence per step that layout is ~1.4x faster. Wrapped or hooked
-        heads run their own forward."""
-        head = self.lm_head
-        if (self._lm_head_t is None or type(head) is not nn.Linear or head.bias is not None or head._forward_hooks
-                or head._forward_pre_hooks or hidden.device.type != "cpu"
-                or (torch.is_grad_enabled() and head.weight.requires_grad)):
-            return head(hidden)
-        if not self._lm_head_t:
-            self._lm_head_t.append(head.weight.t().contiguous())
-        return torch.matmul(hidden, self._lm_head_t[0])  # (B, T, V)
 
     @contextmanager
     def keep_weight_copies(self):
-        """Weights cannot change during one `generate` call, so the concatenated q/k/v weights and W^T of the output
-        projection are made once and reused at every decode step. They are dropped on exit: outside this context no
-        copy can go stale (an in-place optimizer step such as fused AdamW's does not even bump tensor versions)."""
+        """Weights cannot change during one `generate` call, so the concatenated q/k/v weights are made once and reused
+        at every decode step. They are dropped on exit: outside this context no copy can go stale (an in-place
+        optimizer step such as fused AdamW's does not even bump tensor versions)."""
         attentions = [m for m in self.modules() if isinstance(m, VanillaTransformerAttention)]
         for module in attentions:
             module._fused = {}
-        self._lm_head_t = []
         try:
             yield
         finally:
             for module in attentions:
                 module._fused = None
-            self._lm_head_t = None
 
     def get_encoder(self):
         return self.model.encoder
@@ -849,7 +838,7 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
             input_ids, attention_mask, decoder_input_ids, decoder_attention_mask, encoder_outputs, past_key_values,
             inputs_embeds, decoder_inputs_embeds, use_cache, output_attentions, output_hidden_states, return_dict=True,
         )
-        logits = self._project_to_vocabulary(outputs.last_hidden_state)  # (B, T, V)
+        logits = self.lm_head(outputs.last_hidden_state)  # (B, T, V)
         loss = None
         if labels is not None:
             loss = token_loss(logits, labels, num_items_in_batch, self.config.label_smoothing)
