@@ -217,9 +217,9 @@ def scaled_dot_product_attention(
     """
     implementation = module.config._attn_implementation or "sdpa"
     use_sdpa = implementation == "sdpa" and not output_attentions
-    if use_sdpa and query.device.type == "cpu" and (
-        query.shape[-2] == 1 or (query.dtype == torch.bfloat16 and torch.is_grad_enabled())
-    ):
+    on_cpu = query.device.type == "cpu"
+    decode_step = query.shape[-2] == 1
+    if on_cpu and (decode_step or (query.dtype == torch.bfloat16 and torch.is_grad_enabled())):
         use_sdpa = False
     if use_sdpa:
         if attention_mask is not None and attention_mask.dtype != query.dtype:
@@ -228,7 +228,7 @@ def scaled_dot_product_attention(
                                              scale=None if module.config.scale_attention else 1.0)
         return out, None
     out_dtype = value.dtype
-    if query.shape[-2] == 1 and query.dtype == torch.bfloat16 and query.device.type == "cpu":
+    if on_cpu and decode_step and query.dtype == torch.bfloat16:
         # bf16 decode step on CPU: fp32 products are as fast and avoid oneDNN's per-shape bf16 kernels (~45 MB of code
         # for one generate call, a new key length at every step)
         query, key, value = query.float(), key.float(), value.float()
