@@ -70,3 +70,19 @@ def tagging_accuracy_after_training(model, sample, steps: int, lr: float = 3e-3)
     ids, tags = sample(200)
     with torch.no_grad():
         return (model(input_ids=ids).logits.argmax(-1) == tags).float().mean().item()
+
+
+def randomize_deviations(model):
+    """The relative-position bias starts at zero (the paper's model) and the character table empty; give them values
+    so the invariants test them: random spellings, about half the tokens starting a word, specials (ids < 4) too."""
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "relative_bias" in name:
+                param.normal_(generator=g)
+        for name, buffer in model.named_buffers():
+            if name.endswith("token_chars"):
+                buffer.copy_(torch.randint(2, 255, buffer.shape, generator=g))
+                buffer[:, 5:] = 0
+                buffer[torch.rand(buffer.shape[0], generator=g) < 0.5, 0] = 1
+                buffer[:4, 0] = 1

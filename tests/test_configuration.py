@@ -50,6 +50,8 @@ def test_unknown_preset():
         (dict(relative_attention_max_distance=-1), "relative_attention_max_distance"),
         (dict(relative_attention_max_distance=2.5), "relative_attention_max_distance"),
         (dict(scale_attention="no"), "scale_attention"),
+        (dict(char_cnn_dim=-1), "char_cnn_dim"),
+        (dict(char_cnn_dim=True), "char_cnn_dim"),
         (dict(label_smoothing=1.5), "label_smoothing"),
         (dict(activation_function="sigmoid2"), "sigmoid2"),
         (dict(position_embedding_type="rotary"), "rotary"),

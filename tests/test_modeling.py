@@ -12,7 +12,7 @@ import torch
 from transformers import AutoModel, AutoModelForSeq2SeqLM, AutoModelForTokenClassification
 from transformers.cache_utils import EncoderDecoderCache
 
-from conftest import BLOCK_PACKAGE, subprocess_env, tagging_accuracy_after_training
+from conftest import BLOCK_PACKAGE, randomize_deviations, subprocess_env, tagging_accuracy_after_training
 from vanilla_transformer import (
     VanillaTransformerConfig,
     VanillaTransformerForConditionalGeneration,
@@ -208,13 +208,11 @@ def test_remote_code_loading_without_the_package(tmp_path, tiny_config, head):
         model, inputs = seq2seq(tiny_config), dict(input_ids=ids, attention_mask=mask, decoder_input_ids=labels.clamp(min=0))
     else:
         tiny_config.num_labels, tiny_config.use_crf = 3, head.endswith("crf")
-        tiny_config.relative_attention_max_distance = 4 if head.endswith("crf") else 0  # the NER recipe's options
+        if head.endswith("crf"):  # with the NER options
+            tiny_config.relative_attention_max_distance, tiny_config.char_cnn_dim = 4, 8
         torch.manual_seed(0)
         model, inputs = VanillaTransformerForTokenClassification(tiny_config).eval(), dict(input_ids=ids, attention_mask=mask)
-        with torch.no_grad():
-            for name, param in model.named_parameters():
-                if "relative_bias" in name:
-                    param.normal_()
+        randomize_deviations(model)
     model.save_pretrained(tmp_path / "model")
     auto_map = json.loads((tmp_path / "model" / "config.json").read_text())["auto_map"]
     assert set(auto_map) == {"AutoConfig", "AutoModel", "AutoModelForSeq2SeqLM", "AutoModelForTokenClassification"}
@@ -444,6 +442,44 @@ def test_unscaled_attention_equals_queries_scaled_up_by_sqrt_dk(impl):
                 module.q_proj.bias.mul_(module.head_dim**0.5)
     torch.testing.assert_close(unscaled(input_ids=ids, attention_mask=mask, labels=labels).logits,
                                scaled(input_ids=ids, attention_mask=mask, labels=labels).logits, rtol=0, atol=1e-5)
+
+
+def test_character_features_give_each_word_its_spelling(tmp_path):
+    """char_cnn_dim > 0: every sub-token of a word gets the same features, computed from the word's characters only;
+    the spelling table comes from the tokenizer, is saved with the weights, and a missing table is an error."""
+    from vanilla_transformer.tokenization import train_tokenizer
+
+    tokenizer = train_tokenizer(["the cat sat on the mat", "Paris and London"] * 5, vocab_size=40)
+    config = VanillaTransformerConfig.from_preset("tiny", vocab_size=len(tokenizer), num_labels=3, char_cnn_dim=8)
+    torch.manual_seed(0)
+    tagger = VanillaTransformerForTokenClassification(config).eval()
+    enc = tokenizer(["Parisian cats sat", "Londoner cats sat"], return_tensors="pt", return_token_type_ids=False)
+    with pytest.raises(ValueError, match="set_token_characters"):
+        tagger(**enc)
+    tagger.set_token_characters(tokenizer)
+    table = tagger.model.encoder.char_features.token_chars
+    first = tokenizer.convert_ids_to_tokens(enc.input_ids[0].tolist())
+    assert first[0].startswith("\u2581Pa") and not first[1].startswith("\u2581")  # "Parisian": several sub-tokens
+    assert table[enc.input_ids[0, 0], :len(first[0])].tolist() == [1] + [ord(c) for c in first[0][1:]]
+    assert table[tokenizer.eos_token_id, 0] == 1  # a special token is a word of its own
+    features = tagger.model.encoder.char_features(enc.input_ids)  # (B, T, D)
+    starts = [i for i, t in enumerate(first) if t.startswith("\u2581")] + [len(first) - 1]
+    for a, b in zip(starts, starts[1:]):  # all sub-tokens of one word: the same vector
+        assert torch.equal(features[0, a:b], features[0, a:a + 1].expand(b - a, -1))
+    assert not torch.allclose(features[0, 0], features[1, 0])  # Parisian vs Londoner
+    tail = len(first) - starts[1]
+    torch.testing.assert_close(features[0, -tail:], features[1, -tail:])  # " cats sat </s>": same words, same features
+    with pytest.raises(ValueError, match="inputs_embeds"):
+        tagger(inputs_embeds=torch.zeros(1, 3, config.d_model))
+    tagger.save_pretrained(tmp_path)
+    loaded = VanillaTransformerForTokenClassification.from_pretrained(tmp_path).eval()
+    assert torch.equal(loaded.model.encoder.char_features.token_chars, table)
+    torch.testing.assert_close(loaded(**enc).logits, tagger(**enc).logits, rtol=0, atol=1e-6)
+    tagger.train()
+    tagger(**enc, labels=torch.zeros_like(enc.input_ids)).loss.backward()
+    assert tagger.model.encoder.char_features.conv.weight.grad.abs().sum() > 0
+    with pytest.raises(ValueError, match="no character features"):
+        seq2seq(VanillaTransformerConfig.from_preset("tiny")).set_token_characters(tokenizer)
 
 
 def test_token_dropout_zeroes_whole_token_vectors_in_training_only():

@@ -50,6 +50,9 @@ class VanillaTransformerConfig(PreTrainedConfig):
             [-k, k] to every self-attention (Shaw et al., 2018; not in the paper; 0 keeps it faithful).
         scale_attention: divide the attention scores by sqrt(d_k) (equation 1); False = unscaled, sharper attention
             (TENER, Yan et al., 2019, for tagging; not in the paper).
+        char_cnn_dim: k > 0 adds character-level word features (a CNN of k filters over each word's characters) to the
+            encoder's token embeddings (Ma & Hovy, 2016; not in the paper; 0 keeps it faithful). The model then needs
+            its tokenizer's spelling: `model.set_token_characters(tokenizer)` once (saved with the weights).
         normalize_before: False = post-LN, `LayerNorm(x + Sublayer(x))` as in the paper; True = pre-LN.
         scale_embedding: multiply embeddings by sqrt(d_model) (section 3.4).
         tie_word_embeddings: one embedding matrix shared by encoder, decoder and the output projection (3.4).
@@ -84,6 +87,7 @@ class VanillaTransformerConfig(PreTrainedConfig):
     position_embedding_type: str = "sinusoidal"
     relative_attention_max_distance: int = 0
     scale_attention: bool = True
+    char_cnn_dim: int = 0
     normalize_before: bool = False
     scale_embedding: bool = True
     tie_word_embeddings: bool = True
@@ -133,9 +137,10 @@ class VanillaTransformerConfig(PreTrainedConfig):
                 continue
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0.0 <= value < 1.0:
                 raise ValueError(f"{name} must be a number in [0, 1), got {value!r}.")
-        value = self.relative_attention_max_distance
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise ValueError(f"relative_attention_max_distance must be a non-negative integer, got {value!r}.")
+        for name in ("relative_attention_max_distance", "char_cnn_dim"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"{name} must be a non-negative integer, got {value!r}.")
         for name in ("use_crf", "scale_attention", "normalize_before", "scale_embedding"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}.")

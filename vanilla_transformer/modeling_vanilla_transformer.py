@@ -124,7 +124,7 @@ class VanillaTransformerEmbedding(nn.Module):
         self.dropout = config.dropout
         self.token_dropout = config.token_dropout
 
-    def forward(self, input_ids=None, inputs_embeds=None, past_length: int = 0) -> torch.Tensor:
+    def forward(self, input_ids=None, inputs_embeds=None, past_length: int = 0, word_features=None) -> torch.Tensor:
         if inputs_embeds is None:
             inputs_embeds = self.embed_tokens(input_ids)
         if self.training and self.token_dropout > 0:
@@ -133,6 +133,8 @@ class VanillaTransformerEmbedding(nn.Module):
         hidden = inputs_embeds * self.embed_scale + self.embed_positions(
             past_length, inputs_embeds.shape[1], inputs_embeds.device
         ).to(inputs_embeds.dtype)
+        if word_features is not None:  # character features (deviation, see VanillaTransformerCharacterFeatures)
+            hidden = hidden + word_features.to(hidden.dtype)
         return F.dropout(hidden, p=self.dropout, training=self.training)
 
 
@@ -152,6 +154,70 @@ class VanillaTransformerRelativePositionBias(nn.Module):
         key_pos = torch.arange(key_length, device=device)[None, :]  # (1, S)
         distance = (key_pos - query_pos).clamp(-self.max_distance, self.max_distance) + self.max_distance  # (T, S)
         return self.weight[distance].permute(2, 0, 1).unsqueeze(0)  # (1, H, T, S)
+
+
+WORD_START = "\u2581"  # the "▁" our Metaspace tokenizers put before each word
+
+
+class VanillaTransformerCharacterFeatures(nn.Module):
+    """Deviation, off by default (`char_cnn_dim=0`): character-level word features added to the encoder's token
+    embeddings, as in the from-scratch taggers of Ma & Hovy (2016) and Lample et al. (2016). Sub-word embeddings of rare
+    or unseen words are barely trained; their spelling (capitals, digits, suffixes) still says a lot.
+
+    The characters of every vocabulary entry live in the buffer `token_chars` (vocab_size, MAX_CHARS) of byte codes,
+    filled from the tokenizer by `set_token_characters` and saved with the weights, so the model still takes only
+    `input_ids`. A CNN (width 3) over each sub-token's characters, max-pooled over characters, then max-pooled over
+    the sub-tokens of one word (a word starts at a "▁"-marked or special token) gives every sub-token its whole word's
+    features, projected to d_model. Encoder only: in the decoder, pooling over a word would look ahead.
+    """
+
+    MAX_CHARS, CHAR_DIM, NUM_CODES = 16, 32, 256  # code 0 = no character, 1 = word start, 255 = any non-Latin-1
+
+    def __init__(self, config: VanillaTransformerConfig):
+        super().__init__()
+        self.register_buffer("token_chars", torch.zeros(config.vocab_size, self.MAX_CHARS, dtype=torch.uint8))
+        self.embed_chars = nn.Embedding(self.NUM_CODES, self.CHAR_DIM, padding_idx=0)
+        self.conv = nn.Conv1d(self.CHAR_DIM, config.char_cnn_dim, kernel_size=3, padding=1)
+        self.proj = nn.Linear(config.char_cnn_dim, config.d_model)
+
+    @classmethod
+    def encode(cls, token: str, special: bool) -> list[int]:
+        """A vocabulary entry as character codes: a word-start code for "▁" or a special token, then its characters
+        (Latin-1 code points; others share code 255), cut at MAX_CHARS."""
+        starts = special or token.startswith(WORD_START)
+        text = token[1:] if token.startswith(WORD_START) else token
+        codes = [1] * starts + [ord(c) if 1 < ord(c) < cls.NUM_CODES - 1 else cls.NUM_CODES - 1 for c in text]
+        return codes[: cls.MAX_CHARS]
+
+    @torch.no_grad()
+    def set_token_characters(self, tokens: list[str], special_ids) -> None:
+        """Fill the table from the vocabulary (`tokens[i]` is the string of id i)."""
+        if len(tokens) > self.token_chars.shape[0]:
+            raise ValueError(f"The vocabulary has {len(tokens)} tokens but the model's vocab_size is "
+                             f"{self.token_chars.shape[0]}.")
+        table = torch.zeros_like(self.token_chars)
+        for i, token in enumerate(tokens):
+            codes = self.encode(token, i in special_ids)
+            table[i, : len(codes)] = torch.tensor(codes, dtype=table.dtype)
+        self.token_chars.copy_(table)
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        ids, inverse = input_ids.unique(return_inverse=True)  # each distinct token once; sorted
+        if ids[-1] >= self.token_chars.shape[0]:
+            raise ValueError(f"Token id {ids[-1].item()} has no row in the character table of "
+                             f"{self.token_chars.shape[0]} tokens; call model.set_token_characters(tokenizer).")
+        chars = self.token_chars[ids].long()  # (U, C)
+        empty = ~chars.any(1)
+        if empty.any():
+            raise ValueError(f"Token ids {ids[empty][:5].tolist()} have no characters in the table (char_cnn_dim > 0 "
+                             "needs it): call model.set_token_characters(tokenizer) before training or inference.")
+        per_char = F.relu(self.conv(self.embed_chars(chars).transpose(1, 2)))  # (U, F, C)
+        per_token = per_char.masked_fill((chars == 0).unsqueeze(1), 0).amax(-1)[inverse]  # (B, T, F), all >= 0
+        word = (self.token_chars[input_ids, 0] == 1).cumsum(1)  # (B, T) word index in the row (0: before any start)
+        word = word.unsqueeze(-1).expand_as(per_token)
+        per_word = per_token.new_zeros(word.shape[0], word.shape[1] + 1, per_token.shape[-1])  # (B, T + 1, F)
+        per_word = per_word.scatter_reduce(1, word, per_token, "amax")
+        return self.proj(per_word.gather(1, word))  # (B, T, D): each sub-token gets its word's features
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -439,7 +505,7 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
         """Xavier-uniform projections as in the reference implementations, embeddings ~ N(0, d_model^-0.5) so that
         after the x sqrt(d_model) scaling (section 3.4) token vectors have unit-variance components; the padding row
         is zero. Never N(0, 1) embeddings with tied weights: the logits explode and fp32 denormals slow every step."""
-        if isinstance(module, nn.Linear):
+        if isinstance(module, (nn.Linear, nn.Conv1d)):
             if module is getattr(self, "classifier", None):
                 init.normal_(module.weight, mean=0.0, std=self.config.init_std)
             else:
@@ -460,6 +526,16 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
             init.zeros_(module.weight)
         elif isinstance(module, VanillaTransformerPositionalEmbedding) and module.kind == "learned":
             init.normal_(module.weight, mean=0.0, std=self.config.d_model**-0.5)
+
+    def set_token_characters(self, tokenizer) -> None:
+        """Give the character features (`config.char_cnn_dim > 0`) the spelling of every token of `tokenizer`."""
+        module = next((m for m in self.modules() if isinstance(m, VanillaTransformerCharacterFeatures)), None)
+        if module is None:
+            raise ValueError(f"This model has no character features (char_cnn_dim={self.config.char_cnn_dim}).")
+        tokens = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+        if tokenizer.unk_token_id is not None:  # an unknown piece may sit inside a word: one unknown character
+            tokens[tokenizer.unk_token_id] = "\ufffd"
+        module.set_token_characters(tokens, set(tokenizer.all_special_ids) - {tokenizer.unk_token_id})
 
     def _new_token_embedding(self) -> nn.Embedding:
         return nn.Embedding(self.config.vocab_size, self.config.d_model, self.config.pad_token_id)
@@ -497,6 +573,7 @@ class VanillaTransformerEncoder(VanillaTransformerStack):
 
     def __init__(self, config: VanillaTransformerConfig, embed_tokens: nn.Embedding):
         super().__init__(config, embed_tokens, VanillaTransformerEncoderLayer, config.encoder_layers)
+        self.char_features = VanillaTransformerCharacterFeatures(config) if config.char_cnn_dim else None
 
     def forward(self, input_ids=None, attention_mask=None, inputs_embeds=None, output_attentions=False,
                 output_hidden_states=False, return_dict=True, **kwargs) -> BaseModelOutput:
@@ -506,7 +583,13 @@ class VanillaTransformerEncoder(VanillaTransformerStack):
             check_token_ids("input_ids", input_ids, self.config.vocab_size)
         shape = input_ids.shape if input_ids is not None else inputs_embeds.shape[:2]
         check_mask("attention_mask", attention_mask, shape)
-        hidden = self.embed(input_ids, inputs_embeds)
+        word_features = None
+        if self.char_features is not None:
+            if input_ids is None:
+                raise ValueError("char_cnn_dim > 0: the character features are computed from input_ids; pass "
+                                 "input_ids instead of inputs_embeds.")
+            word_features = self.char_features(input_ids)
+        hidden = self.embed(input_ids, inputs_embeds, word_features=word_features)
         mask = make_attention_mask(attention_mask, hidden.shape[1], hidden.dtype, device=hidden.device,
                                    position_bias=self.relative_bias)  # built once for the stack
         all_hidden, all_attn = [], []

@@ -107,6 +107,8 @@ def build_model(model_args: ModelArguments, tokenizer, task: str, **task_fields)
     else:
         config = build_config(model_args, tokenizer, **task_fields)
         model = auto.from_config(config, attn_implementation=model_args.attn_implementation)
+        if config.char_cnn_dim:
+            model.set_token_characters(tokenizer)
     check_tokenizer_matches_config(tokenizer, model.config)
     return model
 
