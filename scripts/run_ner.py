@@ -51,6 +51,9 @@ class DataTrainingArguments:
     context_words: int = field(default=0, metadata={
         "help": "Words of the neighbouring sentences of the same document given as unlabelled context on each side "
                 "(CoNLL files mark documents with -DOCSTART-); 0 = each sentence alone."})
+    mention_replacement: float = field(default=0.0, metadata={
+        "help": "Training only: probability of replacing each entity mention by a random training mention of the same "
+                "type, drawn anew every epoch (Dai & Adel, 2020); 0 = off."})
     max_train_samples: int | None = field(default=None, metadata={"help": "Use only this many training sentences."})
     max_eval_samples: int | None = field(default=None, metadata={"help": "Use only this many validation sentences."})
     max_predict_samples: int | None = field(default=None, metadata={"help": "Use only this many test sentences."})
@@ -160,6 +163,15 @@ def main(argv=None):
             tokenized[split] = ds.map(preprocess, batched=True, remove_columns=ds.column_names,
                                       fn_kwargs={"all_tokens": all_tokens}, desc=f"Tokenizing {split}")
 
+    train_dataset = tokenized.get("train")
+    if data_args.mention_replacement and train_dataset is not None:
+        def encode(words, tags, first, last):
+            batch = {"tokens": [words], "ner_tags": [tags], "first": [first], "last": [last]}
+            return {k: v[0] for k, v in preprocess(batch, data_args.label_all_tokens).items()}
+
+        train_dataset = vt_data.MentionReplacement(vt_data.with_document_context(raw["train"], data_args.context_words),
+                                                   encode, data_args.mention_replacement, seed=training_args.seed)
+
     seqeval = load_metric("seqeval_f1")
 
     def to_word_tags(predictions, labels):
@@ -180,7 +192,7 @@ def main(argv=None):
     trainer = AtomicTrainer(
         model=model,
         args=training_args,
-        train_dataset=tokenized.get("train") if training_args.do_train else None,
+        train_dataset=train_dataset if training_args.do_train else None,
         eval_dataset=tokenized.get("validation") if training_args.do_eval else None,
         processing_class=tokenizer,
         data_collator=DataCollatorForTokenClassification(tokenizer, pad_to_multiple_of=8),

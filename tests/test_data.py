@@ -125,3 +125,32 @@ def test_demo_ner_is_valid_iob2():
     for words, tags in zip(ds["tokens"], ds["ner_tags"]):
         assert len(words) == len(tags)
         assert data.iob1_to_iob2(tags) == tags
+
+
+def test_mention_spans():
+    assert data.mention_spans(["B-PER", "I-PER", "O", "B-LOC", "B-LOC", "I-ORG"]) == [
+        (0, 2, "PER"), (3, 4, "LOC"), (4, 5, "LOC"), (5, 6, "ORG")]
+
+
+def test_mention_replacement_swaps_mentions_of_the_same_type_inside_the_sentence():
+    rows = data.Dataset.from_dict({
+        "tokens": [["ctx", "Anna", "Lee", "met", "Bob", "in", "Rome", "ctx2"], ["Ulm", "is", "small"]],
+        "ner_tags": [["B-LOC", "B-PER", "I-PER", "O", "B-PER", "O", "B-LOC", "O"], ["B-LOC", "O", "O"]],
+        "first": [1, 0], "last": [7, 3]})
+    aug = data.MentionReplacement(rows, lambda w, t, f, l: (w, t, f, l), prob=1.0, seed=0)
+    assert len(aug) == 2
+    assert sorted(map(tuple, aug.pool["PER"])) == [("Anna", "Lee"), ("Bob",)]  # context words are not mentions
+    assert sorted(map(tuple, aug.pool["LOC"])) == [("Rome",), ("Ulm",)]
+    seen = set()
+    for _ in range(30):
+        words, tags, first, last = aug[0]
+        assert (words[0], tags[0], first, words[-1], tags[-1]) == ("ctx", "B-LOC", 1, "ctx2", "O")  # context kept
+        assert last == len(words) - 1
+        spans = data.mention_spans(tags[first:last])
+        assert [kind for *_, kind in spans] == ["PER", "PER", "LOC"]
+        assert [w for w, t in zip(words[first:last], tags[first:last]) if t == "O"] == ["met", "in"]
+        seen.add(" ".join(words[first:last]))
+    assert len(seen) > 4  # a new draw at every access
+    assert data.MentionReplacement(rows, lambda *a: a, prob=0.0)[0] == tuple(rows[0].values())
+    with pytest.raises(ValueError, match="probability"):
+        data.MentionReplacement(rows, lambda *a: a, prob=1.5)

@@ -112,7 +112,8 @@ def ner_args(tmp_path, out, *extra):
 
 
 @pytest.mark.parametrize("extra", [("--label_all_tokens", "true"),
-                                   ("--context_words", "4", "--config_overrides", "use_crf=true")])
+                                   ("--context_words", "4", "--config_overrides", "use_crf=true"),
+                                   ("--mention_replacement", "0.5", "--config_overrides", "char_cnn_dim=8")])
 def test_run_ner_end_to_end(tmp_path, extra):
     out = tmp_path / "out"
     metrics = run_ner.main(ner_args(tmp_path, out, *extra))
@@ -120,6 +121,8 @@ def test_run_ner_end_to_end(tmp_path, extra):
         assert key in metrics, key
     model = AutoModelForTokenClassification.from_pretrained(out)
     assert set(model.config.id2label.values()) == {"O", "B-PER", "I-PER", "B-LOC", "B-ORG", "I-ORG"}
+    if model.config.char_cnn_dim:  # the tokenizer's spelling table was filled and saved
+        assert model.model.encoder.char_features.token_chars[4:60, 0].any()
     lines = (out / "predictions_test.txt").read_text().split("\n\n")
     assert lines[0].splitlines()[0].split()[:2] == ["Anna", "B-PER"]
     assert sum(1 for block in lines if block.strip()) == 3

@@ -166,6 +166,56 @@ def with_document_context(dataset: Dataset, num_words: int) -> Dataset:
     return Dataset.from_dict(out)
 
 
+def mention_spans(tags: list[str]) -> list[tuple[int, int, str]]:
+    """IOB2 tags -> entity mentions (start, end, type), end exclusive."""
+    spans = []
+    for i, tag in enumerate(tags):
+        if tag.startswith("B-") or (tag.startswith("I-") and (not spans or spans[-1][1] != i or spans[-1][2] != tag[2:])):
+            spans.append((i, i + 1, tag[2:]))
+        elif tag.startswith("I-"):
+            spans[-1] = (spans[-1][0], i + 1, spans[-1][2])
+    return spans
+
+
+class MentionReplacement:
+    """Training-time augmentation: mention replacement (Dai & Adel, 2020). At every access, each entity mention of
+    the sentence (between its `first` and `last` word, see `with_document_context`) is replaced with probability
+    `prob` by a mention of the same type drawn from the dataset itself, and the result is encoded by
+    `encode(words, tags, first, last)`. The model meets names in new contexts, so it must learn from the context and
+    the spelling rather than memorise names: unseen names are the largest error class of a from-scratch tagger."""
+
+    def __init__(self, dataset: Dataset, encode, prob: float, seed: int = 0):
+        if not isinstance(prob, (int, float)) or isinstance(prob, bool) or not 0.0 <= prob <= 1.0:
+            raise ValueError(f"The mention replacement probability must be in [0, 1], got {prob!r}.")
+        self.rows, self.encode, self.prob, self.rng = dataset, encode, prob, random.Random(seed)
+        self.pool = {}
+        for row in dataset:
+            tokens, first = row["tokens"], row.get("first", 0)
+            for start, end, kind in mention_spans(row["ner_tags"][first:row.get("last", len(tokens))]):
+                self.pool.setdefault(kind, []).append(tokens[first + start:first + end])
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, index: int) -> dict:
+        row = self.rows[index]
+        words, tags = row["tokens"], row["ner_tags"]
+        first, last = row.get("first", 0), row.get("last", len(words))
+        out_words, out_tags, done = list(words[:first]), list(tags[:first]), first
+        for start, end, kind in mention_spans(tags[first:last]):
+            start, end = start + first, end + first
+            out_words += words[done:start]
+            out_tags += tags[done:start]
+            mention = self.rng.choice(self.pool[kind]) if self.rng.random() < self.prob else words[start:end]
+            out_words += mention
+            out_tags += ["B-" + kind] + ["I-" + kind] * (len(mention) - 1)
+            done = end
+        out_words += words[done:last]
+        out_tags += tags[done:last]
+        new_last = len(out_words)
+        return self.encode(out_words + list(words[last:]), out_tags + list(tags[last:]), first, new_last)
+
+
 def load_ner_jsonl(path: str) -> Dataset:
     """JSON lines `{"tokens": [...], "ner_tags": [...]}` with string tags (IOB1 or IOB2)."""
     tokens, tags = [], []
