@@ -716,21 +716,23 @@ class FusedCrossEntropy(torch.autograd.Function):
         for start in range(0, flat.shape[0], rows):
             chunk = slice(start, start + rows)
             z = flat[chunk].float()  # (rows, V); for fp32 logits a view of them: never written
-            lse = torch.logsumexp(z, dim=-1, keepdim=True)
+            peak = z.amax(-1, keepdim=True)
+            # exp(z - max), written straight into the gradient when it is fp32: one pass over z for loss and gradient
+            probs = torch.sub(z, peak, out=grad[chunk]) if grad is not None and grad.dtype == torch.float32 else z - peak
+            norm = probs.exp_().sum(-1, keepdim=True)
+            lse = peak + norm.log()
             loss = lse - z.gather(1, target[chunk])  # -log p(label)
             if label_smoothing:  # eps * mean over the vocabulary of -log p (section 5.4)
                 loss = (1 - label_smoothing) * loss + label_smoothing * (lse - z.mean(-1, keepdim=True))
             any_ignored = bool(ignored[chunk].any())
             total += (loss.masked_fill_(ignored[chunk], 0) if any_ignored else loss).sum()
-            if grad is not None:  # written in place when the gradient is fp32
-                probs = torch.sub(z, lse, out=grad[chunk]) if grad.dtype == torch.float32 else z - lse
-                probs.exp_()
+            if grad is not None:  # (softmax - smoothed one-hot) / count
+                probs.mul_(inverse_count / norm)
                 if label_smoothing:
-                    probs.sub_(label_smoothing / vocab)
-                probs.scatter_add_(1, target[chunk], torch.full_like(loss, label_smoothing - 1))
+                    probs.sub_(label_smoothing * inverse_count / vocab)
+                probs.scatter_add_(1, target[chunk], torch.full_like(loss, label_smoothing - 1) * inverse_count)
                 if any_ignored:
                     probs.masked_fill_(ignored[chunk], 0)
-                probs.mul_(inverse_count)
                 if probs.dtype != grad.dtype:
                     grad[chunk] = probs
         ctx.save_for_backward(grad)
