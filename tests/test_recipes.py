@@ -16,8 +16,8 @@ from conftest import ROOT, SHARED_DATA
 pytestmark = pytest.mark.slow
 
 # Measured when the recipes were tuned (1 thread each, on a 2-core CPU shared with another run): Multi30k 400 steps ->
-# BLEU 2.90 / chrF 18.1 on 300 validation sentences (greedy), 6.5 min; CoNLL 3 epochs -> F1 0.672 (every sub-token
-# labelled), 4 min.
+# BLEU 2.90 / chrF 18.1 on 300 validation sentences (greedy), 6.5 min; CoNLL 3 epochs -> F1 0.664 (the recipe with
+# character features, token dropout and mention replacement), 5.4 min.
 MULTI30K_QUICK = ["--max_steps", "400", "--warmup_steps", "80", "--save_strategy", "no", "--max_eval_samples", "300",
                   "--num_beams", "1", "--disable_tqdm", "true"]
 MULTI30K_QUICK_MIN_BLEU, MULTI30K_QUICK_MIN_CHRF = 2.0, 14.0
