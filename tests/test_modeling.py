@@ -601,3 +601,13 @@ def test_tagger_learns_a_rule():
 
     accuracy = tagging_accuracy_after_training(model, sample, steps=300)
     assert accuracy > 0.98, accuracy
+
+
+def test_relu_in_place_leaves_hooked_outputs_alone(tiny_config):
+    """The feed-forward ReLU runs in place on fc1's output, except when a hook on fc1 may have kept that output."""
+    model = seq2seq(tiny_config)
+    ids, mask, labels = batch(tiny_config)
+    seen = []
+    model.model.encoder.layers[0].ffn.fc1.register_forward_hook(lambda module, args, out: seen.append(out))
+    model(input_ids=ids, attention_mask=mask, labels=labels)
+    assert (seen[0] < 0).any()  # the hook's tensor was not overwritten by the ReLU

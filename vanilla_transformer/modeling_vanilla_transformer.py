@@ -414,12 +414,16 @@ class VanillaTransformerFeedForward(nn.Module):
         super().__init__()
         self.fc1 = nn.Linear(config.d_model, ffn_dim)
         self.fc2 = nn.Linear(ffn_dim, config.d_model)
-        # ReLU in place: fc1's output is not needed by its own backward, so this saves a pass over (B, T, d_ff)
-        self.activation_fn = torch.relu_ if config.activation_function == "relu" else ACT2FN[config.activation_function]
+        self.activation_fn = ACT2FN[config.activation_function]
+        self.relu = config.activation_function == "relu"
         self.activation_dropout = config.activation_dropout
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, None]:
-        x = F.dropout(self.activation_fn(self.fc1(x)), p=self.activation_dropout, training=self.training)
+        x = self.fc1(x)
+        # ReLU in place (fc1's backward does not need its output): one (B, T, d_ff) tensor less; not when a hook on
+        # fc1 may have kept that output
+        x = torch.relu_(x) if self.relu and not self.fc1._forward_hooks else self.activation_fn(x)
+        x = F.dropout(x, p=self.activation_dropout, training=self.training)
         return self.fc2(x), None
 
 
