@@ -150,14 +150,14 @@ def main(argv=None):
 
     limits = {"train": data_args.max_train_samples, "validation": data_args.max_eval_samples,
               "test": data_args.max_predict_samples}
-    tokenized = {}
+    tokenized, in_context = {}, {}
     with training_args.main_process_first(desc="tokenization"):
         for split, ds in raw.items():
             if split not in limits:
                 continue
             if limits[split] is not None:
                 raw[split] = ds = ds.select(range(min(limits[split], len(ds))))
-            ds = vt_data.with_document_context(ds, data_args.context_words)
+            in_context[split] = ds = vt_data.with_document_context(ds, data_args.context_words)
             # evaluation always labels first sub-tokens only, so labelled positions are exactly the words
             all_tokens = data_args.label_all_tokens and split == "train"
             tokenized[split] = ds.map(preprocess, batched=True, remove_columns=ds.column_names,
@@ -169,8 +169,8 @@ def main(argv=None):
             batch = {"tokens": [words], "ner_tags": [tags], "first": [first], "last": [last]}
             return {k: v[0] for k, v in preprocess(batch, data_args.label_all_tokens).items()}
 
-        train_dataset = vt_data.MentionReplacement(vt_data.with_document_context(raw["train"], data_args.context_words),
-                                                   encode, data_args.mention_replacement, seed=training_args.seed)
+        train_dataset = vt_data.MentionReplacement(in_context["train"], encode, data_args.mention_replacement,
+                                                   seed=training_args.seed)
 
     seqeval = load_metric("seqeval_f1")
 

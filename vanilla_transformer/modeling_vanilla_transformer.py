@@ -213,7 +213,7 @@ class VanillaTransformerCharacterFeatures(nn.Module):
                              "needs it): call model.set_token_characters(tokenizer) before training or inference.")
         per_char = F.relu(self.conv(self.embed_chars(chars).transpose(1, 2)))  # (U, F, C)
         per_token = per_char.masked_fill((chars == 0).unsqueeze(1), 0).amax(-1)[inverse]  # (B, T, F), all >= 0
-        word = (self.token_chars[input_ids, 0] == 1).cumsum(1)  # (B, T) word index in the row (0: before any start)
+        word = (chars[:, 0] == 1)[inverse].cumsum(1)  # (B, T) word index in the row (0: before any start)
         word = word.unsqueeze(-1).expand_as(per_token)
         per_word = per_token.new_zeros(word.shape[0], word.shape[1] + 1, per_token.shape[-1])  # (B, T + 1, F)
         per_word = per_word.scatter_reduce(1, word, per_token, "amax")
