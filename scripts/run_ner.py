@@ -13,11 +13,13 @@ import sys
 from dataclasses import dataclass, field
 
 from datasets import DatasetDict, load_dataset
-from transformers import DataCollatorForTokenClassification, TrainingArguments
+from transformers import AutoModelForTokenClassification, AutoTokenizer, DataCollatorForTokenClassification
+from transformers import TrainingArguments
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from vanilla_transformer import data as vt_data  # noqa: E402
+from vanilla_transformer.ensemble import TokenClassificationEnsemble  # noqa: E402
 from vanilla_transformer.metrics import load_metric  # noqa: E402
 from vanilla_transformer.training import (  # noqa: E402
     AtomicTrainer,
@@ -54,6 +56,9 @@ class DataTrainingArguments:
     mention_replacement: float = field(default=0.0, metadata={
         "help": "Training only: probability of replacing each entity mention by a random training mention of the same "
                 "type, drawn anew every epoch (Dai & Adel, 2020); 0 = off."})
+    ensemble_with: list[str] | None = field(default=None, metadata={
+        "help": "Evaluation and prediction only: further trained taggers (directories or Hub ids, same labels and "
+                "tokenizer) combined with --model_name_or_path's as a product of experts (scores averaged)."})
     max_train_samples: int | None = field(default=None, metadata={"help": "Use only this many training sentences."})
     max_eval_samples: int | None = field(default=None, metadata={"help": "Use only this many validation sentences."})
     max_predict_samples: int | None = field(default=None, metadata={"help": "Use only this many test sentences."})
@@ -96,6 +101,22 @@ def label_list_from(train_tags, other_splits: dict) -> list[str]:
     return labels
 
 
+def ensemble(model, tokenizer, paths, model_args, training_args) -> TokenClassificationEnsemble:
+    """`model` (loaded from --model_name_or_path) and the taggers at `paths` as one ensemble."""
+    if training_args.do_train or not model_args.model_name_or_path:
+        raise ValueError("--ensemble_with combines trained taggers: give --model_name_or_path and --do_eval and/or "
+                         "--do_predict, without --do_train.")
+    members = [model]
+    for path in paths:
+        kwargs = dict(cache_dir=model_args.cache_dir, trust_remote_code=model_args.trust_remote_code)
+        if AutoTokenizer.from_pretrained(path, **kwargs).get_vocab() != tokenizer.get_vocab():
+            raise ValueError(f"The tokenizer of {path!r} differs from that of {model_args.model_name_or_path!r}; "
+                             "ensemble members must share one tokenizer.")
+        members.append(AutoModelForTokenClassification.from_pretrained(
+            path, attn_implementation=model_args.attn_implementation, **kwargs))
+    return TokenClassificationEnsemble(members)
+
+
 def main(argv=None):
     model_args, data_args, training_args, resume_from = parse_run_arguments(
         (ModelArguments, DataTrainingArguments, NerTrainingArguments), argv, logger)
@@ -126,6 +147,8 @@ def main(argv=None):
         if unknown:
             raise ValueError(f"Labels {unknown} in the {split} split are not labels of the model {label_list}.")
     logger.info("Labels: %s; model: %s parameters", label_list, f"{model.num_parameters():,}")
+    if data_args.ensemble_with:
+        model = ensemble(model, tokenizer, data_args.ensemble_with, model_args, training_args)
 
     def inside(label: str) -> str:  # the tag of a non-first sub-token with --label_all_tokens
         inner = "I-" + label[2:]

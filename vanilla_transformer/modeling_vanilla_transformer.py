@@ -1028,6 +1028,33 @@ class VanillaTransformerCRF(nn.Module):
         return alpha + torch.stack(beta[::-1], 1)
 
 
+def tagging_loss_and_scores(logits, labels, attention_mask, crf, training: bool, num_items_in_batch=None):
+    """The token-classification head's (loss, logits) from its per-token scores `logits` (B, T, L): cross-entropy, or
+    with a `crf` its sequence likelihood, and in eval mode its max-marginals as `logits` (argmax = the Viterbi path)."""
+    if labels is not None:
+        if labels.shape != logits.shape[:-1]:
+            raise ValueError(f"labels have shape {tuple(labels.shape)} but the logits have shape "
+                             f"{tuple(logits.shape[:-1])}.")
+        invalid = (labels != -100) & ((labels < 0) | (labels >= logits.shape[-1]))
+        if invalid.any():
+            raise ValueError(f"labels contain {labels[invalid][0].item()}, outside [0, {logits.shape[-1]}) and not -100.")
+    loss = None
+    if crf is None:
+        if labels is not None:
+            loss = token_loss(logits, labels, num_items_in_batch)
+        return loss, logits
+    emissions = logits.float()
+    mask = torch.ones(logits.shape[:2], dtype=torch.bool, device=logits.device) if attention_mask is None \
+        else attention_mask.bool()
+    if labels is not None:
+        nll = crf.neg_log_likelihood(emissions, labels, mask)
+        loss = nll / item_count(labels, num_items_in_batch, nll.device)
+    if not training:  # (training returns the emission scores: the loss does not need decoding)
+        with torch.no_grad():
+            logits = crf.max_marginals(emissions, mask)  # argmax(-1) = the Viterbi path
+    return loss, logits
+
+
 class VanillaTransformerForTokenClassification(VanillaTransformerPreTrainedModel):
     """The encoder + dropout + a linear layer over `num_labels` tags per token (named-entity recognition); with
     `config.use_crf`, a CRF on top: trained by its sequence likelihood; in eval mode `logits` are its max-marginals
@@ -1063,26 +1090,8 @@ class VanillaTransformerForTokenClassification(VanillaTransformerPreTrainedModel
         outputs = self.model(input_ids, attention_mask, inputs_embeds, output_attentions, output_hidden_states,
                              return_dict=True)
         logits = self.classifier(self.dropout(outputs.last_hidden_state))  # (B, T, num_labels)
-        if labels is not None:
-            if labels.shape != logits.shape[:-1]:
-                raise ValueError(f"labels have shape {tuple(labels.shape)} but the logits have shape "
-                                 f"{tuple(logits.shape[:-1])}.")
-            invalid = (labels != -100) & ((labels < 0) | (labels >= self.num_labels))
-            if invalid.any():
-                raise ValueError(f"labels contain {labels[invalid][0].item()}, outside [0, {self.num_labels}) and not -100.")
-        loss = None
-        if self.crf is not None:
-            emissions = logits.float()
-            mask = torch.ones(logits.shape[:2], dtype=torch.bool, device=logits.device) if attention_mask is None \
-                else attention_mask.bool()
-            if labels is not None:
-                nll = self.crf.neg_log_likelihood(emissions, labels, mask)
-                loss = nll / item_count(labels, num_items_in_batch, nll.device)
-            if not self.training:  # (training returns the emission scores: the loss does not need decoding)
-                with torch.no_grad():
-                    logits = self.crf.max_marginals(emissions, mask)  # argmax(-1) = the Viterbi path
-        elif labels is not None:
-            loss = token_loss(logits, labels, num_items_in_batch)
+        loss, logits = tagging_loss_and_scores(logits, labels, attention_mask, self.crf, self.training,
+                                               num_items_in_batch)
         out = TokenClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
                                     attentions=outputs.attentions)
         return out if return_dict else out.to_tuple()

@@ -1,0 +1,58 @@
+"""Ensembles of trained taggers, for evaluation and prediction (not in the paper, which averages checkpoints of one
+run instead, section 6.1; independently trained models do not share weights that could be averaged)."""
+
+import torch
+from torch import nn
+from transformers.modeling_outputs import TokenClassifierOutput
+
+from .modeling_vanilla_transformer import (
+    VanillaTransformerCRF,
+    VanillaTransformerForTokenClassification,
+    tagging_loss_and_scores,
+)
+
+
+class TokenClassificationEnsemble(nn.Module):
+    """A product of experts of `VanillaTransformerForTokenClassification` models trained on the same labels with the
+    same tokenizer: each token's scores are the mean of the members' log-probabilities, or with CRF heads the mean of
+    their emission scores decoded by a CRF whose start, transition and end scores are the members' means (the
+    geometric mean of the members' sequence distributions, up to normalisation). Called like a member; starts in eval mode, where
+    `logits` are the CRF max-marginals (argmax = the Viterbi path of the combined CRF)."""
+
+    main_input_name = "input_ids"
+
+    def __init__(self, taggers):
+        super().__init__()
+        taggers = list(taggers)
+        if not taggers:
+            raise ValueError("An ensemble needs at least one tagger, got none.")
+        for i, tagger in enumerate(taggers):
+            if not isinstance(tagger, VanillaTransformerForTokenClassification):
+                raise TypeError(f"Ensemble member {i} is a {type(tagger).__name__}, not a "
+                                "VanillaTransformerForTokenClassification.")
+        config = taggers[0].config
+        for i, tagger in enumerate(taggers[1:], 1):
+            for name in ("id2label", "vocab_size", "use_crf"):
+                if getattr(tagger.config, name) != getattr(config, name):
+                    raise ValueError(f"Ensemble member {i} has {name}={getattr(tagger.config, name)!r} but member 0 "
+                                     f"has {getattr(config, name)!r}; members must share labels and tokenizer.")
+        self.config = config
+        self.taggers = nn.ModuleList(taggers)
+        self.crf = None
+        if config.use_crf:
+            self.crf = VanillaTransformerCRF(config).to(taggers[0].device)
+            with torch.no_grad():
+                for name, param in self.crf.named_parameters():
+                    param.copy_(torch.stack([tagger.crf.get_parameter(name) for tagger in taggers]).mean(0))
+        self.eval()  # built for evaluation and prediction
+
+    def forward(self, input_ids=None, attention_mask=None, inputs_embeds=None, labels=None, num_items_in_batch=None,
+                **kwargs):
+        scores = []
+        for tagger in self.taggers:
+            hidden = tagger.model(input_ids, attention_mask, inputs_embeds, return_dict=True).last_hidden_state
+            logits = tagger.classifier(tagger.dropout(hidden)).float()  # (B, T, num_labels)
+            scores.append(logits if self.crf is not None else logits.log_softmax(-1))
+        loss, logits = tagging_loss_and_scores(torch.stack(scores).mean(0), labels, attention_mask, self.crf,
+                                               self.training, num_items_in_batch)
+        return TokenClassifierOutput(loss=loss, logits=logits)
