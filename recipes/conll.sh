@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
-# CoNLL-2003 English NER from random initialization on a 2-core CPU: MEMBERS taggers (default 2) trained at the same
-# time with different seeds, each on its own core, then evaluated as one ensemble (`run_ner.py --ensemble_with`: the
+# CoNLL-2003 English NER from random initialization on a 2-core CPU: one tagger per seed in SEEDS (default two)
+# trained at the same time, each on its own core, then evaluated as one ensemble (`run_ner.py --ensemble_with`: the
 # members' emission and transition scores averaged). Measured: see README "Results".
-# Usage: [MEMBERS=2] [THREADS=cores/MEMBERS] recipes/conll.sh [DATA_DIR] [OUTPUT_DIR] [extra run_ner.py flags...]
+# Usage: [SEEDS="42 7"] [THREADS=cores/members] recipes/conll.sh [DATA_DIR] [OUTPUT_DIR] [extra run_ner.py flags...]
 # DATA_DIR holds conll2003/{train,validation}.txt (default ../shared/data). Extra flags go to every member's training
 # (a repeated flag replaces the recipe's). Writes OUTPUT_DIR/member1.. (model, tokenizer, model card, metrics, the
 # member's own predictions; its log in OUTPUT_DIR/memberN.log) and in OUTPUT_DIR the ensemble's eval_results.json
-# (seqeval entity-level F1, IOB2) and predictions_validation.txt. MEMBERS=1 trains and evaluates a single model.
+# (seqeval entity-level F1, IOB2) and predictions_validation.txt. SEEDS=42 trains and evaluates a single model.
 set -euo pipefail
 DATA=${1:-../shared/data}; OUT=${2:-outputs/conll}; shift $(( $# < 2 ? $# : 2 ))
 PY=${PY:-python}
-MEMBERS=${MEMBERS:-2}
+read -r -a SEEDS <<< "${SEEDS:-42 7}"
+MEMBERS=${#SEEDS[@]}
 THREADS=${THREADS:-$(( $(nproc) / MEMBERS > 0 ? $(nproc) / MEMBERS : 1 ))}
 mkdir -p "$OUT"
 trap 'kill $(jobs -p) 2>/dev/null || true' EXIT  # a failed member stops the others
@@ -21,9 +22,9 @@ for i in $(seq 1 "$MEMBERS"); do
     --train_file "$DATA/conll2003/train.txt" --validation_file "$DATA/conll2003/validation.txt" --vocab_size 8000 \
     --config_name small --config_overrides "encoder_layers=4,normalize_before=true,dropout=0.3,attention_dropout=0.1,use_crf=true,char_cnn_dim=128,relative_attention_max_distance=16,token_dropout=0.25" \
     --mention_replacement 0.3 \
-    --per_device_train_batch_size 32 --learning_rate 7e-4 --warmup_steps 1000 --lr_scheduler_type cosine \
-    --label_all_tokens true --weight_decay 0.01 --max_grad_norm 1.0 --num_train_epochs 30 --train_sampling_strategy group_by_length --bf16 true \
-    --save_strategy epoch --save_total_limit 2 --logging_steps 200 --eval_strategy epoch --seed $(( 41 + i )) \
+    --per_device_train_batch_size 16 --learning_rate 5e-4 --warmup_steps 2000 --lr_scheduler_type cosine \
+    --label_all_tokens true --weight_decay 0.01 --max_grad_norm 1.0 --num_train_epochs 25 --train_sampling_strategy group_by_length --bf16 true \
+    --save_strategy epoch --save_total_limit 2 --logging_steps 200 --seed ${SEEDS[$(( i - 1 ))]} \
     --do_train --do_eval --output_dir "$OUT/member$i" "$@" > "$OUT/member$i.log" 2>&1 &
   pids+=("$!")
   echo "member $i: training on $THREADS thread(s), log $OUT/member$i.log"

@@ -13,6 +13,7 @@ from .modeling_vanilla_transformer import (
     VanillaTranslationPipeline,
 )
 from .modeling_vanilla_transformer import TRANSLATION_TASK
+from .ensemble import TokenClassificationEnsemble
 
 __version__ = "0.1.0"
 
@@ -41,4 +42,5 @@ __all__ = [
     "VanillaTransformerForConditionalGeneration",
     "VanillaTransformerForTokenClassification",
     "VanillaTranslationPipeline",
+    "TokenClassificationEnsemble",
 ]
