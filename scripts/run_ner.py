@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass, field
 
 from datasets import DatasetDict, load_dataset
-from transformers import AutoModelForTokenClassification, AutoTokenizer, DataCollatorForTokenClassification
+from transformers import AutoModelForTokenClassification, AutoTokenizer
 from transformers import TrainingArguments
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -24,6 +24,7 @@ from vanilla_transformer.metrics import load_metric  # noqa: E402
 from vanilla_transformer.training import (  # noqa: E402
     AtomicTrainer,
     ModelArguments,
+    TaggingDataCollator,
     build_model,
     get_tokenizer,
     move_label_smoothing_into_model,
@@ -53,6 +54,10 @@ class DataTrainingArguments:
     context_words: int = field(default=0, metadata={
         "help": "Words of the neighbouring sentences of the same document given as unlabelled context on each side "
                 "(CoNLL files mark documents with -DOCSTART-); 0 = each sentence alone."})
+    auxiliary_columns: bool = field(default=False, metadata={
+        "help": "Training only: learn the training file's columns between token and tag (CoNLL-2003: POS and chunk "
+                "tags) as auxiliary tagging tasks (multi-task learning; config.auxiliary_loss_weight); predictions "
+                "use the NER head alone, so evaluation and prediction files need no such columns."})
     mention_replacement: float = field(default=0.0, metadata={
         "help": "Training only: probability of replacing each entity mention by a random training mention of the same "
                 "type, drawn anew every epoch (Dai & Adel, 2020); 0 = off."})
@@ -133,11 +138,24 @@ def main(argv=None):
     else:
         raise ValueError("Without a training split, pass --model_name_or_path of a trained tagger.")
 
+    aux_label2id = []  # per auxiliary column: tag -> id, from the training split
+    for split in list(raw):
+        if "auxiliary_tags" in raw[split].column_names and not (data_args.auxiliary_columns and split == "train"):
+            raw[split] = raw[split].remove_columns("auxiliary_tags")
+    if data_args.auxiliary_columns:
+        if "train" not in raw or "auxiliary_tags" not in raw["train"].column_names:
+            raise ValueError("--auxiliary_columns needs a CoNLL --train_file with columns between the token and the "
+                             "tag (e.g. 'EU NNP B-NP B-ORG').")
+        columns = list(zip(*(word for sentence in raw["train"]["auxiliary_tags"] for word in sentence)))
+        aux_label2id = [{tag: i for i, tag in enumerate(sorted(set(column)))} for column in columns]
+
     tokenizer = get_tokenizer(model_args, lambda: (" ".join(words) for words in raw["train"]["tokens"]),
                               default_vocab_size=2000 if demo else 8000)
     task_fields = {}
     if label_list is not None:
         task_fields = dict(id2label=dict(enumerate(label_list)), label2id={l: i for i, l in enumerate(label_list)})
+    if aux_label2id:
+        task_fields["auxiliary_num_labels"] = [len(column) for column in aux_label2id]
     model = build_model(model_args, tokenizer, "token_classification", **task_fields)
     move_label_smoothing_into_model(model, training_args)
     label_list = [model.config.id2label[i] for i in range(model.config.num_labels)]
@@ -150,25 +168,32 @@ def main(argv=None):
     if data_args.ensemble_with:
         model = ensemble(model, tokenizer, data_args.ensemble_with, model_args, training_args)
 
-    def inside(label: str) -> str:  # the tag of a non-first sub-token with --label_all_tokens
+    def inside(label: str, vocab: dict) -> str:  # the tag of a non-first sub-token with --label_all_tokens
         inner = "I-" + label[2:]
-        return inner if label.startswith("B-") and inner in label2id else label
+        return inner if label.startswith("B-") and inner in vocab else label
 
     def preprocess(batch, all_tokens: bool):
         enc = tokenizer(batch["tokens"], is_split_into_words=True, truncation=True,
                         max_length=data_args.max_seq_length, return_token_type_ids=False)
         enc["labels"] = []
+        aux = batch.get("auxiliary_tags")
+        if aux is not None:
+            enc["auxiliary_targets"] = []  # (length, tasks) per sentence, at the positions that have a label
         for i, tags in enumerate(batch["ner_tags"]):
-            previous, row = None, []
+            previous, row, aux_row = None, [], []
             for word in enc.word_ids(i):
-                if word is None or not batch["first"][i] <= word < batch["last"][i]:  # special token or context
-                    row.append(-100)
-                elif word != previous:
-                    row.append(label2id[tags[word]])
-                else:
-                    row.append(label2id[inside(tags[word])] if all_tokens else -100)
-                previous = word
+                first_piece, previous = word != previous, word
+                if word is None or not batch["first"][i] <= word < batch["last"][i] or not (first_piece or all_tokens):
+                    row.append(-100)  # special token, context, or a non-first sub-token
+                    aux_row.append([-100] * len(aux_label2id))
+                    continue
+                row.append(label2id[tags[word] if first_piece else inside(tags[word], label2id)])
+                if aux is not None:
+                    aux_row.append([vocab.get(tag if first_piece else inside(tag, vocab), -100)
+                                    for tag, vocab in zip(aux[i][word], aux_label2id)])
             enc["labels"].append(row)
+            if aux is not None:
+                enc["auxiliary_targets"].append(aux_row)
         return enc
 
     limits = {"train": data_args.max_train_samples, "validation": data_args.max_eval_samples,
@@ -188,8 +213,10 @@ def main(argv=None):
 
     train_dataset = tokenized.get("train")
     if data_args.mention_replacement and train_dataset is not None:
-        def encode(words, tags, first, last):
+        def encode(words, tags, first, last, auxiliary_tags=None):
             batch = {"tokens": [words], "ner_tags": [tags], "first": [first], "last": [last]}
+            if auxiliary_tags is not None:
+                batch["auxiliary_tags"] = [auxiliary_tags]
             return {k: v[0] for k, v in preprocess(batch, data_args.label_all_tokens).items()}
 
         train_dataset = vt_data.MentionReplacement(in_context["train"], encode, data_args.mention_replacement,
@@ -218,7 +245,7 @@ def main(argv=None):
         train_dataset=train_dataset if training_args.do_train else None,
         eval_dataset=tokenized.get("validation") if training_args.do_eval else None,
         processing_class=tokenizer,
-        data_collator=DataCollatorForTokenClassification(tokenizer, pad_to_multiple_of=8),
+        data_collator=TaggingDataCollator(tokenizer, pad_to_multiple_of=8),
         compute_metrics=compute_metrics,
     )
 

@@ -137,10 +137,10 @@ def test_mention_replacement_swaps_mentions_of_the_same_type_inside_the_sentence
         "tokens": [["ctx", "Anna", "Lee", "met", "Bob", "in", "Rome", "ctx2"], ["Ulm", "is", "small"]],
         "ner_tags": [["B-LOC", "B-PER", "I-PER", "O", "B-PER", "O", "B-LOC", "O"], ["B-LOC", "O", "O"]],
         "first": [1, 0], "last": [7, 3]})
-    aug = data.MentionReplacement(rows, lambda w, t, f, l: (w, t, f, l), prob=1.0, seed=0)
+    aug = data.MentionReplacement(rows, lambda w, t, f, l, aux: (w, t, f, l), prob=1.0, seed=0)
     assert len(aug) == 2
-    assert sorted(map(tuple, aug.pool["PER"])) == [("Anna", "Lee"), ("Bob",)]  # context words are not mentions
-    assert sorted(map(tuple, aug.pool["LOC"])) == [("Rome",), ("Ulm",)]
+    assert sorted(tuple(w) for w, _ in aug.pool["PER"]) == [("Anna", "Lee"), ("Bob",)]  # context words: no mentions
+    assert sorted(tuple(w) for w, _ in aug.pool["LOC"]) == [("Rome",), ("Ulm",)]
     seen = set()
     for _ in range(30):
         words, tags, first, last = aug[0]
@@ -151,6 +151,28 @@ def test_mention_replacement_swaps_mentions_of_the_same_type_inside_the_sentence
         assert [w for w, t in zip(words[first:last], tags[first:last]) if t == "O"] == ["met", "in"]
         seen.add(" ".join(words[first:last]))
     assert len(seen) > 4  # a new draw at every access
-    assert data.MentionReplacement(rows, lambda *a: a, prob=0.0)[0] == tuple(rows[0].values())
+    assert data.MentionReplacement(rows, lambda *a: a, prob=0.0)[0] == (*rows[0].values(), None)
     with pytest.raises(ValueError, match="probability"):
         data.MentionReplacement(rows, lambda *a: a, prob=1.5)
+
+
+def test_auxiliary_columns_follow_their_words(tmp_path):
+    """CoNLL's middle columns (POS, chunk) ride along through document context and mention replacement."""
+    path = tmp_path / "train.txt"
+    path.write_text("-DOCSTART- -X- -X- O\n\nAnna NNP B-NP B-PER\nLee NNP I-NP I-PER\nsings VBZ B-VP O\n\n"
+                    "Bob NNP B-NP B-PER\nruns VBZ B-VP O\n")
+    ds = data.load_conll(str(path))
+    assert ds["auxiliary_tags"][1] == [["NNP", "B-NP"], ["VBZ", "B-VP"]]
+    ctx = data.with_document_context(ds, 2)
+    assert ctx["tokens"][1] == ["Lee", "sings", "Bob", "runs"]
+    assert ctx["auxiliary_tags"][1] == [["NNP", "I-NP"], ["VBZ", "B-VP"], ["NNP", "B-NP"], ["VBZ", "B-VP"]]
+    aug = data.MentionReplacement(ctx, lambda *a: a, prob=1.0, seed=0)
+    for _ in range(20):
+        words, tags, first, last, aux = aug[1]
+        assert len(aux) == len(words) == len(tags)
+        assert aux[-1] == ["VBZ", "B-VP"] and aux[:2] == [["NNP", "I-NP"], ["VBZ", "B-VP"]]  # context kept
+        assert (words[first:last - 1], aux[first:last - 1]) in (
+            (["Bob"], [["NNP", "B-NP"]]), (["Anna", "Lee"], [["NNP", "B-NP"], ["NNP", "I-NP"]]))
+    two_columns = tmp_path / "plain.txt"
+    two_columns.write_text("Anna B-PER\n")
+    assert "auxiliary_tags" not in data.load_conll(str(two_columns)).column_names

@@ -210,6 +210,7 @@ def test_remote_code_loading_without_the_package(tmp_path, tiny_config, head):
         tiny_config.num_labels, tiny_config.use_crf = 3, head.endswith("crf")
         if head.endswith("crf"):  # with the NER options
             tiny_config.relative_attention_max_distance, tiny_config.char_cnn_dim = 4, 8
+            tiny_config.auxiliary_num_labels = [5, 2]
         torch.manual_seed(0)
         model, inputs = VanillaTransformerForTokenClassification(tiny_config).eval(), dict(input_ids=ids, attention_mask=mask)
         randomize_deviations(model)

@@ -92,7 +92,8 @@ def test_run_translation_bad_arguments(tmp_path):
 
 def write_conll(path, sentences):
     path.write_text("-DOCSTART- -X- -X- O\n\n" + "\n".join(
-        "".join(f"{w} NN O {t}\n" for w, t in zip(words, tags)) for words, tags in sentences))
+        "".join(f"{w} {'NNP' if w[0].isupper() else 'NN'} {'O' if t == 'O' else 'B-NP'} {t}\n"
+                for w, t in zip(words, tags)) for words, tags in sentences))
 
 
 NER_SENTENCES = [
@@ -113,7 +114,9 @@ def ner_args(tmp_path, out, *extra):
 
 @pytest.mark.parametrize("extra", [("--label_all_tokens", "true"),
                                    ("--context_words", "4", "--config_overrides", "use_crf=true"),
-                                   ("--mention_replacement", "0.5", "--config_overrides", "char_cnn_dim=8")])
+                                   ("--mention_replacement", "0.5", "--config_overrides", "char_cnn_dim=8"),
+                                   ("--auxiliary_columns", "true", "--mention_replacement", "0.5", "--context_words",
+                                    "2", "--label_all_tokens", "true")])
 def test_run_ner_end_to_end(tmp_path, extra):
     out = tmp_path / "out"
     metrics = run_ner.main(ner_args(tmp_path, out, *extra))
@@ -121,6 +124,10 @@ def test_run_ner_end_to_end(tmp_path, extra):
         assert key in metrics, key
     model = AutoModelForTokenClassification.from_pretrained(out)
     assert set(model.config.id2label.values()) == {"O", "B-PER", "I-PER", "B-LOC", "B-ORG", "I-ORG"}
+    if "--auxiliary_columns" in extra:  # POS (NN, NNP) and chunk (B-NP, O) heads, trained
+        assert model.config.auxiliary_num_labels == [2, 2]
+        assert [head.out_features for head in model.auxiliary_classifiers] == [2, 2]
+        assert model.auxiliary_classifiers[0].bias.abs().sum() > 0
     if model.config.char_cnn_dim:  # the tokenizer's spelling table was filled and saved
         assert model.model.encoder.char_features.token_chars[4:60, 0].any()
     lines = (out / "predictions_test.txt").read_text().split("\n\n")

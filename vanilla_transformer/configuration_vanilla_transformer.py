@@ -60,6 +60,10 @@ class VanillaTransformerConfig(PreTrainedConfig):
         label_smoothing: epsilon_ls of the training loss (section 5.4 uses 0.1); 0 = plain cross-entropy.
         classifier_dropout: dropout before the token-classification head (None = `dropout`).
         use_crf: a linear-chain CRF on the token-classification head (not in the paper; False keeps it faithful).
+        auxiliary_num_labels: tag-set sizes of auxiliary tagging tasks learned beside the main one by the
+            token-classification head, one linear layer each (multi-task learning, e.g. CoNLL-2003's POS and chunk
+            columns; not in the paper; None keeps it faithful). Training-only: predictions use the main head alone.
+        auxiliary_loss_weight: weight of each auxiliary task's loss in the training loss.
     """
 
     model_type = "vanilla_transformer"
@@ -95,6 +99,8 @@ class VanillaTransformerConfig(PreTrainedConfig):
     label_smoothing: float = 0.0
     classifier_dropout: float | None = None
     use_crf: bool = False
+    auxiliary_num_labels: list[int] | None = None
+    auxiliary_loss_weight: float = 0.5
     use_cache: bool = True
     is_encoder_decoder: bool = True
     pad_token_id: int | None = 0
@@ -141,6 +147,13 @@ class VanillaTransformerConfig(PreTrainedConfig):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ValueError(f"{name} must be a non-negative integer, got {value!r}.")
+        aux = self.auxiliary_num_labels
+        if aux is not None and (not isinstance(aux, (list, tuple)) or not aux or not all(
+                isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in aux)):
+            raise ValueError(f"auxiliary_num_labels must be None or a non-empty list of positive integers, got {aux!r}.")
+        weight = self.auxiliary_loss_weight
+        if not isinstance(weight, (int, float)) or isinstance(weight, bool) or not weight >= 0.0:
+            raise ValueError(f"auxiliary_loss_weight must be a non-negative number, got {weight!r}.")
         for name in ("use_crf", "scale_attention", "normalize_before", "scale_embedding"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}.")

@@ -114,13 +114,14 @@ def _check_tag(tag: str, where: str) -> None:
 def load_conll(path: str) -> Dataset:
     """CoNLL column files: one token per line, the tag in the last column, a blank line between sentences,
     `-DOCSTART-` lines start a new document (the `document` column counts them). IOB1 or IOB2 in, IOB2 out. Every
-    token line must have the same column count."""
-    sentences, tokens, tags, columns, document = [], [], [], None, 0
+    token line must have the same column count. Columns between the token and the tag (CoNLL-2003: POS and chunk)
+    become `auxiliary_tags`: per word, the list of those columns' values."""
+    sentences, tokens, tags, middle, columns, document = [], [], [], [], None, 0
     for i, line in enumerate(read_lines(path) + [""], start=1):
         if line.startswith("-DOCSTART-") or not line.strip():
             if tokens:
-                sentences.append((tokens, iob1_to_iob2(tags), document))
-                tokens, tags = [], []
+                sentences.append((tokens, iob1_to_iob2(tags), document, middle))
+                tokens, tags, middle = [], [], []
             document += line.startswith("-DOCSTART-") and bool(sentences)
             continue
         parts = line.split()
@@ -133,36 +134,43 @@ def load_conll(path: str) -> Dataset:
         _check_tag(parts[-1], f"{path}, line {i}")
         tokens.append(parts[0])
         tags.append(parts[-1])
+        middle.append(parts[1:-1])
     if not sentences:
         raise DataError(f"{path}: no sentences.")
-    return Dataset.from_dict({"tokens": [s[0] for s in sentences], "ner_tags": [s[1] for s in sentences],
-                              "document": [s[2] for s in sentences]})
+    columns = {"tokens": [s[0] for s in sentences], "ner_tags": [s[1] for s in sentences],
+               "document": [s[2] for s in sentences]}
+    if sentences[0][3][0]:
+        columns["auxiliary_tags"] = [s[3] for s in sentences]
+    return Dataset.from_dict(columns)
 
 
 def with_document_context(dataset: Dataset, num_words: int) -> Dataset:
     """Each sentence with up to `num_words` words of the neighbouring sentences of its document on either side (in
     the spirit of FLERT, Schweter & Akbik 2020). Columns: `tokens` (context + sentence + context), `ner_tags` (context
-    tagged O) and `first`/`last`: the sentence's word span. Without a `document` column, sentences are their own
-    documents."""
+    tagged O) and `first`/`last`: the sentence's word span; `auxiliary_tags`, if any, spans the same words. Without a
+    `document` column, sentences are their own documents."""
     if not isinstance(num_words, int) or num_words < 0:
         raise ValueError(f"The number of context words must be a non-negative integer, got {num_words!r}.")
     words, tags = dataset["tokens"], dataset["ner_tags"]
     docs = dataset["document"] if "document" in dataset.column_names else list(range(len(words)))
-    out = {"tokens": [], "ner_tags": [], "first": [], "last": []}
+    aux = dataset["auxiliary_tags"] if "auxiliary_tags" in dataset.column_names else None
+    out = {"tokens": [], "ner_tags": [], "first": [], "last": []} | ({"auxiliary_tags": []} if aux else {})
     for i, sentence in enumerate(words):
-        left, j = [], i - 1
-        while j >= 0 and docs[j] == docs[i] and len(left) < num_words:
-            left = words[j] + left
-            j -= 1
-        right, j = [], i + 1
-        while j < len(words) and docs[j] == docs[i] and len(right) < num_words:
-            right = right + words[j]
-            j += 1
-        left, right = left[max(0, len(left) - num_words):], right[:num_words]
+        before = i
+        while before > 0 and docs[before - 1] == docs[i] and sum(map(len, words[before:i])) < num_words:
+            before -= 1
+        after = i + 1
+        while after < len(words) and docs[after] == docs[i] and sum(map(len, words[i + 1:after])) < num_words:
+            after += 1
+        left = [w for s in words[before:i] for w in s][-num_words:] if num_words else []
+        right = [w for s in words[i + 1:after] for w in s][:num_words]
         out["tokens"].append(left + sentence + right)
         out["ner_tags"].append(["O"] * len(left) + tags[i] + ["O"] * len(right))
         out["first"].append(len(left))
         out["last"].append(len(left) + len(sentence))
+        if aux:
+            left_aux = [a for s in aux[before:i] for a in s][-num_words:] if num_words else []
+            out["auxiliary_tags"].append(left_aux + aux[i] + [a for s in aux[i + 1:after] for a in s][:num_words])
     return Dataset.from_dict(out)
 
 
@@ -188,32 +196,41 @@ class MentionReplacement:
         if not isinstance(prob, (int, float)) or isinstance(prob, bool) or not 0.0 <= prob <= 1.0:
             raise ValueError(f"The mention replacement probability must be in [0, 1], got {prob!r}.")
         self.rows, self.encode, self.prob, self.rng = dataset, encode, prob, random.Random(seed)
-        self.pool = {}
+        self.pool = {}  # type -> [(words, their auxiliary tags or None)]
         for row in dataset:
-            tokens, first = row["tokens"], row.get("first", 0)
+            tokens, first, aux = row["tokens"], row.get("first", 0), row.get("auxiliary_tags")
             for start, end, kind in mention_spans(row["ner_tags"][first:row.get("last", len(tokens))]):
-                self.pool.setdefault(kind, []).append(tokens[first + start:first + end])
+                span = slice(first + start, first + end)
+                self.pool.setdefault(kind, []).append((tokens[span], aux[span] if aux else None))
 
     def __len__(self) -> int:
         return len(self.rows)
 
     def __getitem__(self, index: int) -> dict:
+        """`encode(words, tags, first, last, auxiliary_tags)`: a replaced mention brings its own auxiliary tags."""
         row = self.rows[index]
-        words, tags = row["tokens"], row["ner_tags"]
+        words, tags, aux = row["tokens"], row["ner_tags"], row.get("auxiliary_tags")
         first, last = row.get("first", 0), row.get("last", len(words))
         out_words, out_tags, done = list(words[:first]), list(tags[:first]), first
+        out_aux = list(aux[:first]) if aux else None
         for start, end, kind in mention_spans(tags[first:last]):
             start, end = start + first, end + first
             out_words += words[done:start]
             out_tags += tags[done:start]
-            mention = self.rng.choice(self.pool[kind]) if self.rng.random() < self.prob else words[start:end]
-            out_words += mention
-            out_tags += ["B-" + kind] + ["I-" + kind] * (len(mention) - 1)
+            mention = (words[start:end], aux[start:end] if aux else None)
+            if self.rng.random() < self.prob:
+                mention = self.rng.choice(self.pool[kind])
+            out_words += mention[0]
+            out_tags += ["B-" + kind] + ["I-" + kind] * (len(mention[0]) - 1)
+            if aux:
+                out_aux += aux[done:start] + mention[1]
             done = end
         out_words += words[done:last]
         out_tags += tags[done:last]
         new_last = len(out_words)
-        return self.encode(out_words + list(words[last:]), out_tags + list(tags[last:]), first, new_last)
+        if aux:
+            out_aux += aux[done:]
+        return self.encode(out_words + list(words[last:]), out_tags + list(tags[last:]), first, new_last, out_aux)
 
 
 def load_ner_jsonl(path: str) -> Dataset:

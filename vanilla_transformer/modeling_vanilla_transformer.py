@@ -513,7 +513,8 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
         after the x sqrt(d_model) scaling (section 3.4) token vectors have unit-variance components; the padding row
         is zero. Never N(0, 1) embeddings with tied weights: the logits explode and fp32 denormals slow every step."""
         if isinstance(module, (nn.Linear, nn.Conv1d)):
-            if module is getattr(self, "classifier", None):
+            if module is getattr(self, "classifier", None) or any(
+                    module is head for head in getattr(self, "auxiliary_classifiers", ())):
                 init.normal_(module.weight, mean=0.0, std=self.config.init_std)
             else:
                 init.xavier_uniform_(module.weight)
@@ -1075,6 +1076,9 @@ class VanillaTransformerForTokenClassification(VanillaTransformerPreTrainedModel
         self.dropout = nn.Dropout(dropout)
         self.classifier = nn.Linear(config.d_model, config.num_labels)
         self.crf = VanillaTransformerCRF(config) if config.use_crf else None
+        # Multi-task learning (not in the paper): auxiliary taggers trained beside the main one, unused in prediction.
+        self.auxiliary_classifiers = nn.ModuleList(
+            nn.Linear(config.d_model, n) for n in (config.auxiliary_num_labels or ()))
         self.post_init()
 
     def get_input_embeddings(self):
@@ -1084,17 +1088,44 @@ class VanillaTransformerForTokenClassification(VanillaTransformerPreTrainedModel
         self.model.set_input_embeddings(value)
 
     def forward(self, input_ids=None, attention_mask=None, inputs_embeds=None, labels=None, output_attentions=None,
-                output_hidden_states=None, return_dict=None, num_items_in_batch=None, **kwargs):
-        """`labels` (batch, length): tag ids, -100 = ignored (padding and non-first sub-tokens)."""
+                output_hidden_states=None, return_dict=None, num_items_in_batch=None, auxiliary_targets=None,
+                **kwargs):
+        """`labels` (batch, length): tag ids, -100 = ignored (padding and non-first sub-tokens).
+        `auxiliary_targets` (batch, length, len(config.auxiliary_num_labels)): the auxiliary tasks' tag ids, -100 =
+        ignored; their cross-entropies, each divided by the main loss's token count, are added to the loss with weight
+        `config.auxiliary_loss_weight`. (Not named `*labels`: Trainer would then expect them at evaluation too.)"""
         return_dict = self.config.return_dict if return_dict is None else return_dict
         outputs = self.model(input_ids, attention_mask, inputs_embeds, output_attentions, output_hidden_states,
                              return_dict=True)
-        logits = self.classifier(self.dropout(outputs.last_hidden_state))  # (B, T, num_labels)
+        hidden = self.dropout(outputs.last_hidden_state)
+        logits = self.classifier(hidden)  # (B, T, num_labels)
         loss, logits = tagging_loss_and_scores(logits, labels, attention_mask, self.crf, self.training,
                                                num_items_in_batch)
+        if auxiliary_targets is not None:
+            loss = self._auxiliary_loss(hidden, auxiliary_targets, labels, num_items_in_batch, loss)
         out = TokenClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
                                     attentions=outputs.attentions)
         return out if return_dict else out.to_tuple()
+
+    def _auxiliary_loss(self, hidden, targets, labels, num_items_in_batch, loss):
+        tasks = len(self.auxiliary_classifiers)
+        if not tasks:
+            raise ValueError("auxiliary_targets were given but the model has no auxiliary heads "
+                             "(config.auxiliary_num_labels is None).")
+        if targets.shape != (*hidden.shape[:2], tasks):
+            raise ValueError(f"auxiliary_targets have shape {tuple(targets.shape)}; expected "
+                             f"{(*hidden.shape[:2], tasks)} (batch, length, auxiliary tasks).")
+        if num_items_in_batch is None and labels is not None:
+            num_items_in_batch = item_count(labels)
+        for k, head in enumerate(self.auxiliary_classifiers):
+            target = targets[..., k]
+            invalid = (target != -100) & ((target < 0) | (target >= head.out_features))
+            if invalid.any():
+                raise ValueError(f"auxiliary_targets[..., {k}] contain {target[invalid][0].item()}, outside "
+                                 f"[0, {head.out_features}) and not -100.")
+            aux = self.config.auxiliary_loss_weight * token_loss(head(hidden), target, num_items_in_batch)
+            loss = aux if loss is None else loss + aux
+        return loss
 
 
 # ----------------------------------------------------------------------------------------------------------------------

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field, fields, make_dataclass
 
 import torch
 
-from transformers import (AutoConfig, AutoModelForSeq2SeqLM, AutoModelForTokenClassification, HfArgumentParser,
-                          Seq2SeqTrainer, Trainer, set_seed)
+from transformers import (AutoConfig, AutoModelForSeq2SeqLM, AutoModelForTokenClassification,
+                          DataCollatorForTokenClassification, HfArgumentParser, Seq2SeqTrainer, Trainer, set_seed)
 from torch.utils.data import SequentialSampler
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint, has_length, rotate_checkpoints
 
@@ -35,6 +35,27 @@ class ModelArguments:
     attn_implementation: str = field(default="sdpa", metadata={"help": "'sdpa' or 'eager'."})
     trust_remote_code: bool = field(default=False, metadata={"help": "Allow code from the model's Hub repository."})
     cache_dir: str | None = field(default=None, metadata={"help": "Where to cache Hub downloads."})
+
+
+class TaggingDataCollator(DataCollatorForTokenClassification):
+    """`DataCollatorForTokenClassification` that also pads `auxiliary_targets` (length x tasks per example, see
+    `VanillaTransformerForTokenClassification`) with -100 to the batch's padded length."""
+
+    def torch_call(self, features):
+        if not features or "auxiliary_targets" not in features[0]:
+            return super().torch_call(features)
+        features = [dict(f) for f in features]  # do not pop from the dataset's own rows
+        targets = [torch.as_tensor(f.pop("auxiliary_targets"), dtype=torch.long) for f in features]
+        batch = super().torch_call(features)
+        length = batch["input_ids"].shape[1]
+        padded = torch.full((len(targets), length, targets[0].shape[-1]), -100, dtype=torch.long)
+        for row, target in zip(padded, targets):
+            if self.tokenizer.padding_side == "left":
+                row[length - len(target):] = target
+            else:
+                row[:len(target)] = target
+        batch["auxiliary_targets"] = padded  # (B, T, tasks)
+        return batch
 
 
 def parse_config_overrides(text: str | None) -> dict:
