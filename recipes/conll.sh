@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # CoNLL-2003 English NER from random initialization on a 2-core CPU: one tagger per seed in SEEDS (default two)
 # trained at the same time, each on its own core, then evaluated as one ensemble (`run_ner.py --ensemble_with`: the
-# members' emission and transition scores averaged). Measured: see README "Results".
+# members' emission and transition scores averaged). Each member also learns the file's POS and chunk columns
+# (--auxiliary_columns, training only). Measured: see README "Results".
 # Usage: [SEEDS="42 7"] [THREADS=cores/members] recipes/conll.sh [DATA_DIR] [OUTPUT_DIR] [extra run_ner.py flags...]
 # DATA_DIR holds conll2003/{train,validation}.txt (default ../shared/data). Extra flags go to every member's training
 # (a repeated flag replaces the recipe's). Writes OUTPUT_DIR/member1.. (model, tokenizer, model card, metrics, the
@@ -21,7 +22,7 @@ for i in $(seq 1 "$MEMBERS"); do
   OMP_NUM_THREADS=$THREADS "$PY" scripts/run_ner.py \
     --train_file "$DATA/conll2003/train.txt" --validation_file "$DATA/conll2003/validation.txt" --vocab_size 8000 \
     --config_name small --config_overrides "encoder_layers=4,normalize_before=true,dropout=0.3,attention_dropout=0.1,use_crf=true,char_cnn_dim=128,relative_attention_max_distance=16,token_dropout=0.25" \
-    --mention_replacement 0.3 \
+    --mention_replacement 0.3 --auxiliary_columns true \
     --per_device_train_batch_size 16 --learning_rate 5e-4 --warmup_steps 2000 --lr_scheduler_type cosine \
     --label_all_tokens true --weight_decay 0.01 --max_grad_norm 1.0 --num_train_epochs 25 --train_sampling_strategy group_by_length --bf16 true \
     --save_strategy epoch --save_total_limit 2 --logging_steps 200 --seed ${SEEDS[$(( i - 1 ))]} \
