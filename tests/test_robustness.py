@@ -38,7 +38,7 @@ def configs(draw):
         max_position_embeddings=64, dropout=0.0, num_labels=3, use_crf=draw(st.booleans()),
         token_dropout=draw(st.sampled_from([0.0, 0.3])),  # eval mode: must change nothing
         relative_attention_max_distance=draw(st.sampled_from([0, 3])), scale_attention=draw(st.booleans()),
-        char_cnn_dim=draw(st.sampled_from([0, 6])),
+        char_cnn_dim=draw(st.sampled_from([0, 6])), auxiliary_num_labels=draw(st.sampled_from([None, [2, 5]])),
     )
 
 
@@ -101,6 +101,11 @@ def test_tagger_invariants_on_random_configs_and_batches(data):
     with torch.no_grad():
         out = model(input_ids=ids, attention_mask=mask, labels=labels)
         assert torch.isfinite(out.logits).all() and torch.isfinite(out.loss)
+        if config.auxiliary_num_labels:  # the auxiliary heads add to the loss and change no prediction
+            targets = torch.stack([labels.clamp(max=1), labels], -1)
+            with_aux = model(input_ids=ids, attention_mask=mask, labels=labels, auxiliary_targets=targets)
+            assert torch.isfinite(with_aux.loss) and with_aux.loss > out.loss
+            assert torch.equal(with_aux.logits, out.logits)
         for row, n in enumerate(lengths):
             alone = model(input_ids=ids[row:row + 1, :n])
             torch.testing.assert_close(out.logits[row, :n], alone.logits[0], rtol=0, atol=1e-4)
