@@ -12,10 +12,10 @@ PY=${PY:-python}
 exec "$PY" scripts/run_translation.py \
   --train_file "$DATA/multi30k/train" --validation_file "$DATA/multi30k/validation" \
   --source_lang de --target_lang en --vocab_size 8000 \
-  --config_name small --config_overrides normalize_before=true \
+  --config_name small --config_overrides normalize_before=true,dropout=0.2,attention_dropout=0.1 \
   --per_device_train_batch_size 64 --learning_rate 1e-3 --warmup_steps 800 --lr_scheduler_type cosine \
   --weight_decay 0.0001 --max_grad_norm 1.0 --label_smoothing_factor 0.1 --bf16 true \
-  --num_train_epochs 12 --train_sampling_strategy group_by_length \
+  --num_train_epochs 16 --train_sampling_strategy group_by_length \
   --save_strategy epoch --save_total_limit 5 --logging_steps 100 \
   --do_train --do_eval --num_beams 4 --per_device_eval_batch_size 64 \
   --output_dir "$OUT" "$@"
