@@ -156,21 +156,26 @@ def with_document_context(dataset: Dataset, num_words: int) -> Dataset:
     aux = dataset["auxiliary_tags"] if "auxiliary_tags" in dataset.column_names else None
     out = {"tokens": [], "ner_tags": [], "first": [], "last": []} | ({"auxiliary_tags": []} if aux else {})
     for i, sentence in enumerate(words):
-        before = i
-        while before > 0 and docs[before - 1] == docs[i] and sum(map(len, words[before:i])) < num_words:
+        before, count = i, 0  # sentences [before, i) hold `count` words
+        while before > 0 and docs[before - 1] == docs[i] and count < num_words:
             before -= 1
-        after = i + 1
-        while after < len(words) and docs[after] == docs[i] and sum(map(len, words[i + 1:after])) < num_words:
+            count += len(words[before])
+        after, count = i + 1, 0
+        while after < len(words) and docs[after] == docs[i] and count < num_words:
+            count += len(words[after])
             after += 1
-        left = [w for s in words[before:i] for w in s][-num_words:] if num_words else []
-        right = [w for s in words[i + 1:after] for w in s][:num_words]
-        out["tokens"].append(left + sentence + right)
-        out["ner_tags"].append(["O"] * len(left) + tags[i] + ["O"] * len(right))
-        out["first"].append(len(left))
-        out["last"].append(len(left) + len(sentence))
+
+        def around(column):  # the last / first num_words per-word items of the neighbouring sentences + sentence i
+            left = [x for s in column[before:i] for x in s][-num_words:] if num_words else []
+            return left + column[i] + [x for s in column[i + 1:after] for x in s][:num_words], len(left)
+
+        out_words, first = around(words)
+        out["tokens"].append(out_words)
+        out["ner_tags"].append(["O"] * first + tags[i] + ["O"] * (len(out_words) - first - len(sentence)))
+        out["first"].append(first)
+        out["last"].append(first + len(sentence))
         if aux:
-            left_aux = [a for s in aux[before:i] for a in s][-num_words:] if num_words else []
-            out["auxiliary_tags"].append(left_aux + aux[i] + [a for s in aux[i + 1:after] for a in s][:num_words])
+            out["auxiliary_tags"].append(around(aux)[0])
     return Dataset.from_dict(out)
 
 

@@ -1029,6 +1029,13 @@ class VanillaTransformerCRF(nn.Module):
         return alpha + torch.stack(beta[::-1], 1)
 
 
+def check_label_ids(ids: torch.Tensor, num_labels: int, name: str) -> None:
+    """Raise a ValueError naming the first id of `ids` that is neither -100 nor in [0, num_labels)."""
+    invalid = (ids != -100) & ((ids < 0) | (ids >= num_labels))
+    if invalid.any():
+        raise ValueError(f"{name} contain {ids[invalid][0].item()}, outside [0, {num_labels}) and not -100.")
+
+
 def tagging_loss_and_scores(logits, labels, attention_mask, crf, training: bool, num_items_in_batch=None):
     """The token-classification head's (loss, logits) from its per-token scores `logits` (B, T, L): cross-entropy, or
     with a `crf` its sequence likelihood, and in eval mode its max-marginals as `logits` (argmax = the Viterbi path)."""
@@ -1036,9 +1043,7 @@ def tagging_loss_and_scores(logits, labels, attention_mask, crf, training: bool,
         if labels.shape != logits.shape[:-1]:
             raise ValueError(f"labels have shape {tuple(labels.shape)} but the logits have shape "
                              f"{tuple(logits.shape[:-1])}.")
-        invalid = (labels != -100) & ((labels < 0) | (labels >= logits.shape[-1]))
-        if invalid.any():
-            raise ValueError(f"labels contain {labels[invalid][0].item()}, outside [0, {logits.shape[-1]}) and not -100.")
+        check_label_ids(labels, logits.shape[-1], "labels")
     loss = None
     if crf is None:
         if labels is not None:
@@ -1119,10 +1124,7 @@ class VanillaTransformerForTokenClassification(VanillaTransformerPreTrainedModel
             num_items_in_batch = item_count(labels)
         for k, head in enumerate(self.auxiliary_classifiers):
             target = targets[..., k]
-            invalid = (target != -100) & ((target < 0) | (target >= head.out_features))
-            if invalid.any():
-                raise ValueError(f"auxiliary_targets[..., {k}] contain {target[invalid][0].item()}, outside "
-                                 f"[0, {head.out_features}) and not -100.")
+            check_label_ids(target, head.out_features, f"auxiliary_targets[..., {k}]")
             aux = self.config.auxiliary_loss_weight * token_loss(head(hidden), target, num_items_in_batch)
             loss = aux if loss is None else loss + aux
         return loss
