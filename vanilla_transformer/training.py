@@ -134,6 +134,26 @@ def build_model(model_args: ModelArguments, tokenizer, task: str, **task_fields)
     return model
 
 
+def native_bf16(device_type: str = "cpu") -> bool:
+    """Whether bf16 matrix products run natively here. CPUs without AVX-512 (e.g. AVX2-only laptops) compute them in
+    a reference kernel: measured on an AVX2 EPYC, a bf16 matmul ran ~60x slower than fp32 (1.3 vs 77 GFLOP/s)."""
+    if device_type == "cuda":
+        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    if device_type != "cpu":
+        return True
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return False
+
+
+def warn_if_slow_bf16(training_args, logger=None) -> None:
+    if training_args.bf16 and training_args.device.type == "cpu" and not native_bf16("cpu"):
+        (logger or logging.getLogger(__name__)).warning(
+            "--bf16 true: this CPU has no native bf16 matrix products (no AVX-512/AMX), so bf16 autocast runs many "
+            "times slower than fp32 here; pass --bf16 false.")
+
+
 # The paper's optimizer (section 5.3: Adam with beta2 0.98, eps 1e-9, linear warm-up then inverse square root decay),
 # label smoothing 0.1 (section 5.4) and quiet, CPU-friendly defaults. Every flag still overrides them.
 PAPER_TRAINING_DEFAULTS = dict(
@@ -312,5 +332,6 @@ def parse_run_arguments(dataclass_types, argv=None, logger=None, defaults_for=No
         logger.setLevel(logging.WARNING)
     if not (training_args.do_train or training_args.do_eval or training_args.do_predict):
         training_args.do_train = training_args.do_eval = training_args.do_predict = True
+    warn_if_slow_bf16(training_args, logger)
     set_seed(training_args.seed)
     return model_args, data_args, training_args, last_checkpoint(training_args)
