@@ -248,6 +248,68 @@ def test_cached_and_uncached_greedy_generation_agree(tiny_config):
     assert isinstance(cached.past_key_values, EncoderDecoderCache)
 
 
+@pytest.mark.parametrize("overrides", [{}, dict(normalize_before=True, relative_attention_max_distance=4,
+                                                   position_embedding_type="learned"), dict(dtype=torch.bfloat16)])
+def test_lean_greedy_loop_gives_the_generic_loops_tokens(tiny_config, overrides, monkeypatch):
+    """Greedy `generate` runs our lean loop (preallocated cache, EOS columns masked for minimum lengths) and must
+    return exactly the tokens of transformers' own loop: minimum lengths, EOS sets, padding of finished rows, early
+    stop when every row has finished, a decoder prompt. Anything it does not cover goes to the generic loop."""
+    overrides = dict(overrides)
+    dtype = overrides.pop("dtype", torch.float32)
+    # untied: the tiny model with tied embeddings repeats its input token; untied it says something
+    model = seq2seq(VanillaTransformerConfig(**{**tiny_config.to_dict(), **overrides, "tie_word_embeddings": False}))
+    model.to(dtype)
+    randomize_deviations(model)
+    ids, mask, _ = batch(tiny_config)
+    cls = VanillaTransformerForConditionalGeneration
+    lean = []
+    plan = cls._greedy_plan
+    monkeypatch.setattr(cls, "_greedy_plan", lambda *a: lean.append(plan(*a)) or lean[-1])
+    probe = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=6, min_new_tokens=6)
+    stop_by_step_3 = probe[:, 3].unique().tolist()  # as EOS set: every row finishes within 3 steps
+    cases = [dict(max_new_tokens=9), dict(max_new_tokens=9, min_new_tokens=9), dict(max_length=6, min_length=4),
+             dict(max_new_tokens=9, eos_token_id=stop_by_step_3, pad_token_id=5),
+             dict(max_new_tokens=9, eos_token_id=stop_by_step_3, pad_token_id=5, min_new_tokens=4),
+             dict(max_new_tokens=9, eos_token_id=probe[0, 1].item(), pad_token_id=6),
+             dict(max_new_tokens=5, decoder_input_ids=torch.tensor([[1, 7]] * B))]
+    for kwargs in cases:
+        lean.clear()
+        ours = model.generate(input_ids=ids, attention_mask=mask, **kwargs)
+        assert lean and lean[0] is not None, kwargs  # the lean loop ran
+        with monkeypatch.context() as generic:
+            generic.setattr(cls, "_greedy_plan", lambda *a: None)
+            theirs = model.generate(input_ids=ids, attention_mask=mask, **kwargs)
+        assert torch.equal(ours, theirs), kwargs
+    assert model.generate(input_ids=ids, attention_mask=mask, **cases[3]).shape[1] <= 4  # all finished: stopped
+    first = model.generate(input_ids=ids, attention_mask=mask, **cases[5])
+    assert first[0, 1] == probe[0, 1] and (first[0, 2:] == 6).all()  # row 0 finished at once, then padded
+    lean.clear()
+    model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=4, repetition_penalty=1.5)
+    assert lean == [None]  # another logits processor: the generic loop
+
+
+def test_preallocated_cache_layer_matches_concatenation():
+    """`VanillaTransformerKVLayer` returns what `DynamicLayer` (torch.cat) returns, through growth past its capacity,
+    beam reordering and batch selection."""
+    from transformers.cache_utils import DynamicLayer
+
+    from vanilla_transformer.modeling_vanilla_transformer import VanillaTransformerKVLayer
+
+    ours, reference = VanillaTransformerKVLayer(capacity=3), DynamicLayer()
+    g = torch.Generator().manual_seed(0)
+    for step, length in enumerate([2, 1, 1, 3, 1, 1]):
+        k, v = torch.randn(4, 2, length, 5, generator=g), torch.randn(4, 2, length, 5, generator=g)
+        for a, b in zip(ours.update(k, v), reference.update(k, v)):
+            assert torch.equal(a, b)
+        if step == 2:
+            for layer in (ours, reference):
+                layer.reorder_cache(torch.tensor([3, 3, 0, 1]))
+        if step == 4:
+            for layer in (ours, reference):
+                layer.batch_select_indices(torch.tensor([0, 2, 3, 1]))
+    assert ours.get_seq_length() == reference.get_seq_length() == 9
+
+
 @pytest.mark.parametrize("dtype, atol", [(torch.float32, 1e-5), (torch.bfloat16, 3e-2)])
 def test_cache_step_matches_full_forward(tiny_config, dtype, atol):
     """One decode step with the cache gives the logits of the full forward at that position (positions offset; a

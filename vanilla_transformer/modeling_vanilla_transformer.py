@@ -16,8 +16,10 @@ from torch import nn
 
 from transformers import initialization as init
 from transformers.activations import ACT2FN
-from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
+from transformers.cache_utils import Cache, DynamicCache, DynamicLayer, EncoderDecoderCache
 from transformers.generation import GenerationMixin
+from transformers.generation.logits_process import MinLengthLogitsProcessor, MinNewTokensLengthLogitsProcessor
+from transformers.generation.stopping_criteria import EosTokenCriteria, MaxLengthCriteria
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import (
     BaseModelOutput,
@@ -382,6 +384,42 @@ class VanillaTransformerAttention(nn.Module):
         )
         out = out.transpose(1, 2).reshape(*hidden_states.shape[:-1], -1)  # (B, T, D)
         return self.out_proj(out), weights
+
+
+class VanillaTransformerKVLayer(DynamicLayer):
+    """A self-attention cache layer whose keys/values live in preallocated buffers (`capacity` positions, grown by
+    doubling): a decode step writes its new position in place instead of copying the whole cache (`torch.cat`, as
+    `DynamicLayer` does) at every step. `keys`/`values` stay views of the filled part, so every `DynamicLayer` method
+    still applies; one that replaces them (beam reordering, cropping, batch selection) makes the next update start a
+    new buffer from them."""
+
+    def __init__(self, capacity: int = 64, **kwargs):
+        super().__init__(**kwargs)
+        self.capacity = capacity
+        self._buffers = None
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        past = self.get_seq_length()
+        length = past + key_states.shape[-2]
+        buffers = self._buffers
+        if (buffers is None or buffers[0].shape[-2] < length or buffers[0].shape[:-2] != key_states.shape[:-2]
+                or (past and self.keys.data_ptr() != buffers[0].data_ptr())):
+            size = max(self.capacity, length, 2 * past)
+            buffers = tuple(t.new_empty(*t.shape[:-2], size, t.shape[-1]) for t in (key_states, value_states))
+            if past:
+                buffers[0][..., :past, :] = self.keys
+                buffers[1][..., :past, :] = self.values
+            self._buffers = buffers
+        buffers[0][..., past:length, :] = key_states
+        buffers[1][..., past:length, :] = value_states
+        self.keys, self.values = buffers[0][..., :length, :], buffers[1][..., :length, :]  # (B, H, S, Dh) views
+        return self.keys, self.values
+
+    def reset(self) -> None:
+        self._buffers = None
+        super().reset()
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -897,6 +935,82 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         cache is reordered (the default reorders both: a copy of every encoder key and value at every step)."""
         past_key_values.self_attention_cache.reorder_cache(beam_idx)
         return past_key_values
+
+    def _sample(self, input_ids, logits_processor, stopping_criteria, generation_config, synced_gpus=False,
+                streamer=None, **model_kwargs):
+        """Greedy search in a lean loop, exactly `GenerationMixin._sample`'s tokens: the self-attention cache is
+        preallocated for `max_length` (no copy of the cache per step), minimum lengths mask the EOS columns instead of
+        rewriting all the scores, and there is no per-step input preparation. Anything else (sampling, other logits
+        processors or stopping criteria, streamers, scores or attentions returned, a cache passed in) runs the generic
+        loop."""
+        plan = self._greedy_plan(input_ids, logits_processor, stopping_criteria, generation_config, synced_gpus,
+                                 streamer, model_kwargs)
+        if plan is None:
+            return super()._sample(input_ids, logits_processor, stopping_criteria, generation_config,
+                                   synced_gpus=synced_gpus, streamer=streamer, **model_kwargs)
+        return self._greedy_search(input_ids, generation_config, model_kwargs, *plan)
+
+    def _greedy_plan(self, input_ids, logits_processor, stopping_criteria, generation_config, synced_gpus, streamer,
+                     model_kwargs):
+        """(min_lengths [(length, eos ids)], max_length, eos ids or None) when the lean loop reproduces the generic one."""
+        cache = model_kwargs.get("past_key_values")
+        if (generation_config.do_sample or synced_gpus or streamer is not None or generation_config.return_dict_in_generate
+                or not model_kwargs.get("use_cache", True) or model_kwargs.get("encoder_outputs") is None
+                or model_kwargs.get("decoder_attention_mask") is not None
+                or (cache is not None and (not isinstance(cache, EncoderDecoderCache) or cache.get_seq_length() > 0))
+                or set(model_kwargs) - {"encoder_outputs", "attention_mask", "past_key_values", "use_cache"}):
+            return None
+        min_lengths, max_length, eos = [], None, None
+        for processor in logits_processor:
+            if type(processor) is MinLengthLogitsProcessor:
+                min_lengths.append((processor.min_length, processor.eos_token_id))
+            elif type(processor) is MinNewTokensLengthLogitsProcessor:
+                min_lengths.append((processor.prompt_length_to_skip + processor.min_new_tokens, processor.eos_token_id))
+            else:
+                return None
+        for criterion in stopping_criteria:
+            if type(criterion) is MaxLengthCriteria:
+                max_length = criterion.max_length if max_length is None else min(max_length, criterion.max_length)
+            elif type(criterion) is EosTokenCriteria and eos is None:
+                eos = criterion.eos_token_id
+            else:
+                return None
+        if max_length is None or (eos is not None and generation_config._pad_token_tensor is None):
+            return None
+        return min_lengths, max_length, eos
+
+    def _greedy_search(self, input_ids, generation_config, model_kwargs, min_lengths, max_length, eos):
+        device = input_ids.device
+        batch, length = input_ids.shape
+        self_cache = DynamicCache()
+        self_cache.layers = [VanillaTransformerKVLayer(capacity=max(max_length - 1, 1))
+                             for _ in range(self.config.decoder_layers)]
+        cache = EncoderDecoderCache(self_cache, DynamicCache())
+        sequences = input_ids.new_empty(batch, max(max_length, length))
+        sequences[:, :length] = input_ids
+        min_lengths = [(n, ids.to(device)) for n, ids in min_lengths]
+        eos = eos.to(device) if eos is not None else None
+        pad = generation_config._pad_token_tensor.to(device) if eos is not None else None
+        unfinished = torch.ones(batch, dtype=torch.bool, device=device)
+        step_ids = input_ids
+        while length < max_length:
+            outputs = self(encoder_outputs=model_kwargs["encoder_outputs"], attention_mask=model_kwargs.get("attention_mask"),
+                           decoder_input_ids=step_ids, past_key_values=cache, use_cache=True, return_dict=True)
+            scores = outputs.logits[:, -1].to(dtype=torch.float32)  # (B, V)
+            for min_length, ids in min_lengths:
+                if length < min_length:
+                    scores[:, ids] = -math.inf
+            next_tokens = scores.argmax(-1)  # (B,)
+            if eos is not None:
+                next_tokens = torch.where(unfinished, next_tokens, pad)
+            sequences[:, length] = next_tokens
+            length += 1
+            if eos is not None:
+                unfinished &= ~torch.isin(next_tokens, eos)
+                if not unfinished.any():
+                    break
+            step_ids = next_tokens[:, None]
+        return sequences[:, :length]
 
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor):
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
