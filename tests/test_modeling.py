@@ -271,7 +271,8 @@ def test_lean_greedy_loop_gives_the_generic_loops_tokens(tiny_config, overrides,
              dict(max_new_tokens=9, eos_token_id=stop_by_step_3, pad_token_id=5),
              dict(max_new_tokens=9, eos_token_id=stop_by_step_3, pad_token_id=5, min_new_tokens=4),
              dict(max_new_tokens=9, eos_token_id=probe[0, 1].item(), pad_token_id=6),
-             dict(max_new_tokens=5, decoder_input_ids=torch.tensor([[1, 7]] * B))]
+             dict(max_new_tokens=5, decoder_input_ids=torch.tensor([[1, 7]] * B)),
+             dict(max_length=3, decoder_input_ids=torch.tensor([[1, 7]] * B))]  # one token after a prompt
     for kwargs in cases:
         lean.clear()
         ours = model.generate(input_ids=ids, attention_mask=mask, **kwargs)
@@ -286,6 +287,33 @@ def test_lean_greedy_loop_gives_the_generic_loops_tokens(tiny_config, overrides,
     lean.clear()
     model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=4, repetition_penalty=1.5)
     assert lean == [None]  # another logits processor: the generic loop
+
+
+def test_minimum_length_processor_gives_transformers_scores(tiny_config, monkeypatch):
+    """`MinLengthEosMask` replaces transformers' minimum-length processors: the same scores (EOS sets, ids outside the
+    vocabulary, before and after the minimum), and beam search with it returns what it returns with theirs."""
+    from transformers import GenerationMixin
+    from transformers.generation.logits_process import MinLengthLogitsProcessor, MinNewTokensLengthLogitsProcessor
+
+    from vanilla_transformer.modeling_vanilla_transformer import MinLengthEosMask
+
+    scores = torch.randn(4, 50)
+    for length in (3, 6, 9):
+        input_ids = torch.zeros(4, length, dtype=torch.long)
+        for theirs in (MinLengthLogitsProcessor(7, [2, 9, -1, 77]), MinNewTokensLengthLogitsProcessor(2, 5, 2)):
+            ours = MinLengthEosMask.replacing(theirs)
+            assert torch.equal(ours(input_ids, scores), theirs(input_ids, scores))
+    model = seq2seq(VanillaTransformerConfig(**{**tiny_config.to_dict(), "tie_word_embeddings": False}))
+    ids, mask, _ = batch(tiny_config)
+    kwargs = dict(input_ids=ids, attention_mask=mask, num_beams=3, num_return_sequences=2, max_new_tokens=8,
+                  min_new_tokens=5, eos_token_id=[2, 40], output_scores=True, return_dict_in_generate=True)
+    ours = model.generate(**kwargs)
+    monkeypatch.setattr(VanillaTransformerForConditionalGeneration, "_get_logits_processor",
+                        GenerationMixin._get_logits_processor)
+    theirs = model.generate(**kwargs)
+    assert torch.equal(ours.sequences, theirs.sequences)
+    torch.testing.assert_close(ours.sequences_scores, theirs.sequences_scores, rtol=0, atol=0)
+    torch.testing.assert_close(torch.stack(ours.scores), torch.stack(theirs.scores), rtol=0, atol=0)
 
 
 def test_preallocated_cache_layer_matches_concatenation():

@@ -68,6 +68,22 @@ def test_run_translation_end_to_end(tmp_path):
     assert generated.shape[0] == 1
 
 
+@pytest.mark.parametrize("native", [True, False])
+def test_bf16_where_the_cpu_has_it(tmp_path, monkeypatch, caplog, native):
+    """The demo trains in bf16 only on CPUs with native bf16 matrix products; elsewhere an explicit --bf16 true warns
+    (such a CPU runs bf16 autocast many times slower than fp32)."""
+    from vanilla_transformer import training
+
+    demo = run_translation.DEMO_ARGS
+    assert demo[demo.index("--bf16") + 1] == str(training.native_bf16()).lower()
+    monkeypatch.setattr(training, "native_bf16", lambda device_type="cpu": native)
+    with caplog.at_level("WARNING"):
+        training.parse_run_arguments(
+            (training.ModelArguments, run_translation.DataTrainingArguments, run_translation.TranslationTrainingArguments),
+            ["--output_dir", str(tmp_path), "--bf16", "true"])
+    assert ("no native bf16" in caplog.text) == (not native)
+
+
 def test_run_translation_continues_from_saved_model(tmp_path):
     data_dir = write_parallel(tmp_path)
     run_translation.main(translation_args(data_dir, tmp_path / "first", "--do_train"))
