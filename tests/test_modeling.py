@@ -268,6 +268,7 @@ def test_lean_greedy_loop_gives_the_generic_loops_tokens(tiny_config, overrides,
     probe = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=6, min_new_tokens=6)
     stop_by_step_3 = probe[:, 3].unique().tolist()  # as EOS set: every row finishes within 3 steps
     cases = [dict(max_new_tokens=9), dict(max_new_tokens=9, min_new_tokens=9), dict(max_length=6, min_length=4),
+             dict(max_new_tokens=70, min_new_tokens=70),  # the cache outgrows its first 64 positions
              dict(max_new_tokens=9, eos_token_id=stop_by_step_3, pad_token_id=5),
              dict(max_new_tokens=9, eos_token_id=stop_by_step_3, pad_token_id=5, min_new_tokens=4),
              dict(max_new_tokens=9, eos_token_id=probe[0, 1].item(), pad_token_id=6),
@@ -281,8 +282,8 @@ def test_lean_greedy_loop_gives_the_generic_loops_tokens(tiny_config, overrides,
             generic.setattr(cls, "_greedy_plan", lambda *a: None)
             theirs = model.generate(input_ids=ids, attention_mask=mask, **kwargs)
         assert torch.equal(ours, theirs), kwargs
-    assert model.generate(input_ids=ids, attention_mask=mask, **cases[3]).shape[1] <= 4  # all finished: stopped
-    first = model.generate(input_ids=ids, attention_mask=mask, **cases[5])
+    assert model.generate(input_ids=ids, attention_mask=mask, **cases[4]).shape[1] <= 4  # all finished: stopped
+    first = model.generate(input_ids=ids, attention_mask=mask, **cases[6])
     assert first[0, 1] == probe[0, 1] and (first[0, 2:] == 6).all()  # row 0 finished at once, then padded
     lean.clear()
     model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=4, repetition_penalty=1.5)

@@ -978,10 +978,10 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
     def _sample(self, input_ids, logits_processor, stopping_criteria, generation_config, synced_gpus=False,
                 streamer=None, **model_kwargs):
         """Greedy search in a lean loop, exactly `GenerationMixin._sample`'s tokens: the self-attention cache is
-        preallocated for `max_length` (no copy of the cache per step), minimum lengths mask the EOS columns instead of
-        rewriting all the scores, and there is no per-step input preparation. Anything else (sampling, other logits
-        processors or stopping criteria, streamers, scores or attentions returned, a cache passed in) runs the generic
-        loop."""
+        preallocated (`VanillaTransformerKVLayer`, min(max_length, 64) positions, doubled when full) instead of copied
+        at every step, minimum lengths mask the EOS columns in place, and there is no per-step input preparation.
+        Anything else (sampling, other logits processors or stopping criteria, streamers, scores or attentions
+        returned, a cache passed in) runs the generic loop."""
         plan = self._greedy_plan(input_ids, logits_processor, stopping_criteria, generation_config, synced_gpus,
                                  streamer, model_kwargs)
         if plan is None:
@@ -1021,7 +1021,7 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         device = input_ids.device
         batch, length = input_ids.shape
         self_cache = DynamicCache()
-        self_cache.layers = [VanillaTransformerKVLayer(capacity=max(max_length - 1, 1))
+        self_cache.layers = [VanillaTransformerKVLayer(capacity=max(min(max_length - 1, 64), 1))  # grows by doubling
                              for _ in range(self.config.decoder_layers)]
         cache = EncoderDecoderCache(self_cache, DynamicCache())
         sequences = input_ids.new_empty(batch, max(max_length, length + 1))
