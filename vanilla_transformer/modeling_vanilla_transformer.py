@@ -926,10 +926,12 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
 
     @contextmanager
     def keep_weight_copies(self):
-        """Weights cannot change during one `generate` call, so the concatenated q/k/v weights are made once and reused
-        at every decode step. They are dropped on exit: outside this context no copy can go stale (an in-place
-        optimizer step such as fused AdamW's does not even bump tensor versions)."""
-        attentions = [m for m in self.modules() if isinstance(m, VanillaTransformerAttention)]
+        """Weights cannot change during one `generate` call, so the decoder self-attention's concatenated q/k/v weights
+        are made once and reused at every decode step (the encoder and the cross-attention keys/values run once per
+        call: a kept copy would only hold memory). They are dropped on exit: outside this context no copy can go stale
+        (an in-place optimizer step such as fused AdamW's does not even bump tensor versions)."""
+        attentions = [m for m in self.model.decoder.modules()
+                      if isinstance(m, VanillaTransformerAttention) and not m.is_cross_attention]
         for module in attentions:
             module._fused = {}
         try:
