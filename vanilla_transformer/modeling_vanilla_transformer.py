@@ -1031,10 +1031,11 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         eos = eos.to(device) if eos is not None else None
         pad = generation_config._pad_token_tensor.to(device) if eos is not None else None
         unfinished = torch.ones(batch, dtype=torch.bool, device=device)
-        step_ids = input_ids
-        while True:  # at least one token, as in the generic loop, even from a prompt of max_length tokens
-            outputs = self(encoder_outputs=model_kwargs["encoder_outputs"], attention_mask=model_kwargs.get("attention_mask"),
-                           decoder_input_ids=step_ids, past_key_values=cache, use_cache=True, return_dict=True)
+        encoder_outputs, attention_mask = model_kwargs["encoder_outputs"], model_kwargs.get("attention_mask")
+        step_ids = input_ids  # the decoder prompt first, then one token per step
+        while True:  # at least one token, as in the generic loop
+            outputs = self(encoder_outputs=encoder_outputs, attention_mask=attention_mask, decoder_input_ids=step_ids,
+                           past_key_values=cache, use_cache=True, return_dict=True)
             scores = outputs.logits[:, -1].to(dtype=torch.float32)  # (B, V)
             for processor in min_lengths:
                 processor.mask_(length, scores)  # in place: the scores are this step's own
