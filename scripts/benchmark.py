@@ -215,10 +215,12 @@ def main(argv=None):
                        peak_rss_mb_reference=max(r["peak_rss_mb"] for r in ref_runs),
                        mfu_ours=statistics.median(r["flops"] for r in ours_runs) / peaks[dtype])
             results.append(row)
+            spread = [f"{min(r['value'] for r in runs):.1f}-{max(r['value'] for r in runs):.1f}"
+                      for runs in (ours_runs, ref_runs)]  # across rounds: how noisy the machine was
             print(f"{preset:5s} {task:20s} {dtype:4s} ours {ours:9.1f} {row['unit']:11s} "
                   f"{row['reference_name']:28s} {ref:9.1f}  ratio {row['ratio']:.2f}  "
                   f"RSS {row['peak_rss_mb_ours']:.0f}/{row['peak_rss_mb_reference']:.0f} MB  "
-                  f"MFU {row['mfu_ours'] * 100:.1f}%", flush=True)
+                  f"MFU {row['mfu_ours'] * 100:.1f}%  rounds: ours {spread[0]}, reference {spread[1]}", flush=True)
     os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
     with open(args.output, "w") as f:
         json.dump(results, f, indent=2)

@@ -28,6 +28,7 @@ def test_quick_benchmark_results_file(tmp_path):
         ("token_classification", "fp32", "BertForTokenClassification")} | (bf16 if native_bf16("cpu") else set())
     # bf16 cases are skipped exactly where bf16 matrix products are not native (and the run says so)
     assert ("bf16 cases skipped" in proc.stdout) == (not native_bf16("cpu"))
+    assert proc.stdout.count("rounds: ours") == len(rows)  # each case prints its spread across rounds
     for row in rows:
         assert set(row) == KEYS
         assert row["preset"] == "tiny"
