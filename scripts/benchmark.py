@@ -84,14 +84,6 @@ def analytic_flops(task: str, shape: dict, batch: int, src: int, tgt: int) -> fl
     return beams * forward  # generation: one new token per step with a cache ~ one forward over the targets
 
 
-def benchmarked_bf16() -> bool:
-    """bf16 cases run only where bf16 matrix products are native: elsewhere every model runs them ~60x slower than
-    fp32 in a reference kernel, which measures nothing but that kernel (and takes hours)."""
-    from vanilla_transformer.training import native_bf16
-
-    return native_bf16("cpu")
-
-
 def matmul_peak(dtype: str) -> float:
     import torch
 
@@ -190,7 +182,11 @@ def main(argv=None):
         parser.error("--reps must be at least 5")
     presets = ["tiny"] if args.quick else args.presets
     rounds = 1 if args.quick else args.rounds
-    dtypes = ["fp32", "bf16"] if benchmarked_bf16() else ["fp32"]
+    from vanilla_transformer.training import native_bf16
+
+    # bf16 only where its matrix products are native: elsewhere every model runs them ~60x slower than fp32 in a
+    # reference kernel, which measures nothing but that kernel (and takes hours)
+    dtypes = ["fp32", "bf16"] if native_bf16("cpu") else ["fp32"]
     if "bf16" not in dtypes:
         print("no native bf16 matrix products on this CPU (no AVX-512/AMX): bf16 cases skipped")
     peaks = {dt: matmul_peak(dt) for dt in dtypes}

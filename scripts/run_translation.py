@@ -38,8 +38,9 @@ from vanilla_transformer.training import (  # noqa: E402
 logger = logging.getLogger("run_translation")
 
 # The built-in demo task's defaults (measured on a 2-core CPU: 100% exact match on held-out strings after 1400 steps,
-# about 4 minutes; bf16 autocast only where this CPU has native bf16 matrix products). Pre-LN (a deviation from the paper's post-LN) and cosine decay to zero learn this algorithmic task
-# several times faster than post-LN with inverse-square-root decay. Flags given on the command line override these.
+# about 4 minutes; bf16 autocast only where this CPU has native bf16 matrix products). Pre-LN (a deviation from the
+# paper's post-LN) and cosine decay to zero learn this algorithmic task several times faster than post-LN with
+# inverse-square-root decay. Flags given on the command line override these.
 DEMO_ARGS = [
     "--config_name", "small", "--config_overrides",
     "d_model=128,encoder_ffn_dim=512,decoder_ffn_dim=512,dropout=0.0,normalize_before=true",

@@ -1003,9 +1003,8 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
                 or set(model_kwargs) - {"encoder_outputs", "attention_mask", "past_key_values", "use_cache"}):
             return None
         min_lengths, max_length, eos = [], None, None
-        for processor in logits_processor:
-            processor = processor if type(processor) is MinLengthEosMask else MinLengthEosMask.replacing(processor)
-            if processor is None:
+        for processor in logits_processor:  # transformers' minimum-length ones are already MinLengthEosMask here
+            if type(processor) is not MinLengthEosMask:
                 return None
             min_lengths.append(processor)
         for criterion in stopping_criteria:
