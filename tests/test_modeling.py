@@ -8,6 +8,7 @@ import textwrap
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from transformers import AutoModel, AutoModelForSeq2SeqLM, AutoModelForTokenClassification
 from transformers.cache_utils import EncoderDecoderCache
@@ -337,6 +338,27 @@ def test_preallocated_cache_layer_matches_concatenation():
             for layer in (ours, reference):
                 layer.batch_select_indices(torch.tensor([0, 2, 3, 1]))
     assert ours.get_seq_length() == reference.get_seq_length() == 9
+
+
+@pytest.mark.parametrize("rows", [1, 15, 16, 32, 48, 256, 272])
+@pytest.mark.parametrize("bias", [True, False])
+def test_linear_takes_decode_sized_products_transposed_with_the_same_result(rows, bias):
+    """`linear` computes (W x^T)^T for 16k rows (<= 256) without autograd; every row count gives F.linear's values
+    and shape, and gradients flow through F.linear itself."""
+    from vanilla_transformer.modeling_vanilla_transformer import linear
+
+    g = torch.Generator().manual_seed(rows)
+    x, weight = torch.randn(rows, 1, 48, generator=g), torch.randn(80, 48, generator=g)
+    b = torch.randn(80, generator=g) if bias else None
+    with torch.no_grad():
+        out = linear(x, weight, b)
+    assert out.shape == (rows, 1, 80)
+    torch.testing.assert_close(out, F.linear(x, weight, b), rtol=1e-6, atol=1e-5)
+    x.requires_grad_()
+    linear(x, weight, b).square().sum().backward()
+    grad, x.grad = x.grad, None
+    F.linear(x, weight, b).square().sum().backward()
+    assert torch.equal(grad, x.grad)
 
 
 @pytest.mark.parametrize("dtype, atol", [(torch.float32, 1e-5), (torch.bfloat16, 3e-2)])
