@@ -3,7 +3,9 @@
 BertForTokenClassification for tagging) built with the same shape, fed the same random batches.
 
 Every (case, model) runs in its own child process, so the peak RSS (high-water mark) is that model's alone; models
-alternate within a case and each measurement is the median of >= 5 timed repetitions after warm-up.
+alternate within a case and each measurement is the median of >= 5 timed repetitions after warm-up. Memory is also
+reported as the peak of the tensors one untimed repetition holds at once (parameters and optimizer state excluded):
+RSS moves by tens of MB between identical runs, that peak does not.
 
     python scripts/benchmark.py [--presets small base] [--quick] [--output results.json]
 """
@@ -99,6 +101,46 @@ def matmul_peak(dtype: str) -> float:
     return 2 * 2048**3 / min(times)  # a peak: the fastest repetition (the median is noisy on a shared machine)
 
 
+def tensor_peak_mb(step, existing) -> float:
+    """Peak MB of the tensors one call of `step` creates and holds at once (storages in `existing` - parameters,
+    optimizer state - not counted). Unlike the RSS high-water mark it does not move with the allocator or the
+    import-time footprint: the same model and inputs give the same number."""
+    import weakref
+
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_flatten
+
+    skip = {t.untyped_storage().data_ptr() for t in existing}
+    live, refs = [0, 0], {}  # [bytes alive, peak], storage -> tensors alive on it
+
+    def release(key, nbytes):
+        refs[key] -= 1
+        if not refs[key]:
+            del refs[key]
+            live[0] -= nbytes
+
+    class Track(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            for t in tree_flatten(out)[0]:
+                if isinstance(t, torch.Tensor) and t.untyped_storage().nbytes():
+                    key, nbytes = t.untyped_storage().data_ptr(), t.untyped_storage().nbytes()
+                    if key in skip:
+                        continue
+                    if key not in refs:
+                        refs[key] = 0
+                        live[0] += nbytes
+                        live[1] = max(live)
+                    refs[key] += 1
+                    weakref.finalize(t, release, key, nbytes)
+            return out
+
+    with Track():
+        step()
+    return live[1] / 2**20
+
+
 def run_child(spec: dict) -> dict:
     """Measure one (task, dtype, model) in this process; returns {"value", "peak_rss_mb", "flops"}."""
     import torch
@@ -152,8 +194,10 @@ def run_child(spec: dict) -> dict:
         step()
         times.append(time.perf_counter() - t)
     seconds = statistics.median(times)
-    return {"value": units / seconds, "seconds": seconds,
-            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    state = [v for s in (opt.state.values() if task == "train" else ()) for v in s.values() if torch.is_tensor(v)]
+    return {"value": units / seconds, "seconds": seconds, "peak_rss_mb": rss,
+            "peak_tensor_mb": tensor_peak_mb(step, [*model.parameters(), *model.buffers(), *state]),
             "flops": analytic_flops(task, shape, batch, src_len, 32) / seconds}
 
 
@@ -209,6 +253,8 @@ def main(argv=None):
                        unit=UNITS[task], ratio=ours / ref,
                        peak_rss_mb_ours=max(r["peak_rss_mb"] for r in ours_runs),
                        peak_rss_mb_reference=max(r["peak_rss_mb"] for r in ref_runs),
+                       peak_tensor_mb_ours=max(r["peak_tensor_mb"] for r in ours_runs),
+                       peak_tensor_mb_reference=max(r["peak_tensor_mb"] for r in ref_runs),
                        mfu_ours=statistics.median(r["flops"] for r in ours_runs) / peaks[dtype])
             results.append(row)
             spread = [f"{min(r['value'] for r in runs):.1f}-{max(r['value'] for r in runs):.1f}"
@@ -216,6 +262,7 @@ def main(argv=None):
             print(f"{preset:5s} {task:20s} {dtype:4s} ours {ours:9.1f} {row['unit']:11s} "
                   f"{row['reference_name']:28s} {ref:9.1f}  ratio {row['ratio']:.2f}  "
                   f"RSS {row['peak_rss_mb_ours']:.0f}/{row['peak_rss_mb_reference']:.0f} MB  "
+                  f"tensors {row['peak_tensor_mb_ours']:.0f}/{row['peak_tensor_mb_reference']:.0f} MB  "
                   f"MFU {row['mfu_ours'] * 100:.1f}%  rounds: ours {spread[0]}, reference {spread[1]}", flush=True)
     os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
     with open(args.output, "w") as f:

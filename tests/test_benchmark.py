@@ -12,7 +12,7 @@ from conftest import ROOT
 from vanilla_transformer.training import native_bf16
 
 KEYS = {"task", "preset", "dtype", "ours", "reference", "reference_name", "unit", "ratio", "peak_rss_mb_ours",
-        "peak_rss_mb_reference", "mfu_ours"}
+        "peak_rss_mb_reference", "peak_tensor_mb_ours", "peak_tensor_mb_reference", "mfu_ours"}
 
 
 def test_quick_benchmark_results_file(tmp_path):
@@ -36,4 +36,25 @@ def test_quick_benchmark_results_file(tmp_path):
         assert row["ratio"] == pytest.approx(row["ours"] / row["reference"])
         assert row["unit"] == ("sentences/s" if row["task"] in ("greedy", "beam") else "tokens/s")
         assert row["peak_rss_mb_ours"] > 50 and row["peak_rss_mb_reference"] > 50
+        for side in ("ours", "reference"):  # tensors of one repetition: something, and less than the whole process
+            assert 0 < row[f"peak_tensor_mb_{side}"] < row[f"peak_rss_mb_{side}"]
         assert 0 < row["mfu_ours"] < 1
+
+
+def test_tensor_peak_counts_what_one_step_holds_at_once():
+    import torch
+
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    from benchmark import tensor_peak_mb
+
+    weight = torch.ones(2**18)  # 1 MB, existing: not counted, nor are its views
+
+    def step():
+        a = weight * 2  # 1 MB
+        b = (a + 1).view(4, -1)  # 1 MB; a view shares it
+        del a
+        c = torch.cat([b.flatten(), weight[:2**17]])  # 1.5 MB while b lives: peak 2.5 MB
+        return c.sum() + weight.view(2, -1).sum()
+
+    assert tensor_peak_mb(step, [weight]) == pytest.approx(2.5, abs=0.01)
+    assert tensor_peak_mb(step, []) == pytest.approx(3.5, abs=0.01)  # not excluded, the weight's slice counts it

@@ -343,16 +343,17 @@ def test_preallocated_cache_layer_matches_concatenation():
 @pytest.mark.parametrize("rows", [1, 15, 16, 32, 48, 256, 272])
 @pytest.mark.parametrize("bias", [True, False])
 def test_linear_takes_decode_sized_products_transposed_with_the_same_result(rows, bias):
-    """`linear` computes (W x^T)^T for 16k rows (<= 256) without autograd; every row count gives F.linear's values
-    and shape, and gradients flow through F.linear itself."""
+    """`linear` computes (W x^T)^T for 16k rows (<= 256) and >= 256 features without autograd; every row count gives
+    F.linear's values and shape, and gradients flow through F.linear itself."""
     from vanilla_transformer.modeling_vanilla_transformer import linear
 
     g = torch.Generator().manual_seed(rows)
-    x, weight = torch.randn(rows, 1, 48, generator=g), torch.randn(80, 48, generator=g)
+    x, weight = torch.randn(rows, 1, 256, generator=g), torch.randn(80, 256, generator=g)
     b = torch.randn(80, generator=g) if bias else None
     with torch.no_grad():
         out = linear(x, weight, b)
     assert out.shape == (rows, 1, 80)
+    assert out.is_contiguous() == (rows % 16 != 0 or rows > 256)  # the transposed product where it pays
     torch.testing.assert_close(out, F.linear(x, weight, b), rtol=1e-6, atol=1e-5)
     x.requires_grad_()
     linear(x, weight, b).square().sum().backward()

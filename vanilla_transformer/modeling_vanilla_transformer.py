@@ -322,12 +322,13 @@ def scaled_dot_product_attention(
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """`F.linear(x, weight, bias)`. For a few rows in fp32 on CPU without autograd (a decode step: one row per
     sentence or beam) it is taken as (W x^T)^T, the same sums (bitwise equal here): on the AVX2 CPU we measured
-    (AMD EPYC, torch 2.13's MKL) that orientation's kernel was 1.1-1.5x faster than x W^T for 16-256 rows, ~10% of a
-    `generate` call. Only whole multiples of 16 rows: at other counts the transposed output's unaligned rows cost as
-    much as the kernel gains."""
+    (AMD EPYC, torch 2.13's MKL) that orientation's kernel was 1.1-1.5x faster than x W^T for 16-256 rows and 256 or
+    more input features, ~10% of a `generate` call. Only there: with fewer features the gain is smaller than what the
+    transposed output costs the ops that read it, and at row counts other than multiples of 16 its unaligned rows
+    cost as much as the kernel gains."""
     rows = x.numel() // x.shape[-1] if x.dim() >= 2 else 0
-    if (rows % 16 or rows > 256 or x.device.type != "cpu" or x.dtype != torch.float32 or weight.dtype != torch.float32
-            or (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad))
+    if (rows % 16 or rows > 256 or weight.shape[-1] < 256 or x.device.type != "cpu" or x.dtype != torch.float32
+            or weight.dtype != torch.float32 or (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad))
             or torch.is_autocast_enabled("cpu")):
         return F.linear(x, weight, bias)
     flat = x.reshape(rows, x.shape[-1]).t()  # (D_in, rows)
@@ -367,12 +368,18 @@ class VanillaTransformerAttention(nn.Module):
     def _project(self, x: torch.Tensor, *projections: Linear) -> tuple[torch.Tensor, ...]:
         """Several projections of the same input as one matrix product: fewer, larger GEMMs (and one autocast cast
         of `x` instead of one per projection). The weights stay separate `q_proj`/`k_proj`/`v_proj` modules; within
-        one `generate` call (see `keep_weight_copies`) their concatenation is made once for all decode steps."""
+        one `generate` call (see `keep_weight_copies`) their concatenation is made once for all decode steps. In fp32
+        training they are not concatenated: autograd keeps the concatenated copy until backward, which raised the peak
+        of base training's tensors from 427 to 475 MB (`scripts/benchmark.py`'s tensor peak) for no speed (AVX2 CPU)."""
         if any(type(p) is not Linear or p._forward_hooks or p._forward_pre_hooks for p in projections):
             return tuple(p(x) for p in projections)  # wrapped (e.g. LoRA adapters) or hooked: their own forward
         params = [t for p in projections for t in (p.weight, p.bias)]
-        if self._fused is None or (torch.is_grad_enabled() and any(t.requires_grad for t in params)):
+        if torch.is_grad_enabled() and any(t.requires_grad for t in params):
+            if not torch.is_autocast_enabled(x.device.type):
+                return tuple(p(x) for p in projections)
             weight, bias = torch.cat(params[0::2]), torch.cat(params[1::2])  # (n * D, D), (n * D,)
+        elif self._fused is None:
+            weight, bias = torch.cat(params[0::2]), torch.cat(params[1::2])
         else:
             if len(projections) not in self._fused:
                 self._fused[len(projections)] = (torch.cat(params[0::2]), torch.cat(params[1::2]))
