@@ -7,7 +7,6 @@ configuration file (relatively): `save_pretrained` copies both files next to the
 
 import math
 import os
-from contextlib import contextmanager
 
 import torch
 import torch.nn.functional as F
@@ -319,15 +318,21 @@ def scaled_dot_product_attention(
     return out.to(out_dtype), weights
 
 
+# Where (W x^T)^T beats x W^T for decode-sized products (see `linear`): measured on an AVX2 CPU; on an AVX-512 one
+# (Intel, AMX) it was faster only at 8 rows, so it stays off there.
+TRANSPOSED_SMALL_PRODUCTS = torch.backends.cpu.get_cpu_capability() == "AVX2"
+
+
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """`F.linear(x, weight, bias)`. For a few rows in fp32 on CPU without autograd (a decode step: one row per
-    sentence or beam) it is taken as (W x^T)^T, the same sums (bitwise equal here): on the AVX2 CPU we measured
-    (AMD EPYC, torch 2.13's MKL) that orientation's kernel was 1.1-1.5x faster than x W^T for 16-256 rows and 256 or
-    more input features, ~10% of a `generate` call. Only there: with fewer features the gain is smaller than what the
-    transposed output costs the ops that read it, and at row counts other than multiples of 16 its unaligned rows
-    cost as much as the kernel gains."""
-    rows = x.numel() // x.shape[-1] if x.dim() >= 2 else 0
-    if (rows % 16 or rows > 256 or weight.shape[-1] < 256 or x.device.type != "cpu" or x.dtype != torch.float32
+    """`F.linear(x, weight, bias)`. For a few rows in fp32 on an AVX2 CPU without autograd (a decode step: one row per
+    sentence or beam) it is taken as (W x^T)^T, the same sums (bitwise equal here): on the AMD EPYC we measured (torch
+    2.13's MKL) that orientation's kernel was 1.1-1.5x faster than x W^T for 16-256 rows and 256 or more input
+    features, ~10% of a `generate` call. Only there: with fewer features the gain is smaller than what the transposed
+    output costs the ops that read it, and at row counts other than multiples of 16 its unaligned rows cost as much
+    as the kernel gains."""
+    rows = x.numel() // x.shape[-1] if x.dim() and x.shape[-1] else 0
+    if (not TRANSPOSED_SMALL_PRODUCTS or not rows or rows % 16 or rows > 256 or weight.shape[-1] < 256
+            or x.shape[-1] != weight.shape[-1] or x.device.type != "cpu" or x.dtype != torch.float32
             or weight.dtype != torch.float32 or (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad))
             or torch.is_autocast_enabled("cpu")):
         return F.linear(x, weight, bias)
@@ -363,27 +368,20 @@ class VanillaTransformerAttention(nn.Module):
         self.k_proj = Linear(config.d_model, config.d_model)
         self.v_proj = Linear(config.d_model, config.d_model)
         self.out_proj = Linear(config.d_model, config.d_model)
-        self._fused = None  # during `generate`: number of projections -> (fused weight, fused bias), see `_project`
 
     def _project(self, x: torch.Tensor, *projections: Linear) -> tuple[torch.Tensor, ...]:
-        """Several projections of the same input as one matrix product: fewer, larger GEMMs (and one autocast cast
-        of `x` instead of one per projection). The weights stay separate `q_proj`/`k_proj`/`v_proj` modules; within
-        one `generate` call (see `keep_weight_copies`) their concatenation is made once for all decode steps. In fp32
-        training they are not concatenated: autograd keeps the concatenated copy until backward, which raised the peak
-        of base training's tensors from 427 to 475 MB (`scripts/benchmark.py`'s tensor peak) for no speed (AVX2 CPU)."""
+        """Several projections of the same input as one matrix product of their concatenated weights: fewer, larger
+        GEMMs (1.1-1.3x faster tagging) and one autocast cast of `x` instead of one per projection. The weights stay
+        separate `q_proj`/`k_proj`/`v_proj` modules. Not for one position (a decode step) nor in fp32 training: there
+        the copy of the weights made at every call (kept by autograd until backward) bought no speed and raised the
+        tensor peak by the weights' size (base: greedy decoding 54 -> 72 MB, training 427 -> 475 MB; AVX2 CPU)."""
         if any(type(p) is not Linear or p._forward_hooks or p._forward_pre_hooks for p in projections):
             return tuple(p(x) for p in projections)  # wrapped (e.g. LoRA adapters) or hooked: their own forward
         params = [t for p in projections for t in (p.weight, p.bias)]
-        if torch.is_grad_enabled() and any(t.requires_grad for t in params):
-            if not torch.is_autocast_enabled(x.device.type):
-                return tuple(p(x) for p in projections)
-            weight, bias = torch.cat(params[0::2]), torch.cat(params[1::2])  # (n * D, D), (n * D,)
-        elif self._fused is None:
-            weight, bias = torch.cat(params[0::2]), torch.cat(params[1::2])
-        else:
-            if len(projections) not in self._fused:
-                self._fused[len(projections)] = (torch.cat(params[0::2]), torch.cat(params[1::2]))
-            weight, bias = self._fused[len(projections)]
+        training = torch.is_grad_enabled() and any(t.requires_grad for t in params)
+        if x.shape[-2] == 1 or (training and not torch.is_autocast_enabled(x.device.type)):
+            return tuple(p(x) for p in projections)
+        weight, bias = torch.cat(params[0::2]), torch.cat(params[1::2])  # (n * D, D), (n * D,)
         return linear(x, weight, bias).chunk(len(projections), dim=-1)
 
     def _heads(self, x: torch.Tensor) -> torch.Tensor:
@@ -954,22 +952,6 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         self.lm_head = Linear(config.d_model, config.vocab_size, bias=False)
         self.post_init()
 
-    @contextmanager
-    def keep_weight_copies(self):
-        """Weights cannot change during one `generate` call, so the decoder self-attention's concatenated q/k/v weights
-        are made once and reused at every decode step (the encoder and the cross-attention keys/values run once per
-        call: a kept copy would only hold memory). They are dropped on exit: outside this context no copy can go stale
-        (an in-place optimizer step such as fused AdamW's does not even bump tensor versions)."""
-        attentions = [m for m in self.model.decoder.modules()
-                      if isinstance(m, VanillaTransformerAttention) and not m.is_cross_attention]
-        for module in attentions:
-            module._fused = {}
-        try:
-            yield
-        finally:
-            for module in attentions:
-                module._fused = None
-
     def get_encoder(self):
         return self.model.encoder
 
@@ -983,8 +965,7 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         self.lm_head = new_embeddings
 
     def generate(self, inputs=None, generation_config=None, **kwargs):
-        """`GenerationMixin.generate`, after checking that the per-sentence inputs agree on the batch size, with weight
-        copies made once for all decode steps (`keep_weight_copies`)."""
+        """`GenerationMixin.generate`, after checking that the per-sentence inputs agree on the batch size."""
         source = inputs if inputs is not None else kwargs.get("input_ids", kwargs.get("inputs_embeds"))
         if isinstance(source, torch.Tensor) and source.dim() >= 2:
             for name in ("attention_mask", "decoder_input_ids", "decoder_attention_mask"):
@@ -992,8 +973,7 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
                 if isinstance(value, torch.Tensor) and (value.dim() != 2 or value.shape[0] != source.shape[0]):
                     raise ValueError(f"{name} has shape {tuple(value.shape)} but the inputs have batch size "
                                      f"{source.shape[0]}.")
-        with self.keep_weight_copies():
-            return super().generate(inputs, generation_config, **kwargs)
+        return super().generate(inputs, generation_config, **kwargs)
 
     def _reorder_cache(self, past_key_values: EncoderDecoderCache, beam_idx: torch.Tensor) -> EncoderDecoderCache:
         """Beam search picks, for each sentence, beams of that same sentence; all of them share the sentence's
