@@ -719,10 +719,15 @@ def test_tagger_learns_a_rule():
 
 
 def test_relu_in_place_leaves_hooked_outputs_alone(tiny_config):
-    """The feed-forward ReLU runs in place on fc1's output, except when a hook on fc1 may have kept that output."""
+    """Without autograd the feed-forward ReLU runs in place on fc1's output, except when a hook on fc1 may have kept
+    that output."""
     model = seq2seq(tiny_config)
     ids, mask, labels = batch(tiny_config)
     seen = []
     model.model.encoder.layers[0].ffn.fc1.register_forward_hook(lambda module, args, out: seen.append(out))
-    model(input_ids=ids, attention_mask=mask, labels=labels)
+    with torch.no_grad():
+        expected = model(input_ids=ids, attention_mask=mask, labels=labels).logits
     assert (seen[0] < 0).any()  # the hook's tensor was not overwritten by the ReLU
+    model.model.encoder.layers[0].ffn.fc1._forward_hooks.clear()
+    with torch.no_grad():  # in place now: the same logits
+        torch.testing.assert_close(model(input_ids=ids, attention_mask=mask, labels=labels).logits, expected)

@@ -491,9 +491,11 @@ class VanillaTransformerFeedForward(nn.Module):
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, None]:
         x = self.fc1(x)
-        # ReLU in place (fc1's backward does not need its output): one (B, T, d_ff) tensor less; not when a hook on
-        # fc1 may have kept that output
-        x = torch.relu_(x) if self.relu and not self.fc1._forward_hooks else self.activation_fn(x)
+        # ReLU in place without autograd: one (B, T, d_ff) tensor less. Not under autograd (fc1's output is a view of
+        # its 2-D product: in place, backward adds four copies of a (B, T, d_ff) gradient per layer), nor when a hook
+        # on fc1 may have kept that output.
+        in_place = self.relu and not torch.is_grad_enabled() and not self.fc1._forward_hooks
+        x = torch.relu_(x) if in_place else self.activation_fn(x)
         x = F.dropout(x, p=self.activation_dropout, training=self.training)
         return self.fc2(x), None
 
