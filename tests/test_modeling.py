@@ -291,53 +291,6 @@ def test_lean_greedy_loop_gives_the_generic_loops_tokens(tiny_config, overrides,
     assert lean == [None]  # another logits processor: the generic loop
 
 
-@pytest.mark.parametrize("overrides", [{}, dict(normalize_before=True, relative_attention_max_distance=4,
-                                                   position_embedding_type="learned"), dict(dtype=torch.bfloat16)])
-def test_lean_beam_search_gives_the_generic_loops_sequences(tiny_config, overrides, monkeypatch):
-    """Beam search runs our lean loop (scores in place, preallocated cache reordered buffer to buffer) and must return
-    exactly the sequences of transformers' own loop: EOS sets that finish beams, padding (a pad id of 0 included),
-    length penalties, early stopping modes, several returned sequences, other logits processors, a decoder prompt,
-    a cache that outgrows its first 64 positions. Scores or attentions asked for: the generic loop."""
-    from transformers import GenerationMixin
-
-    overrides = dict(overrides)
-    dtype = overrides.pop("dtype", torch.float32)
-    model = seq2seq(VanillaTransformerConfig(**{**tiny_config.to_dict(), **overrides, "tie_word_embeddings": False}))
-    model.to(dtype)
-    randomize_deviations(model)
-    ids, mask, _ = batch(tiny_config)
-    cls = VanillaTransformerForConditionalGeneration
-    lean = []
-    lean_search = cls._lean_beam_search
-    monkeypatch.setattr(cls, "_lean_beam_search", lambda *a: lean.append(1) or lean_search(*a))
-    common = dict(input_ids=ids, attention_mask=mask, num_beams=3)
-    probe = model.generate(**common, max_new_tokens=6, min_new_tokens=6)
-    early = probe[:, 1:4].unique().tolist()  # as EOS set: beams finish within a few steps
-    cases = [dict(max_new_tokens=9), dict(max_new_tokens=9, min_new_tokens=9),
-             dict(max_new_tokens=9, eos_token_id=early, pad_token_id=5),
-             dict(max_new_tokens=9, eos_token_id=early, pad_token_id=0, min_new_tokens=3),
-             dict(max_new_tokens=9, eos_token_id=early[:2], pad_token_id=5, length_penalty=2.0, early_stopping=True,
-                  num_return_sequences=2),
-             dict(max_new_tokens=9, eos_token_id=early, pad_token_id=5, length_penalty=-0.5, early_stopping="never"),
-             dict(max_new_tokens=8, repetition_penalty=1.5, no_repeat_ngram_size=2),
-             dict(max_new_tokens=5, decoder_input_ids=torch.tensor([[1, 7]] * B)),
-             dict(max_new_tokens=70, min_new_tokens=70)]
-    for kwargs in cases:
-        lean.clear()
-        ours = model.generate(**common, **kwargs)
-        assert lean, kwargs  # the lean loop ran
-        with monkeypatch.context() as generic:
-            generic.setattr(cls, "_beam_search", GenerationMixin._beam_search)
-            theirs = model.generate(**common, **kwargs)
-        assert torch.equal(ours, theirs), kwargs
-    out = model.generate(**common, **cases[2])
-    ended = [row for row in out.tolist() if any(t in early for t in row[1:-1])]
-    assert ended and all(set(row[row.index(next(t for t in row[1:] if t in early)) + 1:]) <= {5} for row in ended)
-    lean.clear()
-    out = model.generate(**common, max_new_tokens=4, output_scores=True, return_dict_in_generate=True)
-    assert not lean and len(out.scores) == 4  # scores asked for: the generic loop
-
-
 def test_minimum_length_processor_gives_transformers_scores(tiny_config, monkeypatch):
     """`MinLengthEosMask` replaces transformers' minimum-length processors: the same scores (EOS sets, ids outside the
     vocabulary, before and after the minimum), and beam search with it returns what it returns with theirs."""
@@ -378,9 +331,9 @@ def test_preallocated_cache_layer_matches_concatenation():
         k, v = torch.randn(4, 2, length, 5, generator=g), torch.randn(4, 2, length, 5, generator=g)
         for a, b in zip(ours.update(k, v), reference.update(k, v)):
             assert torch.equal(a, b)
-        if step in (2, 3, 5):  # into the spare buffers, twice in a row, after a growth, after a batch selection
+        if step == 2:
             for layer in (ours, reference):
-                layer.reorder_cache(torch.tensor([3, 3, 0, 1]) if step == 2 else torch.tensor([1, 0, 3, 2]))
+                layer.reorder_cache(torch.tensor([3, 3, 0, 1]))
         if step == 4:
             for layer in (ours, reference):
                 layer.batch_select_indices(torch.tensor([0, 2, 3, 1]))

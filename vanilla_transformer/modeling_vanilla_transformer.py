@@ -423,13 +423,13 @@ class VanillaTransformerKVLayer(DynamicLayer):
     """A self-attention cache layer whose keys/values live in preallocated buffers (`capacity` positions, grown by
     doubling): a decode step writes its new position in place instead of copying the whole cache (`torch.cat`, as
     `DynamicLayer` does) at every step. `keys`/`values` stay views of the filled part, so every `DynamicLayer` method
-    still applies; one that replaces them (cropping, batch selection) makes the next update start a new buffer from
-    them. Beam reordering writes into a second pair of buffers."""
+    still applies; one that replaces them (beam reordering, cropping, batch selection) makes the next update start a
+    new buffer from them."""
 
     def __init__(self, capacity: int = 64, **kwargs):
         super().__init__(**kwargs)
         self.capacity = capacity
-        self._buffers = self._spare = None  # (keys, values) buffers; the spare pair receives a beam reordering
+        self._buffers = None
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
         if not self.is_initialized:
@@ -450,21 +450,8 @@ class VanillaTransformerKVLayer(DynamicLayer):
         self.keys, self.values = buffers[0][..., :length, :], buffers[1][..., :length, :]  # (B, H, S, Dh) views
         return self.keys, self.values
 
-    def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
-        """Beam reordering from buffer to buffer: an `index_select` of the whole contiguous buffers into a second pair
-        (the filled part alone is a strided view, on which `index_select` ran ~40x slower on CPU)."""
-        length = self.get_seq_length()
-        if not length or self._buffers is None or self.keys.data_ptr() != self._buffers[0].data_ptr():
-            return super().reorder_cache(beam_idx)
-        spare = self._spare if self._spare is not None and self._spare[0].shape == self._buffers[0].shape else None
-        spare = spare or tuple(torch.empty_like(t) for t in self._buffers)
-        for source, target in zip(self._buffers, spare):
-            torch.index_select(source, 0, beam_idx.to(source.device), out=target)
-        self._spare, self._buffers = self._buffers, spare
-        self.keys, self.values = spare[0][..., :length, :], spare[1][..., :length, :]
-
     def reset(self) -> None:
-        self._buffers = self._spare = None
+        self._buffers = None
         super().reset()
 
 
@@ -1016,24 +1003,16 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
                                    synced_gpus=synced_gpus, streamer=streamer, **model_kwargs)
         return self._greedy_search(input_ids, generation_config, model_kwargs, *plan)
 
-    @staticmethod
-    def _lean_loop_applies(generation_config, synced_gpus, streamer, model_kwargs) -> bool:
-        """Whether a lean loop (`_greedy_search`, `_lean_beam_search`) returns what the generic one would: nothing
-        returned but the sequences, the encoder already run, a fresh cache, no decoder attention mask."""
-        cache = model_kwargs.get("past_key_values")
-        return not (
-            generation_config.do_sample or synced_gpus or streamer is not None
-            or generation_config.return_dict_in_generate or generation_config.prefill_chunk_size is not None
-            or not model_kwargs.get("use_cache", True) or model_kwargs.get("encoder_outputs") is None
-            or model_kwargs.get("decoder_attention_mask") is not None
-            or (cache is not None and (not isinstance(cache, EncoderDecoderCache) or cache.get_seq_length() > 0
-                                       or getattr(cache, "_is_user_defined", False)))
-            or set(model_kwargs) - {"encoder_outputs", "attention_mask", "past_key_values", "use_cache"})
-
     def _greedy_plan(self, input_ids, logits_processor, stopping_criteria, generation_config, synced_gpus, streamer,
                      model_kwargs):
         """(minimum-length EOS masks, max_length, eos ids or None) when the lean loop reproduces the generic one."""
-        if not self._lean_loop_applies(generation_config, synced_gpus, streamer, model_kwargs):
+        cache = model_kwargs.get("past_key_values")
+        if (generation_config.do_sample or synced_gpus or streamer is not None or generation_config.return_dict_in_generate
+                or not model_kwargs.get("use_cache", True) or model_kwargs.get("encoder_outputs") is None
+                or model_kwargs.get("decoder_attention_mask") is not None
+                or (cache is not None and (not isinstance(cache, EncoderDecoderCache) or cache.get_seq_length() > 0
+                                           or getattr(cache, "_is_user_defined", False)))
+                or set(model_kwargs) - {"encoder_outputs", "attention_mask", "past_key_values", "use_cache"}):
             return None
         min_lengths, max_length, eos = [], None, None
         for processor in logits_processor:  # transformers' minimum-length ones are already MinLengthEosMask here
@@ -1054,7 +1033,10 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
     def _greedy_search(self, input_ids, generation_config, model_kwargs, min_lengths, max_length, eos):
         device = input_ids.device
         batch, length = input_ids.shape
-        cache = self._preallocated_cache(max_length)
+        self_cache = DynamicCache()
+        self_cache.layers = [VanillaTransformerKVLayer(capacity=max(min(max_length - 1, 64), 1))  # grows by doubling
+                             for _ in range(self.config.decoder_layers)]
+        cache = EncoderDecoderCache(self_cache, DynamicCache())
         sequences = input_ids.new_empty(batch, max(max_length, length + 1))
         sequences[:, :length] = input_ids
         eos = eos.to(device) if eos is not None else None
@@ -1079,92 +1061,6 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
                 break
             step_ids = next_tokens[:, None]
         return sequences[:, :length]
-
-    def _preallocated_cache(self, max_length: int) -> EncoderDecoderCache:
-        """A fresh cache whose self-attention keys/values are preallocated for min(max_length - 1, 64) positions
-        (`VanillaTransformerKVLayer`, grown by doubling)."""
-        self_cache = DynamicCache()
-        self_cache.layers = [VanillaTransformerKVLayer(capacity=max(min(max_length - 1, 64), 1))
-                             for _ in range(self.config.decoder_layers)]
-        return EncoderDecoderCache(self_cache, DynamicCache())
-
-    def _beam_search(self, input_ids, logits_processor, stopping_criteria, generation_config, synced_gpus=False,
-                     **model_kwargs):
-        """Beam search in a lean loop, exactly `GenerationMixin._beam_search`'s sequences: the same selection steps
-        (transformers' own helpers, on the small per-beam tensors), but the (beams, vocabulary) scores are taken in
-        place (no copy of the logits, of the processed scores, of the scores plus the beam scores), minimum lengths mask
-        the EOS columns in place, and the self-attention cache is preallocated and reordered buffer to buffer (instead
-        of a `torch.cat` and an `index_select` of the whole cache at every step). When anything else is asked for
-        (scores or attentions returned, sampling, a cache passed in) it runs the generic loop."""
-        if not self._lean_loop_applies(generation_config, synced_gpus, None, model_kwargs):
-            return super()._beam_search(input_ids, logits_processor, stopping_criteria, generation_config,
-                                        synced_gpus=synced_gpus, **model_kwargs)
-        return self._lean_beam_search(input_ids, logits_processor, stopping_criteria, generation_config, model_kwargs)
-
-    def _lean_beam_search(self, input_ids, logits_processor, stopping_criteria, generation_config, model_kwargs):
-        if generation_config.low_memory:
-            raise ValueError("low_memory=True is not supported by beam search (transformers removed it).")
-        pad_token_id, eos_token_id = generation_config._pad_token_tensor, generation_config._eos_token_tensor
-        early_stopping, length_penalty = generation_config.early_stopping, generation_config.length_penalty
-        max_length, num_beams = generation_config.max_length, generation_config.num_beams
-        device = input_ids.device
-        batch_size, cur_len = input_ids.shape[0] // num_beams, input_ids.shape[1]
-        prompt_len = cur_len
-        beams_to_keep = max(2, 1 + (eos_token_id.shape[0] if eos_token_id is not None else 0)) * num_beams
-        top_num_beam_mask = torch.arange(beams_to_keep, device=device) < num_beams
-        # transformers' fill value, verbatim (a pad id of 0 gives the first EOS id): it shows in the output
-        fill = pad_token_id or eos_token_id[0] if eos_token_id is not None else -1
-        running_sequences = torch.full((batch_size, num_beams, max_length), fill, dtype=torch.int64, device=device)
-        running_sequences[:, :, :cur_len] = input_ids.view(batch_size, num_beams, cur_len)
-        sequences = running_sequences.clone()
-        running_beam_scores = torch.zeros(batch_size, num_beams, device=device)
-        running_beam_scores[:, 1:] = -1e9  # only the first beam's tokens count at the first step
-        beam_scores = torch.full((batch_size, num_beams), -1e9, device=device)
-        is_sent_finished = torch.zeros(batch_size, num_beams, dtype=torch.bool, device=device)
-        improvable = torch.ones(batch_size, 1, dtype=torch.bool, device=device)
-        running_beam_indices = torch.full((batch_size, num_beams, max_length - cur_len), -1, dtype=torch.int32,
-                                          device=device)
-        beam_indices = running_beam_indices.clone()
-        cache = self._preallocated_cache(max_length)
-        encoder_outputs, attention_mask = model_kwargs["encoder_outputs"], model_kwargs.get("attention_mask")
-        step_ids, flat_sequences = input_ids, input_ids  # the decoder prompt first, then one token per beam
-        while True:
-            outputs = self(encoder_outputs=encoder_outputs, attention_mask=attention_mask, decoder_input_ids=step_ids,
-                           past_key_values=cache, use_cache=True, return_dict=True)
-            log_probs = F.log_softmax(outputs.logits[:, -1].to(dtype=torch.float32), dim=-1)  # (B * K, V), ours
-            del outputs
-            for processor in logits_processor:
-                if type(processor) is MinLengthEosMask:
-                    processor.mask_(cur_len, log_probs)
-                else:
-                    log_probs = processor(flat_sequences, log_probs)
-            log_probs = log_probs.reshape(batch_size, num_beams, -1).add_(running_beam_scores[:, :, None])
-            topk_log_probs, topk_running_sequences, topk_running_beam_indices = self._get_top_k_continuations(
-                accumulated_log_probs=log_probs.reshape(batch_size, -1), running_sequences=running_sequences,
-                running_beam_indices=running_beam_indices, cur_len=cur_len, decoder_prompt_len=prompt_len,
-                do_sample=False, beams_to_keep=beams_to_keep, num_beams=num_beams, batch_size=batch_size)
-            hits = stopping_criteria(self._flatten_beam_dim(topk_running_sequences[:, :, :cur_len + 1]), None)
-            hits = hits.view(batch_size, beams_to_keep)
-            running_sequences, running_beam_scores, running_beam_indices = self._get_running_beams_for_next_iteration(
-                topk_log_probs, topk_running_sequences, topk_running_beam_indices, hits, num_beams)
-            sequences, beam_scores, beam_indices, is_sent_finished = self._update_finished_beams(
-                sequences, topk_running_sequences, beam_scores, topk_log_probs, beam_indices,
-                topk_running_beam_indices, improvable, is_sent_finished, hits, top_num_beam_mask, num_beams, cur_len,
-                prompt_len, length_penalty, early_stopping)
-            cache.self_attention_cache.reorder_cache(
-                self._flatten_beam_dim(running_beam_indices[..., cur_len - prompt_len]))
-            cur_len += 1
-            improvable = self._check_early_stop_heuristic(improvable, running_beam_scores, beam_scores,
-                                                          is_sent_finished, cur_len, max_length, prompt_len,
-                                                          early_stopping, length_penalty)
-            if not self._beam_search_has_unfinished_sequences(improvable, is_sent_finished, hits, early_stopping):
-                break
-            flat_sequences = self._flatten_beam_dim(running_sequences[:, :, :cur_len])
-            step_ids = flat_sequences[:, -1:]
-        # the best beams of each sentence, cut to the longest generated one (as transformers does)
-        sequences = self._flatten_beam_dim(sequences[:, :generation_config.num_return_sequences])
-        beam_indices = self._flatten_beam_dim(beam_indices[:, :generation_config.num_return_sequences])
-        return sequences[:, :prompt_len + (beam_indices + 1).bool().sum(dim=1).max()]
 
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor):
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
