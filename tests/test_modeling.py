@@ -93,6 +93,32 @@ def test_untied_embeddings_save_and_load(tmp_path):
                                model(input_ids=ids, attention_mask=mask, labels=labels).logits)
 
 
+@pytest.mark.parametrize("head", ["seq2seq", "base", "tagger"])
+def test_checkpoint_without_the_embedding_reports_it_missing_and_initialises_it(tmp_path, tiny_config, head):
+    """transformers drops tied weights of custom-code models from the missing keys; a checkpoint without the shared
+    embedding then loaded silently with that embedding left on the meta device. It must be reported missing (as
+    Marian's is), initialised, and stay tied."""
+    from safetensors.torch import save_file
+
+    cls = {"seq2seq": VanillaTransformerForConditionalGeneration, "base": VanillaTransformerModel,
+           "tagger": VanillaTransformerForTokenClassification}[head]
+    model = cls(tiny_config)
+    model.save_pretrained(tmp_path)
+    kept = {k: v for k, v in model.state_dict().items() if not k.endswith(("shared.weight", "embed_tokens.weight",
+                                                                             "lm_head.weight"))}
+    save_file(kept, str(tmp_path / "model.safetensors"), metadata={"format": "pt"})
+    loaded, info = cls.from_pretrained(tmp_path, output_loading_info=True)
+    prefix = "" if head == "base" else "model."
+    assert f"{prefix}shared.weight" in info["missing_keys"]
+    weight = loaded.get_input_embeddings().weight
+    assert weight.device.type == "cpu" and torch.isfinite(weight).all()
+    assert 0.5 < weight.std().item() * tiny_config.d_model**0.5 < 2  # the embedding's own initialisation
+    assert all(p is weight for n, p in loaded.named_parameters(remove_duplicate=False) if n.endswith(
+        ("shared.weight", "embed_tokens.weight", "lm_head.weight")))
+    model.save_pretrained(tmp_path)  # a complete checkpoint: nothing missing
+    assert cls.from_pretrained(tmp_path, output_loading_info=True)[1]["missing_keys"] == set()
+
+
 def test_label_smoothing_loss(tiny_config):
     tiny_config.label_smoothing = 0.1
     model = seq2seq(tiny_config)

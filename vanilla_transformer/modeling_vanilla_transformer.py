@@ -580,6 +580,17 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
                               "save_pretrained() to convert them to safetensors.") from error
             raise
 
+    def mark_tied_weights_as_initialized(self, loading_info):
+        """transformers marks tied weights as loaded through their tie targets, and for models outside transformers
+        (ours) then drops every marked weight from the missing keys: the shared embedding too, even when the
+        checkpoint lacks it, which then stayed on the meta device without a warning. The sources the checkpoint lacks
+        stay missing here, so they are initialised and reported (as for Marian)."""
+        missing = set(loading_info.missing_keys)
+        super().mark_tied_weights_as_initialized(loading_info)
+        for source in set(self.all_tied_weights_keys.values()) & missing:
+            loading_info.missing_keys.add(source)
+            self.get_parameter(source)._is_hf_initialized = False
+
     @torch.no_grad()
     def _init_weights(self, module):
         """Xavier-uniform projections as in the reference implementations, embeddings ~ N(0, d_model^-0.5) so that
