@@ -515,6 +515,24 @@ def test_eager_and_sdpa_agree(tiny_config, head):
     torch.testing.assert_close(outs[0], outs[1], rtol=0, atol=1e-5)
 
 
+def test_attention_backend_switches_after_loading(tiny_config, monkeypatch):
+    """`model.set_attn_implementation(...)` switches every layer's backend (transformers refused it for models
+    without its AttentionInterface, with only a warning); an unsupported backend is a ValueError."""
+    calls = []
+    sdpa = F.scaled_dot_product_attention
+    monkeypatch.setattr(F, "scaled_dot_product_attention", lambda *a, **k: calls.append(1) or sdpa(*a, **k))
+    model = seq2seq(tiny_config)
+    ids, mask, labels = batch(tiny_config)
+    for impl, used_sdpa in (("eager", False), ("sdpa", True)):
+        model.set_attn_implementation(impl)
+        calls.clear()
+        model(input_ids=ids, attention_mask=mask, labels=labels)
+        assert model.model.decoder.layers[0].encoder_attn.config._attn_implementation == impl
+        assert bool(calls) == used_sdpa, impl
+    with pytest.raises(ValueError, match="Flash Attention"):
+        model.set_attn_implementation("flash_attention_2")
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("impl", ["eager", "sdpa"])
 def test_fully_padded_rows_stay_finite(tiny_config, dtype, impl):

@@ -580,6 +580,13 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
                               "save_pretrained() to convert them to safetensors.") from error
             raise
 
+    @classmethod
+    def _can_set_attn_implementation(cls) -> bool:
+        """`set_attn_implementation("eager" | "sdpa")` works at any time: the one attention function reads
+        `config._attn_implementation` at every call (transformers' heuristic looks for its AttentionInterface, finds
+        none here, and would refuse with a warning, leaving the backend unchanged)."""
+        return True
+
     def mark_tied_weights_as_initialized(self, loading_info):
         """transformers marks tied weights as loaded through their tie targets, and for models outside transformers
         (ours) then drops every marked weight from the missing keys: the shared embedding too, even when the
