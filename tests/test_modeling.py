@@ -639,6 +639,16 @@ def test_character_features_give_each_word_its_spelling(tmp_path):
     assert tagger.model.encoder.char_features.conv.weight.grad.abs().sum() > 0
     with pytest.raises(ValueError, match="no character features"):
         seq2seq(VanillaTransformerConfig.from_preset("tiny")).set_token_characters(tokenizer)
+    # a checkpoint without the table (e.g. a translation encoder): an empty table and the same clear error, never
+    # whatever the allocator left in the buffer
+    state = {k: v for k, v in tagger.state_dict().items() if not k.endswith(("token_chars", "embed_tokens.weight"))}
+    from safetensors.torch import save_file
+    save_file(state, str(tmp_path / "model.safetensors"), metadata={"format": "pt"})
+    loaded, info = VanillaTransformerForTokenClassification.from_pretrained(tmp_path, output_loading_info=True)
+    assert info["missing_keys"] == {"model.encoder.char_features.token_chars"}
+    assert not loaded.model.encoder.char_features.token_chars.any()
+    with pytest.raises(ValueError, match="set_token_characters"):
+        loaded(**enc)
 
 
 def test_token_dropout_zeroes_whole_token_vectors_in_training_only():

@@ -88,9 +88,10 @@ for names, cls in (("MODEL_MAPPING_NAMES", VanillaTransformerModel),
 class VanillaTransformerModelTester:
     """The tiny shapes of transformers' Marian/BART testers."""
 
-    def __init__(self, parent, encoder_decoder=True, batch_size=13, seq_length=7, vocab_size=99, hidden_size=16,
+    def __init__(self, parent, encoder_decoder=True, overrides=None, batch_size=13, seq_length=7, vocab_size=99, hidden_size=16,
                  num_hidden_layers=2, num_attention_heads=4, intermediate_size=4):
         self.parent, self.encoder_decoder, self.is_training = parent, encoder_decoder, True
+        self.overrides = overrides or {}
         self.batch_size, self.seq_length, self.vocab_size = batch_size, seq_length, vocab_size
         self.hidden_size, self.num_hidden_layers, self.num_attention_heads = hidden_size, num_hidden_layers, num_attention_heads
         self.intermediate_size = intermediate_size
@@ -103,7 +104,7 @@ class VanillaTransformerModelTester:
             decoder_attention_heads=self.num_attention_heads, encoder_ffn_dim=self.intermediate_size,
             decoder_ffn_dim=self.intermediate_size, dropout=0.1, attention_dropout=0.1, max_position_embeddings=50,
             pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=0, num_labels=3,
-            is_encoder_decoder=self.encoder_decoder)
+            is_encoder_decoder=self.encoder_decoder, **self.overrides)
 
     def prepare_config_and_inputs_for_common(self):
         input_ids = common.ids_tensor([self.batch_size, self.seq_length], self.vocab_size).clamp(3)
@@ -121,8 +122,10 @@ class VanillaTransformerModelTest(common.ModelTesterMixin, GenerationTesterMixin
     test_missing_keys = True
     test_can_init_all_missing_weights_before_2023 = True
 
+    overrides = {}
+
     def setUp(self):
-        self.model_tester = VanillaTransformerModelTester(self)
+        self.model_tester = VanillaTransformerModelTester(self, overrides=self.overrides)
 
 
 class VanillaTransformerTaggerTest(common.ModelTesterMixin, unittest.TestCase):
@@ -131,5 +134,25 @@ class VanillaTransformerTaggerTest(common.ModelTesterMixin, unittest.TestCase):
     test_missing_keys = True
     test_can_init_all_missing_weights_before_2023 = True
 
+    overrides = {}
+
     def setUp(self):
-        self.model_tester = VanillaTransformerModelTester(self, encoder_decoder=False)
+        self.model_tester = VanillaTransformerModelTester(self, encoder_decoder=False, overrides=self.overrides)
+
+
+class VanillaTransformerDeviationsTest(VanillaTransformerModelTest):
+    """The deliberate deviations from the paper, all at once: pre-LN, relative positions, learned absolute positions,
+    token dropout, unscaled attention. (Untied embeddings and label smoothing are ours to test: the common tests embed
+    decoder inputs with the encoder's table and expect the plain cross-entropy.)"""
+
+    overrides = dict(normalize_before=True, relative_attention_max_distance=4, position_embedding_type="learned",
+                     token_dropout=0.1, scale_attention=False)
+
+
+class VanillaTransformerTaggerDeviationsTest(VanillaTransformerTaggerTest):
+    """The tagger of the CoNLL recipe (CRF, relative positions, pre-LN, token dropout) but for its character features
+    and auxiliary heads: they need the tokenizer's vocabulary (`set_token_characters`) and auxiliary labels, which
+    these tests do not give."""
+
+    overrides = dict(use_crf=True, relative_attention_max_distance=4,
+                     normalize_before=True, token_dropout=0.1)

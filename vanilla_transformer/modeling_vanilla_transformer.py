@@ -623,6 +623,8 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
                 init.zeros_(param)
         elif isinstance(module, VanillaTransformerRelativePositionBias):
             init.zeros_(module.weight)
+        elif isinstance(module, VanillaTransformerCharacterFeatures):
+            init.zeros_(module.token_chars)  # empty until set_token_characters (never memory left over)
         elif isinstance(module, VanillaTransformerPositionalEmbedding) and module.kind == "learned":
             init.normal_(module.weight, mean=0.0, std=self.config.d_model**-0.5)
 
