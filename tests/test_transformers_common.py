@@ -72,6 +72,7 @@ GenerationTesterMixin = importlib.import_module(f"{PACKAGE}.generation.test_util
 
 from vanilla_transformer import (  # noqa: E402
     VanillaTransformerConfig,
+    VanillaTransformerEncoderModel,
     VanillaTransformerForConditionalGeneration,
     VanillaTransformerForTokenClassification,
     VanillaTransformerModel,
@@ -79,10 +80,10 @@ from vanilla_transformer import (  # noqa: E402
 
 # What being in transformers' auto mappings tells its tests (which heads get labels, which class is the base model);
 # set in the test module's namespace only, not in transformers' real mappings.
-for names, cls in (("MODEL_MAPPING_NAMES", VanillaTransformerModel),
-                   ("MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES", VanillaTransformerForConditionalGeneration),
-                   ("MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES", VanillaTransformerForTokenClassification)):
-    setattr(common, names, {**getattr(common, names), "vanilla-transformer": cls.__name__})
+for names, classes in (("MODEL_MAPPING_NAMES", (VanillaTransformerModel, VanillaTransformerEncoderModel)),
+                       ("MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES", (VanillaTransformerForConditionalGeneration,)),
+                       ("MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES", (VanillaTransformerForTokenClassification,))):
+    setattr(common, names, {**getattr(common, names), "vanilla-transformer": tuple(c.__name__ for c in classes)})
 
 
 class VanillaTransformerModelTester:
@@ -129,7 +130,7 @@ class VanillaTransformerModelTest(common.ModelTesterMixin, GenerationTesterMixin
 
 
 class VanillaTransformerTaggerTest(common.ModelTesterMixin, unittest.TestCase):
-    all_model_classes = (VanillaTransformerForTokenClassification,)
+    all_model_classes = (VanillaTransformerEncoderModel, VanillaTransformerForTokenClassification)
     is_encoder_decoder = False
     test_missing_keys = True
     test_can_init_all_missing_weights_before_2023 = True
