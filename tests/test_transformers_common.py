@@ -9,6 +9,7 @@ into this repository. That sdist lacks `tests/generation/test_utils.py` and `tes
 
 import importlib
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -54,6 +55,7 @@ def common_tests_package() -> Path | None:
             (staging / name).write_text(text)
         (staging / "test_modeling_common.py").write_bytes(source)
         CACHE.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(package, ignore_errors=True)  # an incomplete one from an interrupted run
         try:
             os.replace(staging, package)  # atomic: a concurrent or interrupted run never sees half a package
         except OSError:
