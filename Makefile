@@ -5,13 +5,17 @@ PY := $(VENV)/bin/python
 # The CPU wheel of torch 2.13.0 lies on our machines; pyproject.toml keeps a range for users.
 TORCH_PIN ?= torch==2.13.0
 
-.PHONY: setup demo test test-slow benchmark recipe-multi30k recipe-conll clean
+.PHONY: setup demo test test-latest test-slow benchmark recipe-multi30k recipe-conll clean
 DATA ?= ../shared/data
 
-$(VENV)/.installed: pyproject.toml
+EXTRAS := test,plot,tensorboard,ctranslate2
+LATEST_VENV ?= .venv-latest
+
+# The tested versions of every dependency (constraints.txt): a reproducible set-up.
+$(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q "$(TORCH_PIN)" -e ".[test,plot,tensorboard]"
+	$(PY) -m pip install -q -c constraints.txt "$(TORCH_PIN)" -e ".[$(EXTRAS)]"
 	touch $@
 
 setup: $(VENV)/.installed
@@ -21,6 +25,14 @@ demo: setup
 
 test: setup
 	$(PY) -m pytest -q tests
+
+# The same suite against the newest releases pyproject.toml admits (upgraded at every run), in a second venv.
+test-latest:
+	test -x $(LATEST_VENV)/bin/python || $(PYTHON) -m venv $(LATEST_VENV)
+	$(LATEST_VENV)/bin/python -m pip install -q --upgrade pip
+	$(LATEST_VENV)/bin/python -m pip install -q --upgrade --upgrade-strategy eager "$(TORCH_PIN)" -e ".[$(EXTRAS)]"
+	$(LATEST_VENV)/bin/python -m pip list 2>/dev/null | grep -iE "^(transformers|accelerate|datasets|tokenizers) "
+	$(LATEST_VENV)/bin/python -m pytest -q tests
 
 test-slow: setup
 	VT_SLOW=1 $(PY) -m pytest -q tests -m slow
@@ -36,4 +48,4 @@ benchmark: setup
 	$(PY) scripts/benchmark.py --output outputs/benchmark.json
 
 clean:
-	rm -rf $(VENV) outputs
+	rm -rf $(VENV) $(LATEST_VENV) outputs

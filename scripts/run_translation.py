@@ -48,6 +48,7 @@ DEMO_ARGS = [
     "--per_device_train_batch_size", "32", "--label_smoothing_factor", "0.0", "--bf16", str(native_bf16()).lower(),
     "--max_grad_norm", "1.0", "--logging_steps", "100", "--save_strategy", "no", "--output_dir", "outputs/demo",
 ]
+DEMO_MIN_EXACT_MATCH = 0.95  # a demo model below this on held-out strings has not learned the task: fail loudly
 DATA_FLAGS = ("--dataset_name", "--train_file", "--validation_file", "--test_file")
 
 
@@ -69,6 +70,8 @@ class DataTrainingArguments:
     length_penalty: float = field(default=1.0, metadata={"help": "Beam search length penalty."})
     demo_train_examples: int = field(default=40000, metadata={"help": "Demo task: training pairs generated."})
     demo_eval_examples: int = field(default=500, metadata={"help": "Demo task: held-out pairs generated."})
+    demo_min_length: int = field(default=1, metadata={"help": "Demo task: shortest source string."})
+    demo_max_length: int = field(default=48, metadata={"help": "Demo task: longest source string."})
     preprocessing_num_workers: int | None = field(default=None, metadata={"help": "Processes for tokenization."})
 
 
@@ -94,10 +97,11 @@ def load_raw_datasets(data_args: DataTrainingArguments, training_args) -> Datase
     else:
         logger.info("No data given: using the built-in demo task.")
         data_args.source_lang, data_args.target_lang = vt_data.DEMO_SOURCE_LANG, vt_data.DEMO_TARGET_LANG
+        lengths = dict(min_length=data_args.demo_min_length, max_length=data_args.demo_max_length)
         raw = DatasetDict({
-            "train": vt_data.make_demo_translation(data_args.demo_train_examples, seed=training_args.seed),
-            "validation": vt_data.make_demo_translation(data_args.demo_eval_examples, seed=training_args.seed + 1),
-            "test": vt_data.make_demo_translation(data_args.demo_eval_examples, seed=training_args.seed + 2),
+            "train": vt_data.make_demo_translation(data_args.demo_train_examples, training_args.seed, **lengths),
+            "validation": vt_data.make_demo_translation(data_args.demo_eval_examples, training_args.seed + 1, **lengths),
+            "test": vt_data.make_demo_translation(data_args.demo_eval_examples, training_args.seed + 2, **lengths),
         })
     if data_args.source_lang is None or data_args.target_lang is None:
         raise ValueError("Set --source_lang and --target_lang.")
@@ -219,6 +223,11 @@ def main(argv=None):
                             languages=[src, tgt], wall_seconds=all_metrics.get("train_wall_seconds"), argv=argv)
     if trainer.is_world_process_zero():
         print("\nMetrics:", {k: round(v, 4) if isinstance(v, float) else v for k, v in all_metrics.items()})
+    low = {k: v for k, v in all_metrics.items() if k.endswith("_exact_match") and v < DEMO_MIN_EXACT_MATCH}
+    if demo and training_args.do_train and low:
+        raise SystemExit(f"Demo failed: held-out exact match {low} is below {DEMO_MIN_EXACT_MATCH}; the trained model "
+                         "does not translate the demo task. Check the installed transformers version (make setup "
+                         "installs the tested ones from constraints.txt) and the flags given.")
     return all_metrics
 
 

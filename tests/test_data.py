@@ -12,8 +12,13 @@ def test_demo_rule_and_determinism():
     assert a["translation"] == b["translation"]
     assert a["translation"] != data.make_demo_translation(50, seed=4)["translation"]
     for pair in a["translation"]:
-        assert 30 <= len(pair["src"]) <= 48 and set(pair["src"]) <= set(data.DEMO_SYMBOLS)
+        assert 1 <= len(pair["src"]) <= 48 and set(pair["src"]) <= set(data.DEMO_SYMBOLS)
         assert pair["tgt"] == data.demo_translate(pair["src"]) and len(pair["tgt"]) == len(pair["src"]) + 1
+    lengths = {len(pair["src"]) for pair in data.make_demo_translation(2000, seed=0)["translation"]}
+    assert lengths == set(range(1, 49))  # every length a user may type, 1 to 48
+    assert {len(p["src"]) for p in data.make_demo_translation(50, 0, 30, 31)["translation"]} == {30, 31}
+    with pytest.raises(ValueError, match="min_length <= max_length, got 0 and 5"):
+        data.make_demo_translation(5, min_length=0, max_length=5)
     counts = {c: 0 for c in data.DEMO_SYMBOLS}
     for pair in data.make_demo_translation(300, seed=0)["translation"]:
         for c in pair["src"]:

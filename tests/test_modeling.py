@@ -1,5 +1,6 @@
 """HF-style tests of the model family on the tiny preset."""
 
+import copy
 import json
 import os
 import subprocess
@@ -11,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from transformers import AutoModel, AutoModelForSeq2SeqLM, AutoModelForTokenClassification
-from transformers.cache_utils import EncoderDecoderCache
+from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
 from conftest import BLOCK_PACKAGE, randomize_deviations, subprocess_env, tagging_accuracy_after_training
 from vanilla_transformer import (
@@ -20,7 +21,7 @@ from vanilla_transformer import (
     VanillaTransformerForTokenClassification,
     VanillaTransformerModel,
 )
-from vanilla_transformer.modeling_vanilla_transformer import make_attention_mask, shift_tokens_right
+from vanilla_transformer.modeling_vanilla_transformer import CACHE_FIELD, make_attention_mask, shift_tokens_right
 
 B, S, T = 3, 9, 7
 
@@ -272,121 +273,55 @@ def test_cached_and_uncached_greedy_generation_agree(tiny_config):
     assert cached.sequences.shape == (B, 13)
     for a, b in zip(cached.scores, uncached.scores):
         torch.testing.assert_close(a, b, rtol=0, atol=1e-5)
-    assert isinstance(cached.past_key_values, EncoderDecoderCache)
+    assert isinstance(getattr(cached, CACHE_FIELD), EncoderDecoderCache)
 
 
-@pytest.mark.parametrize("overrides", [{}, dict(normalize_before=True, relative_attention_max_distance=4,
-                                                   position_embedding_type="learned"), dict(dtype=torch.bfloat16)])
-def test_lean_greedy_loop_gives_the_generic_loops_tokens(tiny_config, overrides, monkeypatch):
-    """Greedy `generate` runs our lean loop (preallocated cache, EOS columns masked for minimum lengths) and must
-    return exactly the tokens of transformers' own loop: minimum lengths, EOS sets, padding of finished rows, early
-    stop when every row has finished, a decoder prompt. Anything it does not cover goes to the generic loop."""
-    overrides = dict(overrides)
-    dtype = overrides.pop("dtype", torch.float32)
-    # untied: the tiny model with tied embeddings repeats its input token; untied it says something
-    model = seq2seq(VanillaTransformerConfig(**{**tiny_config.to_dict(), **overrides, "tie_word_embeddings": False}))
-    model.to(dtype)
+PRESET_SHAPES = [("tiny", {}), ("small", {}), ("base", {}), ("big", {}),
+                 ("small", dict(normalize_before=True, relative_attention_max_distance=4, position_embedding_type="learned",
+                                tie_word_embeddings=False))]
+
+
+@pytest.mark.parametrize("preset, overrides", PRESET_SHAPES, ids=["tiny", "small", "base", "big", "small-deviations"])
+def test_cached_generation_equals_uncached_for_every_preset(preset, overrides):
+    """What `generate` decodes step by step with the cache it passes back (under the installed transformers' name for
+    it) equals decoding from the whole prefix at every step: greedy and beam search, sequences and scores, for a
+    model of every preset's shape (with the deviations too). A cache dropped on the way fails here."""
+    config = VanillaTransformerConfig.from_preset(preset, vocab_size=64, dropout=0.0, **overrides)
+    model = seq2seq(config)
     randomize_deviations(model)
-    ids, mask, _ = batch(tiny_config)
-    cls = VanillaTransformerForConditionalGeneration
-    lean = []
-    plan = cls._greedy_plan
-    monkeypatch.setattr(cls, "_greedy_plan", lambda *a: lean.append(plan(*a)) or lean[-1])
-    probe = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=6, min_new_tokens=6)
-    stop_by_step_3 = probe[:, 3].unique().tolist()  # as EOS set: every row finishes within 3 steps
-    cases = [dict(max_new_tokens=9), dict(max_new_tokens=9, min_new_tokens=9), dict(max_length=6, min_length=4),
-             dict(max_new_tokens=70, min_new_tokens=70),  # the cache outgrows its first 64 positions
-             dict(max_new_tokens=9, eos_token_id=stop_by_step_3, pad_token_id=5),
-             dict(max_new_tokens=9, eos_token_id=stop_by_step_3, pad_token_id=5, min_new_tokens=4),
-             dict(max_new_tokens=9, eos_token_id=probe[0, 1].item(), pad_token_id=6),
-             dict(max_new_tokens=5, decoder_input_ids=torch.tensor([[1, 7]] * B)),
-             dict(max_length=3, decoder_input_ids=torch.tensor([[1, 7]] * B))]  # one token after a prompt
-    for kwargs in cases:
-        lean.clear()
-        ours = model.generate(input_ids=ids, attention_mask=mask, **kwargs)
-        assert lean and lean[0] is not None, kwargs  # the lean loop ran
-        with monkeypatch.context() as generic:
-            generic.setattr(cls, "_greedy_plan", lambda *a: None)
-            theirs = model.generate(input_ids=ids, attention_mask=mask, **kwargs)
-        assert torch.equal(ours, theirs), kwargs
-    assert model.generate(input_ids=ids, attention_mask=mask, **cases[4]).shape[1] <= 4  # all finished: stopped
-    first = model.generate(input_ids=ids, attention_mask=mask, **cases[6])
-    assert first[0, 1] == probe[0, 1] and (first[0, 2:] == 6).all()  # row 0 finished at once, then padded
-    lean.clear()
-    model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=4, repetition_penalty=1.5)
-    assert lean == [None]  # another logits processor: the generic loop
+    ids, mask, _ = batch(config)
+    for search in (dict(), dict(num_beams=3, num_return_sequences=2)):
+        kwargs = dict(input_ids=ids, attention_mask=mask, max_new_tokens=8, min_new_tokens=8, do_sample=False,
+                      output_scores=True, return_dict_in_generate=True, **search)
+        cached, uncached = model.generate(**kwargs, use_cache=True), model.generate(**kwargs, use_cache=False)
+        assert torch.equal(cached.sequences, uncached.sequences), search
+        torch.testing.assert_close(torch.stack(cached.scores), torch.stack(uncached.scores), rtol=0, atol=1e-4)
+        assert isinstance(getattr(cached, CACHE_FIELD), EncoderDecoderCache)
+        assert getattr(cached, CACHE_FIELD).get_seq_length() == cached.sequences.shape[1] - 1
 
 
-def test_minimum_length_processor_gives_transformers_scores(tiny_config, monkeypatch):
-    """`MinLengthEosMask` replaces transformers' minimum-length processors: the same scores (EOS sets, ids outside the
-    vocabulary, before and after the minimum), and beam search with it returns what it returns with theirs."""
-    from transformers import GenerationMixin
-    from transformers.generation.logits_process import MinLengthLogitsProcessor, MinNewTokensLengthLogitsProcessor
-
-    from vanilla_transformer.modeling_vanilla_transformer import MinLengthEosMask
-
-    scores = torch.randn(4, 50)
-    for length in (3, 6, 9):
-        input_ids = torch.zeros(4, length, dtype=torch.long)
-        for theirs in (MinLengthLogitsProcessor(7, [2, 9, -1, 77]), MinNewTokensLengthLogitsProcessor(2, 5, 2)):
-            ours = MinLengthEosMask.replacing(theirs)
-            assert torch.equal(ours(input_ids, scores), theirs(input_ids, scores))
-    model = seq2seq(VanillaTransformerConfig(**{**tiny_config.to_dict(), "tie_word_embeddings": False}))
-    ids, mask, _ = batch(tiny_config)
-    kwargs = dict(input_ids=ids, attention_mask=mask, num_beams=3, num_return_sequences=2, max_new_tokens=8,
-                  min_new_tokens=5, eos_token_id=[2, 40], output_scores=True, return_dict_in_generate=True)
-    ours = model.generate(**kwargs)
-    monkeypatch.setattr(VanillaTransformerForConditionalGeneration, "_get_logits_processor",
-                        GenerationMixin._get_logits_processor)
-    theirs = model.generate(**kwargs)
-    assert torch.equal(ours.sequences, theirs.sequences)
-    torch.testing.assert_close(ours.sequences_scores, theirs.sequences_scores, rtol=0, atol=0)
-    torch.testing.assert_close(torch.stack(ours.scores), torch.stack(theirs.scores), rtol=0, atol=0)
-
-
-def test_preallocated_cache_layer_matches_concatenation():
-    """`VanillaTransformerKVLayer` returns what `DynamicLayer` (torch.cat) returns, through growth past its capacity,
-    beam reordering and batch selection."""
-    from transformers.cache_utils import DynamicLayer
-
-    from vanilla_transformer.modeling_vanilla_transformer import VanillaTransformerKVLayer
-
-    ours, reference = VanillaTransformerKVLayer(capacity=3), DynamicLayer()
-    g = torch.Generator().manual_seed(0)
-    for step, length in enumerate([2, 1, 1, 3, 1, 1]):
-        k, v = torch.randn(4, 2, length, 5, generator=g), torch.randn(4, 2, length, 5, generator=g)
-        for a, b in zip(ours.update(k, v), reference.update(k, v)):
-            assert torch.equal(a, b)
-        if step == 2:
-            for layer in (ours, reference):
-                layer.reorder_cache(torch.tensor([3, 3, 0, 1]))
-        if step == 4:
-            for layer in (ours, reference):
-                layer.batch_select_indices(torch.tensor([0, 2, 3, 1]))
-    assert ours.get_seq_length() == reference.get_seq_length() == 9
-
-
-@pytest.mark.parametrize("rows", [1, 15, 16, 32, 48, 256, 272])
-@pytest.mark.parametrize("bias", [True, False])
-def test_linear_takes_decode_sized_products_transposed_with_the_same_result(rows, bias):
-    """`linear` computes (W x^T)^T for 16k rows (<= 256) and >= 256 features without autograd; every row count gives
-    F.linear's values and shape, and gradients flow through F.linear itself."""
-    from vanilla_transformer.modeling_vanilla_transformer import TRANSPOSED_SMALL_PRODUCTS, linear
-
-    g = torch.Generator().manual_seed(rows)
-    x, weight = torch.randn(rows, 1, 256, generator=g), torch.randn(80, 256, generator=g)
-    b = torch.randn(80, generator=g) if bias else None
-    with torch.no_grad():
-        out = linear(x, weight, b)
-    assert out.shape == (rows, 1, 80)
-    transposed = TRANSPOSED_SMALL_PRODUCTS and rows % 16 == 0 and rows <= 256  # where it pays
-    assert out.is_contiguous() != transposed
-    torch.testing.assert_close(out, F.linear(x, weight, b), rtol=1e-6, atol=1e-5)
-    x.requires_grad_()
-    linear(x, weight, b).square().sum().backward()
-    grad, x.grad = x.grad, None
-    F.linear(x, weight, b).square().sum().backward()
-    assert torch.equal(grad, x.grad)
+@torch.no_grad()
+def test_cache_is_taken_under_either_name_and_a_stray_one_is_refused(tiny_config):
+    """`cache` (transformers >= 5.24) and `past_key_values` (the name older releases pass) are the same argument; a
+    cache under any other name raises instead of being dropped (which would decode every step without its past)."""
+    model = seq2seq(tiny_config)
+    ids, mask, labels = batch(tiny_config)
+    dec = shift_tokens_right(labels, 0, 1)
+    first = model(input_ids=ids, attention_mask=mask, decoder_input_ids=dec[:, :4], use_cache=True)
+    steps = []
+    step = dict(encoder_outputs=(first.encoder_last_hidden_state,), attention_mask=mask, decoder_input_ids=dec[:, 4:5],
+                use_cache=True)
+    steps.append(model(**step, cache=copy.deepcopy(getattr(first, CACHE_FIELD))).logits)
+    with pytest.warns(FutureWarning, match="`past_key_values` is deprecated.*Use `cache` instead"):
+        steps.append(model(**step, past_key_values=copy.deepcopy(getattr(first, CACHE_FIELD))).logits)
+    torch.testing.assert_close(steps[0], steps[1], rtol=0, atol=0)
+    full = model(input_ids=ids, attention_mask=mask, decoder_input_ids=dec[:, :5]).logits
+    torch.testing.assert_close(steps[0][:, 0], full[:, 4], rtol=0, atol=1e-5)
+    with pytest.raises(TypeError, match="`cache_params`.*reads its cache as `cache`"):
+        model(encoder_outputs=(first.encoder_last_hidden_state,), attention_mask=mask, decoder_input_ids=dec[:, 4:5],
+              use_cache=True, cache_params=getattr(first, CACHE_FIELD))
+    with pytest.raises(TypeError, match="EncoderDecoderCache"):
+        model(input_ids=ids, attention_mask=mask, decoder_input_ids=dec[:, :4], cache=DynamicCache())
 
 
 @pytest.mark.parametrize("dtype, atol", [(torch.float32, 1e-5), (torch.bfloat16, 3e-2)])
@@ -399,7 +334,7 @@ def test_cache_step_matches_full_forward(tiny_config, dtype, atol):
     full = model(input_ids=ids, attention_mask=mask, decoder_input_ids=dec).logits
     out = model(input_ids=ids, attention_mask=mask, decoder_input_ids=dec[:, :4], use_cache=True)
     step = model(encoder_outputs=(out.encoder_last_hidden_state,), attention_mask=mask, decoder_input_ids=dec[:, 4:5],
-                 past_key_values=out.past_key_values, use_cache=True)
+                 cache=getattr(out, CACHE_FIELD), use_cache=True)
     torch.testing.assert_close(step.logits[:, 0], full[:, 4], rtol=0, atol=atol)
 
 
@@ -457,9 +392,9 @@ def test_beam_search_reorders_only_the_self_attention_cache(tiny_config):
                   min_new_tokens=10, output_scores=True, return_dict_in_generate=True)
     ours = model.generate(**kwargs)
 
-    def reorder_everything(past_key_values, beam_idx):
-        past_key_values.reorder_cache(beam_idx)
-        return past_key_values
+    def reorder_everything(cache, beam_idx):
+        cache.reorder_cache(beam_idx)
+        return cache
 
     model._reorder_cache = reorder_everything
     default = model.generate(**kwargs)
@@ -469,8 +404,9 @@ def test_beam_search_reorders_only_the_self_attention_cache(tiny_config):
         torch.testing.assert_close(ours.sequences_scores, other.sequences_scores, rtol=0, atol=1e-5)
 
 
-def test_wrapped_or_hooked_projections_are_not_fused_away(tiny_config):
-    """Adapters (e.g. LoRA) replace or hook q_proj/k_proj/v_proj; the fused projection must not bypass them."""
+def test_hooked_projections_take_effect(tiny_config):
+    """Adapters (e.g. LoRA) hook or replace q_proj/k_proj/v_proj: a forward hook changes the output as the same change
+    of the weights does."""
     model, reference = seq2seq(tiny_config), seq2seq(tiny_config)
     ids, mask, _ = batch(tiny_config)
     kwargs = dict(input_ids=ids, attention_mask=mask, decoder_input_ids=ids[:, :4])

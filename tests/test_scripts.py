@@ -68,6 +68,15 @@ def test_run_translation_end_to_end(tmp_path):
     assert generated.shape[0] == 1
 
 
+def test_demo_that_did_not_learn_fails_loudly(tmp_path):
+    """A demo run whose held-out exact match is below 0.95 must not report success (exit status non-zero, a message
+    saying what failed): here 2 training steps."""
+    with pytest.raises(SystemExit, match=r"Demo failed: held-out exact match .*eval_exact_match.* below 0.95"):
+        run_translation.main(["--output_dir", str(tmp_path), "--max_steps", "2", "--demo_train_examples", "64",
+                              "--demo_eval_examples", "4", "--generation_max_length", "8", "--disable_tqdm", "true"])
+    assert json.loads((tmp_path / "eval_results.json").read_text())["eval_exact_match"] < 0.95  # metrics still saved
+
+
 @pytest.mark.parametrize("native", [True, False])
 def test_bf16_where_the_cpu_has_it(tmp_path, monkeypatch, caplog, native):
     """The demo trains in bf16 only on CPUs with native bf16 matrix products; elsewhere an explicit --bf16 true warns

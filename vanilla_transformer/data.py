@@ -79,11 +79,13 @@ def demo_translate(source: str) -> str:
     return mapped[0] + "".join(mapped)
 
 
-def make_demo_translation(num_examples: int, seed: int = 0, min_length: int = 30, max_length: int = 48) -> Dataset:
-    """Random strings of 30-48 symbols (digits and lowercase letters, skewed frequencies: symbol k has weight
-    1 / (k + 1)) and their `demo_translate` targets; deterministic given the seed."""
+def make_demo_translation(num_examples: int, seed: int = 0, min_length: int = 1, max_length: int = 48) -> Dataset:
+    """Random strings of `min_length`-`max_length` symbols (lengths uniform; digits and lowercase letters, skewed
+    frequencies: symbol k has weight 1 / (k + 1)) and their `demo_translate` targets; deterministic given the seed."""
     if num_examples <= 0:
         raise ValueError(f"num_examples must be positive, got {num_examples}.")
+    if not 1 <= min_length <= max_length:
+        raise ValueError(f"Demo string lengths need 1 <= min_length <= max_length, got {min_length} and {max_length}.")
     rng = random.Random(seed)
     weights = [1.0 / (k + 1) for k in range(len(DEMO_SYMBOLS))]
     rows = []

@@ -15,15 +15,8 @@ from torch import nn
 
 from transformers import initialization as init
 from transformers.activations import ACT2FN
-from transformers.cache_utils import Cache, DynamicCache, DynamicLayer, EncoderDecoderCache
+from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
 from transformers.generation import GenerationMixin
-from transformers.generation.logits_process import (
-    LogitsProcessor,
-    LogitsProcessorList,
-    MinLengthLogitsProcessor,
-    MinNewTokensLengthLogitsProcessor,
-)
-from transformers.generation.stopping_criteria import EosTokenCriteria, MaxLengthCriteria
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import (
     BaseModelOutput,
@@ -32,13 +25,15 @@ from transformers.modeling_outputs import (
     Seq2SeqModelOutput,
     TokenClassifierOutput,
 )
-from transformers.modeling_utils import PreTrainedModel
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, PreTrainedModel
 from transformers.pipelines import Pipeline
-from transformers.utils import logging
+from transformers.utils.deprecation import deprecate_kwarg
 
 from .configuration_vanilla_transformer import VanillaTransformerConfig
 
-logger = logging.get_logger(__name__)
+# transformers 5.24 renamed the cache argument and output field `past_key_values` to `cache`. Ours is `cache`;
+# `past_key_values` (what older releases' `generate` passes) is renamed to it, and outputs use the installed name.
+CACHE_FIELD = "cache" if "cache" in Seq2SeqLMOutput.__dataclass_fields__ else "past_key_values"
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -54,10 +49,20 @@ def check_token_ids(name: str, ids: torch.Tensor, vocab_size: int) -> None:
         raise ValueError(f"{name} must have shape (batch, length), got {tuple(ids.shape)}.")
     if ids.shape[0] == 0 or ids.shape[1] == 0:
         raise ValueError(f"{name} is empty: shape {tuple(ids.shape)}.")
+    if torch.compiler.is_compiling():  # traced or exported: no data-dependent check (a host sync on GPUs)
+        return
     lo, hi = int(ids.min()), int(ids.max())
     if lo < 0 or hi >= vocab_size:
         bad = lo if lo < 0 else hi
         raise ValueError(f"{name} contains token id {bad}, outside the vocabulary [0, {vocab_size}).")
+
+
+def check_no_stray_cache(kwargs: dict) -> None:
+    """A cache under a name the model does not read would be dropped: every step would decode without its past."""
+    for name, value in kwargs.items():
+        if isinstance(value, Cache):
+            raise TypeError(f"Got a {type(value).__name__} as `{name}`; the model reads its cache as `cache` "
+                            "(`past_key_values` before transformers 5.24).")
 
 
 def check_mask(name: str, mask: torch.Tensor | None, shape: tuple) -> None:
@@ -252,7 +257,8 @@ def make_attention_mask(
         bias = position_bias(query_length, key_length, past_length, device).to(dtype)  # (1, H, T, S)
         mask = make_attention_mask(attention_mask, query_length, dtype, causal, past_length, device)
         return bias if mask is None else bias + mask  # min + a small bias stays min: masked keys stay masked
-    if attention_mask is not None and not causal and attention_mask.device.type == "cpu" and attention_mask.all():
+    if (attention_mask is not None and not causal and attention_mask.device.type == "cpu"
+            and not torch.compiler.is_compiling() and attention_mask.all()):
         attention_mask = None  # nothing padded (no sync cost on CPU): SDPA then runs its faster unmasked kernel
     if attention_mask is None and (not causal or query_length == 1):
         return None
@@ -271,81 +277,27 @@ def make_attention_mask(
     return torch.where(allowed, zero, torch.finfo(dtype).min)
 
 
-def scaled_dot_product_attention(
+def eager_attention_forward(
     module: nn.Module,
     query: torch.Tensor,
     key: torch.Tensor,
     value: torch.Tensor,
     attention_mask: torch.Tensor | None,
+    scaling: float,
     dropout: float = 0.0,
-    output_attentions: bool = False,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """The one attention function, Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V (equation 1).
-
-    Deviation, off by default: `config.scale_attention=False` drops the 1 / sqrt(d_k) (TENER's sharper attention).
-
-    Backend from `config._attn_implementation`: "sdpa" uses torch's fused kernel, "eager" the explicit product (and can
-    return the attention weights). On CPU, "sdpa" falls back to the explicit product where that is faster: bf16
-    training (SDPA's backward is several times slower there) and single-query decode steps (the fused kernel's setup
-    costs more than two tiny matrix products: 1.1-3x in fp32, ~5x in bf16). The numbers are the same either way.
-    """
-    implementation = module.config._attn_implementation or "sdpa"
-    use_sdpa = implementation == "sdpa" and not output_attentions
-    on_cpu = query.device.type == "cpu"
-    decode_step = query.shape[-2] == 1
-    if on_cpu and (decode_step or (query.dtype == torch.bfloat16 and torch.is_grad_enabled())):
-        use_sdpa = False
-    if use_sdpa:
-        if attention_mask is not None and attention_mask.dtype != query.dtype:
-            attention_mask = attention_mask.to(query.dtype)
-        out = F.scaled_dot_product_attention(query, key, value, attn_mask=attention_mask, dropout_p=dropout,
-                                             scale=None if module.config.scale_attention else 1.0)
-        return out, None
-    out_dtype = value.dtype
-    if on_cpu and decode_step and query.dtype == torch.bfloat16:
-        # bf16 decode step on CPU: fp32 products are as fast and avoid oneDNN's per-shape bf16 kernels (~45 MB of code
-        # for one generate call, a new key length at every step)
-        query, key, value = query.float(), key.float(), value.float()
-    elif query.dtype == torch.float16:  # large scores overflow fp16's range (65504): take the product in fp32
+    **kwargs,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V (equation 1), written out; returns the output (B, T, H, Dh)
+    and the attention weights. The other backends ("sdpa", and "flash_attention_2" / "flex_attention" where torch
+    has them) come from transformers' `ALL_ATTENTION_FUNCTIONS` with the same arguments."""
+    if query.dtype == torch.float16:  # scores beyond fp16's range (65504) would overflow to inf: take them in fp32
         query, key = query.float(), key.float()
-    scores = torch.matmul(query, key.transpose(-1, -2))  # (B, H, T, S)
-    if module.config.scale_attention:
-        scores = scores * (query.shape[-1] ** -0.5)
+    scores = torch.matmul(query, key.transpose(-1, -2)) * scaling  # (B, H, T, S)
     if attention_mask is not None:
         scores = scores + attention_mask
     weights = F.softmax(scores, dim=-1, dtype=torch.float32).to(value.dtype)
     out = torch.matmul(F.dropout(weights, p=dropout, training=module.training), value)  # (B, H, T, Dh)
-    return out.to(out_dtype), weights
-
-
-# Where (W x^T)^T beats x W^T for decode-sized products (see `linear`): measured on an AVX2 CPU; on an AVX-512 one
-# (Intel, AMX) it was faster only at 8 rows, so it stays off there.
-TRANSPOSED_SMALL_PRODUCTS = torch.backends.cpu.get_cpu_capability() == "AVX2"
-
-
-def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """`F.linear(x, weight, bias)`. For a few rows in fp32 on an AVX2 CPU without autograd (a decode step: one row per
-    sentence or beam) it is taken as (W x^T)^T, the same sums (bitwise equal here): on the AMD EPYC we measured (torch
-    2.13's MKL) that orientation's kernel was 1.1-1.5x faster than x W^T for 16-256 rows and 256 or more input
-    features, ~10% of a `generate` call. Only there: with fewer features the gain is smaller than what the transposed
-    output costs the ops that read it, and at row counts other than multiples of 16 its unaligned rows cost as much
-    as the kernel gains."""
-    rows = x.numel() // x.shape[-1] if x.dim() and x.shape[-1] else 0
-    if (not TRANSPOSED_SMALL_PRODUCTS or not rows or rows % 16 or rows > 256 or weight.shape[-1] < 256
-            or x.shape[-1] != weight.shape[-1] or x.device.type != "cpu" or x.dtype != torch.float32
-            or weight.dtype != torch.float32 or (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad))
-            or torch.is_autocast_enabled("cpu")):
-        return F.linear(x, weight, bias)
-    flat = x.reshape(rows, x.shape[-1]).t()  # (D_in, rows)
-    out = torch.mm(weight, flat) if bias is None else torch.addmm(bias[:, None], weight, flat)  # (D_out, rows)
-    return out.t().view(*x.shape[:-1], weight.shape[0])
-
-
-class Linear(nn.Linear):
-    """`nn.Linear` (same parameters, same state-dict keys) whose product is `linear` above."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return linear(x, self.weight, self.bias)
+    return out.transpose(1, 2).contiguous(), weights  # (B, T, H, Dh)
 
 
 class VanillaTransformerAttention(nn.Module):
@@ -353,36 +305,24 @@ class VanillaTransformerAttention(nn.Module):
 
     Used three ways (section 3.2.3): encoder self-attention, masked decoder self-attention (keys/values appended to the
     cache one step at a time), and encoder-decoder attention (keys/values computed once from the encoder output).
+    Deviation, off by default: `config.scale_attention=False` drops the 1 / sqrt(d_k) (TENER's sharper attention).
     """
 
-    def __init__(self, config: VanillaTransformerConfig, layer_idx: int | None = None, num_heads: int = 8,
+    def __init__(self, config: VanillaTransformerConfig, layer_idx: int, num_heads: int, is_causal: bool = False,
                  is_cross_attention: bool = False):
         super().__init__()
         self.config = config
         self.layer_idx = layer_idx
         self.num_heads = num_heads
         self.head_dim = config.d_model // num_heads
+        self.scaling = self.head_dim**-0.5 if config.scale_attention else 1.0
         self.dropout = config.attention_dropout
+        self.is_causal = is_causal  # read by transformers' SDPA function; our masks are explicit either way
         self.is_cross_attention = is_cross_attention
-        self.q_proj = Linear(config.d_model, config.d_model)
-        self.k_proj = Linear(config.d_model, config.d_model)
-        self.v_proj = Linear(config.d_model, config.d_model)
-        self.out_proj = Linear(config.d_model, config.d_model)
-
-    def _project(self, x: torch.Tensor, *projections: Linear) -> tuple[torch.Tensor, ...]:
-        """Several projections of the same input as one matrix product of their concatenated weights: fewer, larger
-        GEMMs (1.1-1.3x faster tagging) and one autocast cast of `x` instead of one per projection. The weights stay
-        separate `q_proj`/`k_proj`/`v_proj` modules. Not for one position (a decode step) nor in fp32 training: there
-        the copy of the weights made at every call (kept by autograd until backward) bought no speed and raised the
-        tensor peak by the weights' size (base: greedy decoding 54 -> 72 MB, training 427 -> 475 MB; AVX2 CPU)."""
-        if any(type(p) is not Linear or p._forward_hooks or p._forward_pre_hooks for p in projections):
-            return tuple(p(x) for p in projections)  # wrapped (e.g. LoRA adapters) or hooked: their own forward
-        params = [t for p in projections for t in (p.weight, p.bias)]
-        training = torch.is_grad_enabled() and any(t.requires_grad for t in params)
-        if x.shape[-2] == 1 or (training and not torch.is_autocast_enabled(x.device.type)):
-            return tuple(p(x) for p in projections)
-        weight, bias = torch.cat(params[0::2]), torch.cat(params[1::2])  # (n * D, D), (n * D,)
-        return linear(x, weight, bias).chunk(len(projections), dim=-1)
+        self.q_proj = nn.Linear(config.d_model, config.d_model)
+        self.k_proj = nn.Linear(config.d_model, config.d_model)
+        self.v_proj = nn.Linear(config.d_model, config.d_model)
+        self.out_proj = nn.Linear(config.d_model, config.d_model)
 
     def _heads(self, x: torch.Tensor) -> torch.Tensor:
         return x.view(*x.shape[:-1], self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, T, Dh)
@@ -392,67 +332,30 @@ class VanillaTransformerAttention(nn.Module):
         hidden_states: torch.Tensor,
         attention_mask: torch.Tensor | None = None,
         key_value_states: torch.Tensor | None = None,
-        past_key_values: Cache | None = None,
+        cache: EncoderDecoderCache | None = None,
         output_attentions: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        cache = None
-        if past_key_values is not None:
-            cache = past_key_values.cross_attention_cache if self.is_cross_attention else past_key_values.self_attention_cache
-        if self.is_cross_attention and cache is not None and past_key_values.is_updated.get(self.layer_idx):
-            query = self._heads(self.q_proj(hidden_states))
-            key, value = cache.layers[self.layer_idx].keys, cache.layers[self.layer_idx].values
+        query = self._heads(self.q_proj(hidden_states))
+        layer_cache = None
+        if cache is not None:
+            layer_cache = cache.cross_attention_cache if self.is_cross_attention else cache.self_attention_cache
+        if self.is_cross_attention and cache is not None and cache.is_updated.get(self.layer_idx):
+            key, value = layer_cache.layers[self.layer_idx].keys, layer_cache.layers[self.layer_idx].values
         else:
-            if self.is_cross_attention:
-                query = self._heads(self.q_proj(hidden_states))
-                key, value = map(self._heads, self._project(key_value_states, self.k_proj, self.v_proj))
-            else:
-                query, key, value = map(self._heads, self._project(hidden_states, self.q_proj, self.k_proj, self.v_proj))
-            if cache is not None:
-                key, value = cache.update(key, value, self.layer_idx)
+            source = key_value_states if self.is_cross_attention else hidden_states
+            key, value = self._heads(self.k_proj(source)), self._heads(self.v_proj(source))
+            if layer_cache is not None:
+                key, value = layer_cache.update(key, value, self.layer_idx)
                 if self.is_cross_attention:
-                    past_key_values.is_updated[self.layer_idx] = True
-        out, weights = scaled_dot_product_attention(
-            self, query, key, value, attention_mask,
-            dropout=self.dropout if self.training else 0.0, output_attentions=output_attentions,
-        )
-        out = out.transpose(1, 2).reshape(*hidden_states.shape[:-1], -1)  # (B, T, D)
+                    cache.is_updated[self.layer_idx] = True
+        implementation = self.config._attn_implementation or "eager"
+        if output_attentions:  # only the written-out product has the weights to return
+            implementation = "eager"
+        attention = ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention_forward)
+        out, weights = attention(self, query, key, value, attention_mask, scaling=self.scaling,
+                                 dropout=self.dropout if self.training else 0.0)
+        out = out.reshape(*hidden_states.shape[:-1], -1)  # (B, T, D)
         return self.out_proj(out), weights
-
-
-class VanillaTransformerKVLayer(DynamicLayer):
-    """A self-attention cache layer whose keys/values live in preallocated buffers (`capacity` positions, grown by
-    doubling): a decode step writes its new position in place instead of copying the whole cache (`torch.cat`, as
-    `DynamicLayer` does) at every step. `keys`/`values` stay views of the filled part, so every `DynamicLayer` method
-    still applies; one that replaces them (beam reordering, cropping, batch selection) makes the next update start a
-    new buffer from them."""
-
-    def __init__(self, capacity: int = 64, **kwargs):
-        super().__init__(**kwargs)
-        self.capacity = capacity
-        self._buffers = None
-
-    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
-        if not self.is_initialized:
-            self.lazy_initialization(key_states, value_states)
-        past = self.get_seq_length()
-        length = past + key_states.shape[-2]
-        buffers = self._buffers
-        if (buffers is None or buffers[0].shape[-2] < length or buffers[0].shape[:-2] != key_states.shape[:-2]
-                or (past and self.keys.data_ptr() != buffers[0].data_ptr())):
-            size = max(self.capacity, length, 2 * past)
-            buffers = tuple(t.new_empty(*t.shape[:-2], size, t.shape[-1]) for t in (key_states, value_states))
-            if past:
-                buffers[0][..., :past, :] = self.keys
-                buffers[1][..., :past, :] = self.values
-            self._buffers = buffers
-        buffers[0][..., past:length, :] = key_states
-        buffers[1][..., past:length, :] = value_states
-        self.keys, self.values = buffers[0][..., :length, :], buffers[1][..., :length, :]  # (B, H, S, Dh) views
-        return self.keys, self.values
-
-    def reset(self) -> None:
-        self._buffers = None
-        super().reset()
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -483,19 +386,13 @@ class VanillaTransformerFeedForward(nn.Module):
 
     def __init__(self, config: VanillaTransformerConfig, ffn_dim: int):
         super().__init__()
-        self.fc1 = Linear(config.d_model, ffn_dim)
-        self.fc2 = Linear(ffn_dim, config.d_model)
+        self.fc1 = nn.Linear(config.d_model, ffn_dim)
+        self.fc2 = nn.Linear(ffn_dim, config.d_model)
         self.activation_fn = ACT2FN[config.activation_function]
-        self.relu = config.activation_function == "relu"
         self.activation_dropout = config.activation_dropout
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, None]:
-        x = self.fc1(x)
-        # ReLU in place without autograd: one (B, T, d_ff) tensor less. Not under autograd (fc1's output is a view of
-        # its 2-D product: in place, backward adds four copies of a (B, T, d_ff) gradient per layer), nor when a hook
-        # on fc1 may have kept that output.
-        in_place = self.relu and not torch.is_grad_enabled() and not self.fc1._forward_hooks
-        x = torch.relu_(x) if in_place else self.activation_fn(x)
+        x = self.activation_fn(self.fc1(x))
         x = F.dropout(x, p=self.activation_dropout, training=self.training)
         return self.fc2(x), None
 
@@ -512,7 +409,7 @@ class VanillaTransformerEncoderLayer(GradientCheckpointingLayer):
 
     def forward(self, hidden_states, attention_mask=None, output_attentions: bool = False):
         hidden_states, attn = self.self_attn_sublayer(
-            hidden_states, lambda x: self.self_attn(x, attention_mask, output_attentions=output_attentions)
+            hidden_states, lambda x: self.self_attn(x, attention_mask=attention_mask, output_attentions=output_attentions)
         )
         hidden_states, _ = self.ffn_sublayer(hidden_states, self.ffn)
         return hidden_states, attn
@@ -524,7 +421,7 @@ class VanillaTransformerDecoderLayer(GradientCheckpointingLayer):
     def __init__(self, config: VanillaTransformerConfig, layer_idx: int):
         super().__init__()
         heads = config.decoder_attention_heads
-        self.self_attn = VanillaTransformerAttention(config, layer_idx, heads)
+        self.self_attn = VanillaTransformerAttention(config, layer_idx, heads, is_causal=True)
         self.self_attn_sublayer = VanillaTransformerSublayer(config)
         self.encoder_attn = VanillaTransformerAttention(config, layer_idx, heads, is_cross_attention=True)
         self.encoder_attn_sublayer = VanillaTransformerSublayer(config)
@@ -532,15 +429,15 @@ class VanillaTransformerDecoderLayer(GradientCheckpointingLayer):
         self.ffn_sublayer = VanillaTransformerSublayer(config)
 
     def forward(self, hidden_states, self_attn_mask=None, encoder_hidden_states=None, cross_attn_mask=None,
-                past_key_values=None, output_attentions: bool = False, use_cache: bool = False):
+                cache=None, output_attentions: bool = False):
         hidden_states, self_attn = self.self_attn_sublayer(
             hidden_states,
-            lambda x: self.self_attn(x, self_attn_mask, past_key_values=past_key_values, output_attentions=output_attentions),
+            lambda x: self.self_attn(x, attention_mask=self_attn_mask, cache=cache, output_attentions=output_attentions),
         )
         hidden_states, cross_attn = self.encoder_attn_sublayer(
             hidden_states,
-            lambda x: self.encoder_attn(x, cross_attn_mask, key_value_states=encoder_hidden_states,
-                                        past_key_values=past_key_values, output_attentions=output_attentions),
+            lambda x: self.encoder_attn(x, attention_mask=cross_attn_mask, key_value_states=encoder_hidden_states,
+                                        cache=cache, output_attentions=output_attentions),
         )
         hidden_states, _ = self.ffn_sublayer(hidden_states, self.ffn)
         return hidden_states, self_attn, cross_attn
@@ -579,13 +476,6 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
                               "If you trust them, pass use_safetensors=False (loaded with weights_only=True), then "
                               "save_pretrained() to convert them to safetensors.") from error
             raise
-
-    @classmethod
-    def _can_set_attn_implementation(cls) -> bool:
-        """`set_attn_implementation("eager" | "sdpa")` works at any time: the one attention function reads
-        `config._attn_implementation` at every call (transformers' heuristic looks for its AttentionInterface, finds
-        none here, and would refuse with a warning, leaving the backend unchanged)."""
-        return True
 
     def mark_tied_weights_as_initialized(self, loading_info):
         """transformers marks tied weights as loaded through their tie targets, and for models outside transformers
@@ -722,18 +612,23 @@ class VanillaTransformerDecoder(VanillaTransformerStack):
     def __init__(self, config: VanillaTransformerConfig, embed_tokens: nn.Embedding):
         super().__init__(config, embed_tokens, VanillaTransformerDecoderLayer, config.decoder_layers)
 
+    @deprecate_kwarg("past_key_values", version="6.0.0", new_name="cache")
     def forward(self, input_ids=None, attention_mask=None, encoder_hidden_states=None, encoder_attention_mask=None,
-                past_key_values=None, inputs_embeds=None, use_cache=None, output_attentions=False,
+                cache=None, inputs_embeds=None, use_cache=None, output_attentions=False,
                 output_hidden_states=False, return_dict=True, **kwargs) -> BaseModelOutputWithPastAndCrossAttentions:
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("Pass exactly one of decoder_input_ids or decoder_inputs_embeds to the decoder.")
-        if input_ids is not None:
-            check_token_ids("decoder_input_ids", input_ids, self.config.vocab_size)
+        check_no_stray_cache(kwargs)
+        if cache is not None and not isinstance(cache, EncoderDecoderCache):
+            raise TypeError(f"cache must be an EncoderDecoderCache (self-attention + cross-attention), got "
+                            f"{type(cache).__name__}.")
         if encoder_hidden_states is None:
             raise ValueError("The decoder needs encoder_hidden_states (pass input_ids or encoder_outputs).")
-        if use_cache and past_key_values is None:
-            past_key_values = EncoderDecoderCache(DynamicCache(), DynamicCache())
-        past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
+        if use_cache and cache is None:
+            cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
+        past_length = cache.get_seq_length() if cache is not None else 0
+        if input_ids is not None and not past_length:  # later steps decode ids the model chose from its vocabulary
+            check_token_ids("decoder_input_ids", input_ids, self.config.vocab_size)
         hidden = self.embed(input_ids, inputs_embeds, past_length)
         batch, length = hidden.shape[:2]
         if attention_mask is not None and attention_mask.shape[-1] == length and past_length:
@@ -750,7 +645,7 @@ class VanillaTransformerDecoder(VanillaTransformerStack):
                 all_hidden.append(hidden)
             hidden, self_attn, cross_attn = layer(
                 hidden, self_mask, encoder_hidden_states, cross_mask,
-                past_key_values=past_key_values, output_attentions=output_attentions, use_cache=use_cache,
+                cache=cache, output_attentions=output_attentions,
             )
             if output_attentions:
                 all_self.append(self_attn)
@@ -761,7 +656,7 @@ class VanillaTransformerDecoder(VanillaTransformerStack):
             all_hidden.append(hidden)
         out = BaseModelOutputWithPastAndCrossAttentions(
             last_hidden_state=hidden,
-            past_key_values=past_key_values if use_cache else None,
+            **{CACHE_FIELD: cache if use_cache else None},
             hidden_states=tuple(all_hidden) if output_hidden_states else None,
             attentions=tuple(all_self) if output_attentions else None,
             cross_attentions=tuple(all_cross) if output_attentions else None,
@@ -878,12 +773,7 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
             self.decoder.embed.embed_tokens = value
         self.encoder.embed.embed_tokens = value
 
-    def get_encoder(self):
-        return self.encoder
-
-    def get_decoder(self):
-        return self.decoder
-
+    @deprecate_kwarg("past_key_values", version="6.0.0", new_name="cache")
     def forward(
         self,
         input_ids=None,
@@ -891,7 +781,7 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
         decoder_input_ids=None,
         decoder_attention_mask=None,
         encoder_outputs=None,
-        past_key_values=None,
+        cache=None,
         inputs_embeds=None,
         decoder_inputs_embeds=None,
         use_cache=None,
@@ -903,6 +793,7 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
         output_attentions, output_hidden_states, return_dict = self._output_flags(
             output_attentions, output_hidden_states, return_dict
         )
+        check_no_stray_cache(kwargs)
         if decoder_input_ids is None and decoder_inputs_embeds is None:
             raise ValueError("The seq2seq model needs decoder_input_ids (or decoder_inputs_embeds, or labels).")
         use_cache = self.config.use_cache if use_cache is None else use_cache
@@ -917,11 +808,11 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
                              f"{encoder_outputs.last_hidden_state.shape[0]}.")
         decoder_outputs = self.decoder(
             decoder_input_ids, decoder_attention_mask, encoder_outputs.last_hidden_state, attention_mask,
-            past_key_values, decoder_inputs_embeds, use_cache, output_attentions, output_hidden_states,
+            cache, decoder_inputs_embeds, use_cache, output_attentions, output_hidden_states,
         )
         out = Seq2SeqModelOutput(
             last_hidden_state=decoder_outputs.last_hidden_state,
-            past_key_values=decoder_outputs.past_key_values,
+            **{CACHE_FIELD: getattr(decoder_outputs, CACHE_FIELD)},
             decoder_hidden_states=decoder_outputs.hidden_states,
             decoder_attentions=decoder_outputs.attentions,
             cross_attentions=decoder_outputs.cross_attentions,
@@ -930,35 +821,6 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
             encoder_attentions=encoder_outputs.attentions,
         )
         return out if return_dict else out.to_tuple()
-
-
-class MinLengthEosMask(LogitsProcessor):
-    """The scores of transformers' `MinLengthLogitsProcessor` / `MinNewTokensLengthLogitsProcessor` (EOS gets -inf
-    while the sequence is shorter than `min_length` tokens, prompt included), written as a copy plus a fill of the EOS
-    columns instead of a `torch.where` over every score (on an AVX2 CPU, 1 ms for 32 x 8000 scores at every step)."""
-
-    def __init__(self, min_length: int, eos_token_id: torch.Tensor):
-        self.min_length = min_length
-        self.eos_token_id = torch.as_tensor(eos_token_id).flatten()
-
-    @classmethod
-    def replacing(cls, processor):
-        """The equivalent of one of transformers' minimum-length processors, or None for any other processor."""
-        if type(processor) is MinLengthLogitsProcessor:
-            return cls(processor.min_length, processor.eos_token_id)
-        if type(processor) is MinNewTokensLengthLogitsProcessor:
-            return cls(processor.prompt_length_to_skip + processor.min_new_tokens, processor.eos_token_id)
-        return None
-
-    def mask_(self, length: int, scores: torch.Tensor) -> torch.Tensor:
-        """In place: -inf for EOS when `length` < min_length (ids outside the vocabulary match nothing, as in isin)."""
-        if length < self.min_length:
-            ids = self.eos_token_id.to(scores.device)
-            scores[:, ids[(ids >= 0) & (ids < scores.shape[-1])]] = -math.inf
-        return scores
-
-    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-        return self.mask_(input_ids.shape[-1], scores.clone())
 
 
 class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedModel, GenerationMixin):
@@ -971,14 +833,8 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         # Recorded in config.json: `pipeline(model=saved_dir, trust_remote_code=True)` then needs no task name.
         config.custom_pipelines = {TRANSLATION_TASK: TRANSLATION_PIPELINE}
         self.model = VanillaTransformerModel(config)
-        self.lm_head = Linear(config.d_model, config.vocab_size, bias=False)
+        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         self.post_init()
-
-    def get_encoder(self):
-        return self.model.encoder
-
-    def get_decoder(self):
-        return self.model.decoder
 
     def get_output_embeddings(self):
         return self.lm_head
@@ -997,94 +853,17 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
                                      f"{source.shape[0]}.")
         return super().generate(inputs, generation_config, **kwargs)
 
-    def _reorder_cache(self, past_key_values: EncoderDecoderCache, beam_idx: torch.Tensor) -> EncoderDecoderCache:
+    def _reorder_cache(self, cache: EncoderDecoderCache, beam_idx: torch.Tensor) -> EncoderDecoderCache:
         """Beam search picks, for each sentence, beams of that same sentence; all of them share the sentence's
         encoder output, so the cross-attention keys/values are already in order and only the decoder's self-attention
         cache is reordered (the default reorders both: a copy of every encoder key and value at every step)."""
-        past_key_values.self_attention_cache.reorder_cache(beam_idx)
-        return past_key_values
-
-    def _get_logits_processor(self, *args, **kwargs) -> LogitsProcessorList:
-        """transformers' processors, its minimum-length ones replaced by `MinLengthEosMask` (same scores, cheaper)."""
-        processors = super()._get_logits_processor(*args, **kwargs)
-        return LogitsProcessorList(MinLengthEosMask.replacing(p) or p for p in processors)
-
-    def _sample(self, input_ids, logits_processor, stopping_criteria, generation_config, synced_gpus=False,
-                streamer=None, **model_kwargs):
-        """Greedy search in a lean loop, exactly `GenerationMixin._sample`'s tokens: the self-attention cache is
-        preallocated (`VanillaTransformerKVLayer`, min(max_length, 64) positions, doubled when full) instead of copied
-        at every step, minimum lengths mask the EOS columns in place, and there is no per-step input preparation.
-        Anything else (sampling, other logits processors or stopping criteria, streamers, scores or attentions
-        returned, a cache passed in) runs the generic loop."""
-        plan = self._greedy_plan(input_ids, logits_processor, stopping_criteria, generation_config, synced_gpus,
-                                 streamer, model_kwargs)
-        if plan is None:
-            return super()._sample(input_ids, logits_processor, stopping_criteria, generation_config,
-                                   synced_gpus=synced_gpus, streamer=streamer, **model_kwargs)
-        return self._greedy_search(input_ids, generation_config, model_kwargs, *plan)
-
-    def _greedy_plan(self, input_ids, logits_processor, stopping_criteria, generation_config, synced_gpus, streamer,
-                     model_kwargs):
-        """(minimum-length EOS masks, max_length, eos ids or None) when the lean loop reproduces the generic one."""
-        cache = model_kwargs.get("past_key_values")
-        if (generation_config.do_sample or synced_gpus or streamer is not None or generation_config.return_dict_in_generate
-                or not model_kwargs.get("use_cache", True) or model_kwargs.get("encoder_outputs") is None
-                or model_kwargs.get("decoder_attention_mask") is not None
-                or (cache is not None and (not isinstance(cache, EncoderDecoderCache) or cache.get_seq_length() > 0
-                                           or getattr(cache, "_is_user_defined", False)))
-                or set(model_kwargs) - {"encoder_outputs", "attention_mask", "past_key_values", "use_cache"}):
-            return None
-        min_lengths, max_length, eos = [], None, None
-        for processor in logits_processor:  # transformers' minimum-length ones are already MinLengthEosMask here
-            if type(processor) is not MinLengthEosMask:
-                return None
-            min_lengths.append(processor)
-        for criterion in stopping_criteria:
-            if type(criterion) is MaxLengthCriteria:
-                max_length = criterion.max_length if max_length is None else min(max_length, criterion.max_length)
-            elif type(criterion) is EosTokenCriteria and eos is None:
-                eos = criterion.eos_token_id
-            else:
-                return None
-        if max_length is None or (eos is not None and generation_config._pad_token_tensor is None):
-            return None
-        return min_lengths, max_length, eos
-
-    def _greedy_search(self, input_ids, generation_config, model_kwargs, min_lengths, max_length, eos):
-        device = input_ids.device
-        batch, length = input_ids.shape
-        self_cache = DynamicCache()
-        self_cache.layers = [VanillaTransformerKVLayer(capacity=max(min(max_length - 1, 64), 1))  # grows by doubling
-                             for _ in range(self.config.decoder_layers)]
-        cache = EncoderDecoderCache(self_cache, DynamicCache())
-        sequences = input_ids.new_empty(batch, max(max_length, length + 1))
-        sequences[:, :length] = input_ids
-        eos = eos.to(device) if eos is not None else None
-        pad = generation_config._pad_token_tensor.to(device) if eos is not None else None
-        unfinished = torch.ones(batch, dtype=torch.bool, device=device)
-        encoder_outputs, attention_mask = model_kwargs["encoder_outputs"], model_kwargs.get("attention_mask")
-        step_ids = input_ids  # the decoder prompt first, then one token per step
-        while True:  # at least one token, as in the generic loop
-            outputs = self(encoder_outputs=encoder_outputs, attention_mask=attention_mask, decoder_input_ids=step_ids,
-                           past_key_values=cache, use_cache=True, return_dict=True)
-            scores = outputs.logits[:, -1].to(dtype=torch.float32)  # (B, V)
-            for processor in min_lengths:
-                processor.mask_(length, scores)  # in place: the scores are this step's own
-            next_tokens = scores.argmax(-1)  # (B,)
-            if eos is not None:
-                next_tokens = torch.where(unfinished, next_tokens, pad)
-            sequences[:, length] = next_tokens
-            length += 1
-            if eos is not None:
-                unfinished &= ~torch.isin(next_tokens, eos)
-            if length >= max_length or (eos is not None and not unfinished.any()):
-                break
-            step_ids = next_tokens[:, None]
-        return sequences[:, :length]
+        cache.self_attention_cache.reorder_cache(beam_idx)
+        return cache
 
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor):
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
 
+    @deprecate_kwarg("past_key_values", version="6.0.0", new_name="cache")
     def forward(
         self,
         input_ids=None,
@@ -1092,7 +871,7 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         decoder_input_ids=None,
         decoder_attention_mask=None,
         encoder_outputs=None,
-        past_key_values=None,
+        cache=None,
         inputs_embeds=None,
         decoder_inputs_embeds=None,
         labels=None,
@@ -1106,13 +885,14 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         """`labels` (batch, target length), -100 = ignored, are shifted right into `decoder_input_ids` when those are
         not given. `num_items_in_batch` (from Trainer) turns the mean loss into token sum / num_items_in_batch."""
         return_dict = self.config.return_dict if return_dict is None else return_dict
+        check_no_stray_cache(kwargs)
         if labels is not None:
             check_token_ids("labels", labels.masked_fill(labels == -100, 0), self.config.vocab_size)
             use_cache = False
             if decoder_input_ids is None and decoder_inputs_embeds is None:
                 decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
         outputs = self.model(
-            input_ids, attention_mask, decoder_input_ids, decoder_attention_mask, encoder_outputs, past_key_values,
+            input_ids, attention_mask, decoder_input_ids, decoder_attention_mask, encoder_outputs, cache,
             inputs_embeds, decoder_inputs_embeds, use_cache, output_attentions, output_hidden_states, return_dict=True,
         )
         logits = self.lm_head(outputs.last_hidden_state)  # (B, T, V)
@@ -1122,7 +902,7 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         out = Seq2SeqLMOutput(
             loss=loss,
             logits=logits,
-            past_key_values=outputs.past_key_values,
+            **{CACHE_FIELD: getattr(outputs, CACHE_FIELD)},
             decoder_hidden_states=outputs.decoder_hidden_states,
             decoder_attentions=outputs.decoder_attentions,
             cross_attentions=outputs.cross_attentions,

@@ -1,0 +1,78 @@
+"""The `vanilla-transformer` command: `vanilla-transformer COMMAND --help` for each command's flags."""
+
+import argparse
+import json
+import sys
+
+
+def export_ctranslate2_command(args) -> None:
+    from .ctranslate2_converter import export_ctranslate2
+
+    out = export_ctranslate2(args.model_dir, args.output_dir, quantization=args.quantization, force=args.force)
+    print(f"Exported {args.model_dir} to {out} (CTranslate2, quantization {args.quantization or 'float32'}).",
+          file=sys.stderr)
+
+
+def translate_command(args) -> None:
+    from .translate import translate_file
+
+    stats = translate_file(args.model_dir, args.input, args.output, engine=args.engine, batch_size=args.batch_size,
+                           progress=not args.quiet, num_beams=args.num_beams, max_new_tokens=args.max_new_tokens,
+                           **({"compute_type": args.compute_type} if args.engine != "pytorch" else {}))
+    print(f"{stats['sentences']} sentences in {stats['seconds']:.2f} s: {stats['sentences_per_second']:.1f} "
+          "sentences/s", file=sys.stderr)
+    if args.stats:
+        print(json.dumps(stats), file=sys.stderr)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="vanilla-transformer", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    export = commands.add_parser("export-ctranslate2", help="Export a saved translation model to CTranslate2.",
+                                 description="Convert a saved translation model (a directory or Hub id) to a "
+                                             "CTranslate2 model directory, the tokenizer included.")
+    export.add_argument("model_dir", help="Saved translation model (save_pretrained directory or Hub id).")
+    export.add_argument("output_dir", help="Directory to write the CTranslate2 model to.")
+    export.add_argument("--quantization", default=None,
+                        choices=["float32", "int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16",
+                                 "float16", "bfloat16"],
+                        help="Weight type stored in the export (default float32); int8 is the fast CPU choice.")
+    export.add_argument("--force", action="store_true", help="Replace output_dir if it exists.")
+    export.set_defaults(func=export_ctranslate2_command)
+
+    translate = commands.add_parser("translate", help="Translate a text file, one sentence per line.",
+                                    description="Translate lines of text (a file or stdin) with a saved or exported "
+                                                "model; writes one line per input line, in order (empty lines stay "
+                                                "empty).")
+    translate.add_argument("model_dir", help="Saved translation model, or a directory exported by export-ctranslate2.")
+    translate.add_argument("--input", default=None, help="UTF-8 text file to translate (default: stdin).")
+    translate.add_argument("--output", default=None, help="File to write the translations to (default: stdout).")
+    translate.add_argument("--engine", default="auto", choices=["auto", "pytorch", "ctranslate2"],
+                           help="auto: CTranslate2 for an exported directory, PyTorch otherwise; ctranslate2 on a "
+                                "saved PyTorch model converts it on the fly.")
+    translate.add_argument("--num_beams", type=int, default=1, help="Beam size (1: greedy).")
+    translate.add_argument("--max_new_tokens", type=int, default=None,
+                           help="Longest translation in tokens (default: the model's generation config; 256 for "
+                                "CTranslate2).")
+    translate.add_argument("--batch_size", type=int, default=64, help="Sentences per batch.")
+    translate.add_argument("--compute_type", default="default",
+                           help="CTranslate2 only: int8, int8_float32, float32, ... (default: the export's type).")
+    translate.add_argument("--quiet", action="store_true", help="No progress bar.")
+    translate.add_argument("--stats", action="store_true", help="Also print the counts and speed as JSON (stderr).")
+    translate.set_defaults(func=translate_command)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        args.func(args)
+    except (FileNotFoundError, FileExistsError, ValueError, ImportError) as error:
+        print(f"vanilla-transformer {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

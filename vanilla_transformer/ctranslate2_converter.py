@@ -1,0 +1,198 @@
+"""Export a saved translation model to CTranslate2, the inference engine for Transformer models on CPUs.
+
+`VanillaTransformerConverter(model_dir).convert(out_dir, quantization="int8")` writes a CTranslate2 model directory
+(`model.bin`, the shared vocabulary, `config.json`) plus the tokenizer files, so `vanilla-transformer translate
+out_dir --engine ctranslate2` needs nothing else. The PyTorch model is read, never changed (CTranslate2 quantises
+copies of the weights).
+
+The paper's model maps one to one onto CTranslate2's `TransformerSpec`: post-LN or pre-LN layers, embeddings x
+sqrt(d_model), sinusoidal (given as the explicit table our model uses: sin and cos interleaved) or learned positions,
+tied or separate embeddings, fused q/k/v projections. Options CTranslate2 cannot express are refused with a
+`ValueError` naming them.
+"""
+
+import math
+import os
+import shutil
+
+import numpy as np
+import torch
+
+try:
+    import ctranslate2
+    from ctranslate2.converters.converter import Converter
+    from ctranslate2.specs import common_spec, transformer_spec
+except ImportError:  # an optional extra: say how to get it when it is used
+    ctranslate2 = None
+    Converter = object
+
+from .modeling_vanilla_transformer import VanillaTransformerPositionalEmbedding
+
+INSTALL_HINT = "CTranslate2 is not installed: pip install 'vanilla-transformer[ctranslate2]' (or pip install ctranslate2)."
+ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "gelu_new": "GELUTanh", "gelu_pytorch_tanh": "GELUTanh",
+               "silu": "SWISH", "swish": "SWISH", "tanh": "Tanh", "sigmoid": "Sigmoid"}
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+
+
+def require_ctranslate2():
+    if ctranslate2 is None:
+        raise ImportError(INSTALL_HINT)
+    return ctranslate2
+
+
+def unsupported_options(config) -> list[str]:
+    """The options of `config` that CTranslate2's Transformer cannot run, as `name=value` strings."""
+    refused = []
+    if config.relative_attention_max_distance:
+        refused.append(f"relative_attention_max_distance={config.relative_attention_max_distance}")
+    if not config.scale_attention:
+        refused.append("scale_attention=False")
+    if config.char_cnn_dim:
+        refused.append(f"char_cnn_dim={config.char_cnn_dim}")
+    if config.activation_function not in ACTIVATIONS:
+        refused.append(f"activation_function={config.activation_function!r}")
+    return refused
+
+
+def array(tensor: torch.Tensor) -> np.ndarray:
+    """A float32 copy: CTranslate2 quantises the spec's arrays in place, and `tensor.numpy()` shares the model's memory."""
+    return tensor.detach().to(torch.float32).cpu().numpy().copy()
+
+
+class VanillaTransformerConverter(Converter):
+    """A `ctranslate2.converters.Converter` for `VanillaTransformerForConditionalGeneration` checkpoints: a saved
+    model directory (or an already loaded model plus its tokenizer)."""
+
+    def __init__(self, model_name_or_path=None, model=None, tokenizer=None):
+        require_ctranslate2()
+        if (model_name_or_path is None) == (model is None):
+            raise ValueError("Give either a model directory / Hub id or a loaded model (with its tokenizer).")
+        self.model_name_or_path, self.model, self.tokenizer = model_name_or_path, model, tokenizer
+
+    def load(self):
+        """The model (eval mode) and tokenizer to convert."""
+        from transformers import AutoTokenizer
+
+        from . import VanillaTransformerForConditionalGeneration
+        from .configuration_vanilla_transformer import VanillaTransformerConfig
+
+        model, tokenizer = self.model, self.tokenizer
+        if model is None:
+            path = self.model_name_or_path
+            if os.path.sep in str(path) and not os.path.isdir(path):
+                raise FileNotFoundError(f"Model directory {path!r} does not exist.")
+            config = VanillaTransformerConfig.from_pretrained(path)
+            if config.architectures and "VanillaTransformerForConditionalGeneration" not in config.architectures:
+                raise ValueError(f"{path!r} holds a {', '.join(config.architectures)}, not a translation model "
+                                 "(VanillaTransformerForConditionalGeneration): only translation models export.")
+            model = VanillaTransformerForConditionalGeneration.from_pretrained(path)
+            tokenizer = tokenizer or AutoTokenizer.from_pretrained(path)
+        if tokenizer is None:
+            raise ValueError("Converting a loaded model needs its tokenizer (tokenizer=...).")
+        if not hasattr(model, "lm_head"):
+            raise ValueError(f"{type(model).__name__} is not a translation model; only "
+                             "VanillaTransformerForConditionalGeneration exports to CTranslate2.")
+        return model.eval(), tokenizer
+
+    def _load(self):  # the hook `Converter.convert` calls
+        model, tokenizer = self.load()
+        return model_spec(model, tokenizer)
+
+    def convert(self, output_dir, vmap=None, quantization=None, force=False):
+        """`Converter.convert`, then the tokenizer saved next to the CTranslate2 model."""
+        output_dir = super().convert(output_dir, vmap=vmap, quantization=quantization, force=force)
+        tokenizer = self.tokenizer if self.tokenizer is not None else self.load()[1]
+        tokenizer.save_pretrained(output_dir)
+        return output_dir
+
+
+def model_spec(model, tokenizer):
+    """The `ctranslate2.specs.TransformerSpec` of a translation model and its tokenizer."""
+    config = model.config
+    refused = unsupported_options(config)
+    if refused:
+        raise ValueError(f"CTranslate2 cannot run this model's options: {', '.join(refused)}. Serve it with the "
+                         "PyTorch engine (--engine pytorch) instead.")
+    activation = getattr(common_spec.Activation, ACTIVATIONS[config.activation_function])
+    common = dict(pre_norm=config.normalize_before, activation=activation)
+    encoder = transformer_spec.TransformerEncoderSpec(config.encoder_layers, config.encoder_attention_heads, **common)
+    decoder = transformer_spec.TransformerDecoderSpec(config.decoder_layers, config.decoder_attention_heads, **common)
+    with torch.no_grad():
+        set_stack(encoder, model.model.encoder, config)
+        set_stack(decoder, model.model.decoder, config)
+        decoder.projection.weight = array(model.lm_head.weight)
+    spec = transformer_spec.TransformerSpec(encoder, decoder)
+    tokens = vocabulary(tokenizer, config.vocab_size)
+    spec.register_source_vocabulary(tokens)
+    spec.register_target_vocabulary(tokens)
+    names = tokenizer.convert_ids_to_tokens([config.decoder_start_token_id, config.eos_token_id])
+    spec.config.decoder_start_token, spec.config.eos_token = names
+    spec.config.bos_token = tokenizer.bos_token or names[0]
+    spec.config.unk_token = tokenizer.unk_token or "<unk>"
+    return spec
+
+
+def vocabulary(tokenizer, vocab_size: int) -> list[str]:
+    """The tokens by id, filled up to the model's `vocab_size` with tokens no text produces."""
+    tokens = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+    if len(tokens) > vocab_size:
+        raise ValueError(f"The tokenizer has {len(tokens)} tokens but the model's vocab_size is {vocab_size}.")
+    return tokens + [f"<unused{i}>" for i in range(vocab_size - len(tokens))]
+
+
+def set_stack(spec, stack, config):
+    """Embeddings (section 3.4), positions (section 3.5) and the layers of the encoder or decoder."""
+    spec.scale_embeddings = math.sqrt(config.d_model) if config.scale_embedding else 1.0
+    embeddings = spec.embeddings[0] if isinstance(spec.embeddings, list) else spec.embeddings
+    embeddings.weight = array(stack.embed_tokens.weight)
+    positions = stack.embed.embed_positions
+    if positions.kind == "learned":
+        spec.position_encodings.encodings = array(positions.weight)
+    else:
+        table = VanillaTransformerPositionalEmbedding.sinusoidal_table(config.max_position_embeddings, config.d_model)
+        spec.position_encodings.encodings = array(table)
+    if stack.layer_norm is not None:  # pre-LN's final LayerNorm
+        set_layer_norm(spec.layer_norm, stack.layer_norm)
+    for layer_spec, layer in zip(spec.layer, stack.layers):
+        set_attention(layer_spec.self_attention, layer.self_attn, fused_qkv=True)
+        set_layer_norm(layer_spec.self_attention.layer_norm, layer.self_attn_sublayer.layer_norm)
+        if hasattr(layer, "encoder_attn"):
+            set_attention(layer_spec.attention, layer.encoder_attn, fused_qkv=False)
+            set_layer_norm(layer_spec.attention.layer_norm, layer.encoder_attn_sublayer.layer_norm)
+        set_linear(layer_spec.ffn.linear_0, layer.ffn.fc1)
+        set_linear(layer_spec.ffn.linear_1, layer.ffn.fc2)
+        set_layer_norm(layer_spec.ffn.layer_norm, layer.ffn_sublayer.layer_norm)
+
+
+def set_attention(spec, attention, fused_qkv: bool):
+    """Self-attention as one q/k/v projection; encoder-decoder attention as q plus one k/v projection."""
+    groups = [(attention.q_proj, attention.k_proj, attention.v_proj)] if fused_qkv else \
+        [(attention.q_proj,), (attention.k_proj, attention.v_proj)]
+    for linear_spec, projections in zip(spec.linear, groups):
+        linear_spec.weight = np.concatenate([array(p.weight) for p in projections])
+        linear_spec.bias = np.concatenate([array(p.bias) for p in projections])
+    set_linear(spec.linear[-1], attention.out_proj)
+
+
+def set_linear(spec, linear):
+    spec.weight = array(linear.weight)
+    if linear.bias is not None:
+        spec.bias = array(linear.bias)
+
+
+def set_layer_norm(spec, norm):
+    spec.gamma, spec.beta = array(norm.weight), array(norm.bias)
+
+
+def export_ctranslate2(model_name_or_path, output_dir, quantization: str | None = None, force: bool = False) -> str:
+    """Convert a saved translation model to a CTranslate2 directory (with its tokenizer); returns the directory."""
+    output_dir = os.fspath(output_dir)
+    if os.path.exists(output_dir) and not force:
+        raise FileExistsError(f"{output_dir!r} already exists; pass force=True (--force) to replace it.")
+    staging = f"{os.path.normpath(output_dir)}.tmp-export"
+    shutil.rmtree(staging, ignore_errors=True)
+    VanillaTransformerConverter(model_name_or_path).convert(staging, quantization=quantization, force=True)
+    if os.path.exists(output_dir):
+        shutil.rmtree(output_dir)
+    os.replace(staging, output_dir)  # a finished export or none: never half a directory
+    return output_dir

@@ -1,0 +1,167 @@
+"""Translate text files with a trained model, served by PyTorch (`generate`) or by CTranslate2.
+
+Lines are translated in batches sorted by length (less padding) and written back in input order, one output line per
+input line; empty lines stay empty and are not sent to the model.
+"""
+
+import os
+import sys
+import tempfile
+import time
+
+import torch
+
+ENGINES = ("auto", "pytorch", "ctranslate2")
+
+
+def is_ctranslate2_dir(path) -> bool:
+    return os.path.isfile(os.path.join(path, "model.bin"))
+
+
+def check_translation_model_dir(path) -> None:
+    """A clear error for a missing directory or one that holds something other than a translation model."""
+    from transformers import PretrainedConfig
+
+    if os.path.sep in str(path) or os.path.exists(path):
+        if not os.path.isdir(path):
+            raise FileNotFoundError(f"Model directory {str(path)!r} does not exist.")
+        if is_ctranslate2_dir(path):
+            return
+        if not os.path.isfile(os.path.join(path, "config.json")):
+            raise FileNotFoundError(f"{str(path)!r} has no config.json: not a saved model (save_pretrained) nor an "
+                                    "exported CTranslate2 model (model.bin).")
+    architectures = PretrainedConfig.get_config_dict(path)[0].get("architectures") or []
+    if architectures and "VanillaTransformerForConditionalGeneration" not in architectures:
+        raise ValueError(f"{str(path)!r} holds a {', '.join(architectures)}, not a translation model "
+                         "(VanillaTransformerForConditionalGeneration).")
+
+
+class PyTorchTranslator:
+    """`model.generate` on batches of sentences."""
+
+    def __init__(self, model_dir, num_beams: int = 1, max_new_tokens: int | None = None, device: str = "cpu"):
+        from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+        import vanilla_transformer  # noqa: F401  (registers the Auto classes)
+
+        self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        self.model = AutoModelForSeq2SeqLM.from_pretrained(model_dir).to(device).eval()
+        self.generate_kwargs = dict(num_beams=num_beams, do_sample=False)
+        if max_new_tokens is not None:
+            self.generate_kwargs["max_new_tokens"] = max_new_tokens
+
+    @torch.inference_mode()
+    def __call__(self, sentences: list[str]) -> list[str]:
+        batch = self.tokenizer(sentences, return_tensors="pt", padding=True, truncation=True,
+                               return_token_type_ids=False).to(self.model.device)
+        output = self.model.generate(**batch, **self.generate_kwargs)
+        return self.tokenizer.batch_decode(output, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+
+
+class CTranslate2Translator:
+    """CTranslate2's `Translator` on an exported directory, or on a saved PyTorch model converted on the fly."""
+
+    def __init__(self, model_dir, num_beams: int = 1, max_new_tokens: int | None = None, compute_type: str = "default",
+                 threads: int = 0):
+        from transformers import AutoTokenizer
+
+        from .ctranslate2_converter import export_ctranslate2, require_ctranslate2
+
+        ctranslate2 = require_ctranslate2()
+        model_dir, self._tmp = os.fspath(model_dir), None
+        if not is_ctranslate2_dir(model_dir):
+            self._tmp = tempfile.TemporaryDirectory(prefix="vanilla-ct2-")
+            model_dir = export_ctranslate2(model_dir, os.path.join(self._tmp.name, "model"))
+        self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        self.translator = ctranslate2.Translator(model_dir, device="cpu", compute_type=compute_type,
+                                                 intra_threads=threads or torch.get_num_threads())
+        self.options = dict(beam_size=num_beams, min_decoding_length=0, max_decoding_length=max_new_tokens or 256,
+                            max_input_length=self.tokenizer.model_max_length if self.tokenizer.model_max_length < 1e6
+                            else 1024)
+
+    def __call__(self, sentences: list[str]) -> list[str]:
+        sources = [self.tokenizer.convert_ids_to_tokens(ids) for ids in
+                   self.tokenizer(sentences, truncation=True, return_token_type_ids=False)["input_ids"]]
+        results = self.translator.translate_batch(sources, **self.options)
+        ids = [self.tokenizer.convert_tokens_to_ids(r.hypotheses[0]) for r in results]
+        return self.tokenizer.batch_decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+
+
+def make_translator(model_dir, engine: str = "auto", **kwargs):
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}.")
+    check_translation_model_dir(model_dir)
+    if engine == "auto":
+        engine = "ctranslate2" if is_ctranslate2_dir(model_dir) else "pytorch"
+    if engine == "pytorch":
+        if is_ctranslate2_dir(model_dir):
+            raise ValueError(f"{str(model_dir)!r} is an exported CTranslate2 model: use --engine ctranslate2.")
+        kwargs.pop("compute_type", None)
+        return PyTorchTranslator(model_dir, **kwargs)
+    return CTranslate2Translator(model_dir, **kwargs)
+
+
+def translate_lines(translate, lines: list[str], batch_size: int = 64, progress: bool = False) -> list[str]:
+    """Translate `lines` with `translate` (a list of sentences -> their translations) in batches of similar length;
+    returns one line per input line, in input order; empty lines stay empty."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be positive, got {batch_size}.")
+    outputs = [""] * len(lines)
+    todo = sorted((i for i, line in enumerate(lines) if line.strip()), key=lambda i: len(lines[i]))
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(todo), unit="sentence", file=sys.stderr)
+    for start in range(0, len(todo), batch_size):
+        chunk = todo[start:start + batch_size]
+        for i, text in zip(chunk, translate([lines[i].strip() for i in chunk])):
+            outputs[i] = text.replace("\n", " ")
+        if bar is not None:
+            bar.update(len(chunk))
+    if bar is not None:
+        bar.close()
+    return outputs
+
+
+def read_lines(path: str | None) -> list[str]:
+    """Lines of a UTF-8 file (or of stdin for None or "-"); a byte sequence that is not UTF-8 raises naming the line."""
+    raw = sys.stdin.buffer.read() if path in (None, "-") else open(path, "rb").read()
+    name = "<stdin>" if path in (None, "-") else path
+    lines = raw.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    text = []
+    for number, line in enumerate(lines, start=1):
+        try:
+            text.append(line.decode("utf-8").rstrip("\r"))
+        except UnicodeDecodeError as error:
+            raise ValueError(f"{name}, line {number}: not valid UTF-8 ({error.reason} at byte {error.start}).") from None
+    return text
+
+
+def write_lines(path: str | None, lines: list[str]) -> None:
+    """To stdout, or atomically to a file (a temporary file renamed into place)."""
+    text = "".join(line + "\n" for line in lines)
+    if path in (None, "-"):
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    directory = os.path.dirname(os.path.abspath(path))
+    with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=directory, delete=False, suffix=".tmp") as f:
+        f.write(text)
+    os.replace(f.name, path)
+
+
+def translate_file(model_dir, input_path=None, output_path=None, engine: str = "auto", batch_size: int = 64,
+                   progress: bool = True, **kwargs) -> dict:
+    """Translate a file (or stdin) into a file (or stdout); returns counts and speed."""
+    translate = make_translator(model_dir, engine, **kwargs)
+    lines = read_lines(input_path)
+    start = time.perf_counter()
+    outputs = translate_lines(translate, lines, batch_size, progress)
+    seconds = time.perf_counter() - start
+    write_lines(output_path, outputs)
+    sentences = sum(1 for line in lines if line.strip())
+    return {"sentences": sentences, "lines": len(lines), "seconds": seconds,
+            "sentences_per_second": sentences / seconds if seconds > 0 else 0.0}
