@@ -23,12 +23,16 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 VOCAB = 8000
-CASES = [  # (task, dtype, reference)
-    ("train", "fp32", "marian"), ("train", "bf16", "marian"),
-    ("greedy", "fp32", "marian"), ("greedy", "bf16", "marian"),
-    ("beam", "fp32", "marian"),
-    ("train", "fp32", "bart"), ("greedy", "fp32", "bart"),
-    ("token_classification", "fp32", "bert"),
+CASES = [  # (task, dtype, reference, engine serving ours, its compute type)
+    ("train", "fp32", "marian", "pytorch", None), ("train", "bf16", "marian", "pytorch", None),
+    ("greedy", "fp32", "marian", "pytorch", None), ("greedy", "bf16", "marian", "pytorch", None),
+    ("beam", "fp32", "marian", "pytorch", None),
+    ("train", "fp32", "bart", "pytorch", None), ("greedy", "fp32", "bart", "pytorch", None),
+    ("token_classification", "fp32", "bert", "pytorch", None),
+    # deployment: our model served by CTranslate2 against HF Marian in PyTorch, and against Marian served by
+    # CTranslate2 too (CTranslate2's own converter), with the same compute type
+    ("greedy", "fp32", "marian", "ctranslate2", "float32"), ("greedy", "fp32", "marian", "ctranslate2", "int8"),
+    ("beam", "fp32", "marian", "ctranslate2", "float32"), ("beam", "fp32", "marian", "ctranslate2", "int8"),
 ]
 UNITS = {"train": "tokens/s", "greedy": "sentences/s", "beam": "sentences/s", "token_classification": "tokens/s"}
 
@@ -141,22 +145,66 @@ def tensor_peak_mb(step, existing) -> float:
     return live[1] / 2**20
 
 
+def word_tokenizer(pad_last: bool = False):
+    """A tokenizer with one made-up word per id (`<pad> <s> </s> <unk> t4 ... t7999`): what the CTranslate2
+    converters read (the vocabulary and special tokens) for models with random weights. `pad_last`: Marian's layout,
+    `<pad>` as the last id (CTranslate2's Marian converter drops it)."""
+    from tokenizers import Tokenizer, models
+    from transformers import PreTrainedTokenizerFast
+
+    tokens = ["<pad>", "<s>", "</s>", "<unk>"] + [f"t{i}" for i in range(4, VOCAB)]
+    if pad_last:
+        tokens = ["t0"] + tokens[1:-1] + ["<pad>"]
+    vocab = {t: i for i, t in enumerate(tokens)}
+    return PreTrainedTokenizerFast(tokenizer_object=Tokenizer(models.WordLevel(vocab, unk_token="<unk>")),
+                                   pad_token="<pad>", bos_token="<s>", eos_token="</s>", unk_token="<unk>")
+
+
+def ctranslate2_translator(name: str, shape: dict, compute_type: str, threads: int):
+    """Our model (our converter) or Marian (CTranslate2's own converter) with random weights, in CTranslate2."""
+    import tempfile
+
+    import ctranslate2
+    from ctranslate2.converters.transformers import MarianMTLoader
+
+    from vanilla_transformer.ctranslate2_converter import model_spec
+
+    model, tokenizer = build(name, shape).eval(), word_tokenizer(pad_last=name == "marian")
+    spec = model_spec(model, tokenizer) if name == "ours" else MarianMTLoader()(model, tokenizer)
+    spec.validate()
+    spec.optimize(quantization=compute_type)
+    directory = tempfile.mkdtemp(prefix="benchmark-ct2-")
+    spec.save(directory)
+    return ctranslate2.Translator(directory, device="cpu", compute_type=compute_type, intra_threads=threads)
+
+
 def run_child(spec: dict) -> dict:
-    """Measure one (task, dtype, model) in this process; returns {"value", "peak_rss_mb", "flops"}."""
+    """Measure one (task, dtype, model, engine) in this process; returns {"value", "peak_rss_mb", "flops"}."""
     import torch
 
     torch.manual_seed(0)
     task, dtype, name, shape, reps = spec["task"], spec["dtype"], spec["model"], spec["shape"], spec["reps"]
     bf16 = dtype == "bf16"
     tagger = task == "token_classification"
-    model = build(("ours_tagger" if name == "ours" else name) if tagger else name, shape)
+    if spec.get("engine") != "ctranslate2":
+        model = build(("ours_tagger" if name == "ours" else name) if tagger else name, shape)
     g = torch.Generator().manual_seed(1)
     batch = {"train": 32, "greedy": 32, "beam": 8, "token_classification": 32}[task]
     src_len, tgt_len = (128, 0) if tagger else (32, 32)
     src = torch.randint(4, VOCAB, (batch, src_len), generator=g)
     tgt = torch.randint(4, VOCAB, (batch, tgt_len), generator=g)
     mask = torch.ones_like(src)
-    if task == "train":
+    if spec.get("engine") == "ctranslate2":
+        translator = ctranslate2_translator(name, shape, spec["compute_type"], torch.get_num_threads())
+        sources = [[f"t{i}" for i in row] for row in src.tolist()]
+        beams = 4 if task == "beam" else 1
+
+        def step():  # exactly 32 new tokens, as in the PyTorch cases
+            out = translator.translate_batch(sources, beam_size=beams, min_decoding_length=32,
+                                             max_decoding_length=32)
+            assert len(out[0].hypotheses[0]) == 32, len(out[0].hypotheses[0])
+        units = batch
+    elif task == "train":
         model.train()
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
 
@@ -195,9 +243,12 @@ def run_child(spec: dict) -> dict:
         times.append(time.perf_counter() - t)
     seconds = statistics.median(times)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    state = [v for s in (opt.state.values() if task == "train" else ()) for v in s.values() if torch.is_tensor(v)]
-    return {"value": units / seconds, "seconds": seconds, "peak_rss_mb": rss,
-            "peak_tensor_mb": tensor_peak_mb(step, [*model.parameters(), *model.buffers(), *state]),
+    if spec.get("engine") == "ctranslate2":  # no torch tensors to count: the engine allocates its own memory
+        peak_tensors = None
+    else:
+        state = [v for s in (opt.state.values() if task == "train" else ()) for v in s.values() if torch.is_tensor(v)]
+        peak_tensors = tensor_peak_mb(step, [*model.parameters(), *model.buffers(), *state])
+    return {"value": units / seconds, "seconds": seconds, "peak_rss_mb": rss, "peak_tensor_mb": peak_tensors,
             "flops": analytic_flops(task, shape, batch, src_len, 32) / seconds}
 
 
@@ -233,36 +284,53 @@ def main(argv=None):
     dtypes = ["fp32", "bf16"] if native_bf16("cpu") else ["fp32"]
     if "bf16" not in dtypes:
         print("no native bf16 matrix products on this CPU (no AVX-512/AMX): bf16 cases skipped")
+    try:
+        import ctranslate2  # noqa: F401
+        engines = ["pytorch", "ctranslate2"]
+    except ImportError:
+        engines = ["pytorch"]
+        print("ctranslate2 is not installed: CTranslate2 cases skipped (pip install 'vanilla-transformer[ctranslate2]')")
     peaks = {dt: matmul_peak(dt) for dt in dtypes}
     print("matmul peak: " + ", ".join(f"{dt} {peak / 1e9:.0f} GFLOP/s" for dt, peak in peaks.items()))
     results = []
     for preset in presets:
         shape = shape_of(preset)
-        for task, dtype, reference in CASES:
-            if (args.tasks and task not in args.tasks) or dtype not in dtypes:
+        for task, dtype, reference, engine, compute_type in CASES:
+            if (args.tasks and task not in args.tasks) or dtype not in dtypes or engine not in engines:
                 continue
-            ours_runs, ref_runs = [], []
+            ours_runs, ref_runs, ref_ct2_runs = [], [], []
+            base = dict(task=task, dtype=dtype, shape=shape, reps=args.reps)
+            ct2 = dict(engine=engine, compute_type=compute_type)
+            models = [(dict(base, model="ours", **ct2), ours_runs), (dict(base, model=reference), ref_runs)]
+            if engine == "ctranslate2":
+                models.append((dict(base, model=reference, **ct2), ref_ct2_runs))
             for _ in range(rounds):  # alternate the models
-                for name, runs in (("ours", ours_runs), (reference, ref_runs)):
-                    runs.append(measure(dict(task=task, dtype=dtype, model=name, shape=shape, reps=args.reps)))
+                for spec, runs in models:
+                    runs.append(measure(spec))
             ours = statistics.median(r["value"] for r in ours_runs)
             ref = statistics.median(r["value"] for r in ref_runs)
-            row = dict(task=task, preset=preset, dtype=dtype, ours=ours, reference=ref,
+            ref_ct2 = statistics.median(r["value"] for r in ref_ct2_runs) if ref_ct2_runs else None
+            row = dict(task=task, preset=preset, dtype=dtype, engine=engine, compute_type=compute_type,
+                       ours=ours, reference=ref,
                        reference_name={"marian": "MarianMTModel", "bart": "BartForConditionalGeneration",
                                        "bert": "BertForTokenClassification"}[reference],
                        unit=UNITS[task], ratio=ours / ref,
                        peak_rss_mb_ours=max(r["peak_rss_mb"] for r in ours_runs),
                        peak_rss_mb_reference=max(r["peak_rss_mb"] for r in ref_runs),
-                       peak_tensor_mb_ours=max(r["peak_tensor_mb"] for r in ours_runs),
+                       reference_ctranslate2=ref_ct2, ratio_ctranslate2=ours / ref_ct2 if ref_ct2 else None,
+                       peak_tensor_mb_ours=None if engine == "ctranslate2" else max(r["peak_tensor_mb"] for r in ours_runs),
                        peak_tensor_mb_reference=max(r["peak_tensor_mb"] for r in ref_runs),
                        mfu_ours=statistics.median(r["flops"] for r in ours_runs) / peaks[dtype])
             results.append(row)
             spread = [f"{min(r['value'] for r in runs):.1f}-{max(r['value'] for r in runs):.1f}"
                       for runs in (ours_runs, ref_runs)]  # across rounds: how noisy the machine was
-            print(f"{preset:5s} {task:20s} {dtype:4s} ours {ours:9.1f} {row['unit']:11s} "
-                  f"{row['reference_name']:28s} {ref:9.1f}  ratio {row['ratio']:.2f}  "
-                  f"RSS {row['peak_rss_mb_ours']:.0f}/{row['peak_rss_mb_reference']:.0f} MB  "
-                  f"tensors {row['peak_tensor_mb_ours']:.0f}/{row['peak_tensor_mb_reference']:.0f} MB  "
+            served = "" if engine == "pytorch" else f" ctranslate2 {compute_type}"
+            versus_ct2 = "" if ref_ct2 is None else f"  vs Marian in ctranslate2 {ref_ct2:.1f}: {ours / ref_ct2:.2f}"
+            tensors = ("" if row["peak_tensor_mb_ours"] is None else
+                       f"tensors {row['peak_tensor_mb_ours']:.0f}/{row['peak_tensor_mb_reference']:.0f} MB  ")
+            print(f"{preset:5s} {task:20s} {dtype:4s}{served} ours {ours:9.1f} {row['unit']:11s} "
+                  f"{row['reference_name']:28s} {ref:9.1f}  ratio {row['ratio']:.2f}{versus_ct2}  "
+                  f"RSS {row['peak_rss_mb_ours']:.0f}/{row['peak_rss_mb_reference']:.0f} MB  {tensors}"
                   f"MFU {row['mfu_ours'] * 100:.1f}%  rounds: ours {spread[0]}, reference {spread[1]}", flush=True)
     os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
     with open(args.output, "w") as f:

@@ -11,8 +11,15 @@ import pytest
 from conftest import ROOT
 from vanilla_transformer.training import native_bf16
 
-KEYS = {"task", "preset", "dtype", "ours", "reference", "reference_name", "unit", "ratio", "peak_rss_mb_ours",
-        "peak_rss_mb_reference", "peak_tensor_mb_ours", "peak_tensor_mb_reference", "mfu_ours"}
+try:
+    import ctranslate2  # noqa: F401
+    CTRANSLATE2 = True
+except ImportError:
+    CTRANSLATE2 = False
+
+KEYS = {"task", "preset", "dtype", "engine", "compute_type", "ours", "reference", "reference_name", "unit", "ratio",
+        "reference_ctranslate2", "ratio_ctranslate2", "peak_rss_mb_ours", "peak_rss_mb_reference",
+        "peak_tensor_mb_ours", "peak_tensor_mb_reference", "mfu_ours"}
 
 
 def test_quick_benchmark_results_file(tmp_path):
@@ -21,11 +28,15 @@ def test_quick_benchmark_results_file(tmp_path):
                            str(out)], capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = json.loads(out.read_text())
-    bf16 = {("train", "bf16", "MarianMTModel"), ("greedy", "bf16", "MarianMTModel")}
-    assert {(r["task"], r["dtype"], r["reference_name"]) for r in rows} == {
-        ("train", "fp32", "MarianMTModel"), ("greedy", "fp32", "MarianMTModel"), ("beam", "fp32", "MarianMTModel"),
-        ("train", "fp32", "BartForConditionalGeneration"), ("greedy", "fp32", "BartForConditionalGeneration"),
-        ("token_classification", "fp32", "BertForTokenClassification")} | (bf16 if native_bf16("cpu") else set())
+    bf16 = {("train", "bf16", "MarianMTModel", None), ("greedy", "bf16", "MarianMTModel", None)}
+    ct2 = {(task, "fp32", "MarianMTModel", compute_type) for task in ("greedy", "beam") for compute_type in
+           ("float32", "int8")}
+    assert {(r["task"], r["dtype"], r["reference_name"], r["compute_type"]) for r in rows} == {
+        ("train", "fp32", "MarianMTModel", None), ("greedy", "fp32", "MarianMTModel", None),
+        ("beam", "fp32", "MarianMTModel", None), ("train", "fp32", "BartForConditionalGeneration", None),
+        ("greedy", "fp32", "BartForConditionalGeneration", None),
+        ("token_classification", "fp32", "BertForTokenClassification", None)} | (
+        bf16 if native_bf16("cpu") else set()) | (ct2 if CTRANSLATE2 else set())
     # bf16 cases are skipped exactly where bf16 matrix products are not native (and the run says so)
     assert ("bf16 cases skipped" in proc.stdout) == (not native_bf16("cpu"))
     assert proc.stdout.count("rounds: ours") == len(rows)  # each case prints its spread across rounds
@@ -33,10 +44,18 @@ def test_quick_benchmark_results_file(tmp_path):
         assert set(row) == KEYS
         assert row["preset"] == "tiny"
         assert row["ours"] > 0 and row["reference"] > 0
+        assert row["engine"] == ("pytorch" if row["compute_type"] is None else "ctranslate2")
         assert row["ratio"] == pytest.approx(row["ours"] / row["reference"])
         assert row["unit"] == ("sentences/s" if row["task"] in ("greedy", "beam") else "tokens/s")
         assert row["peak_rss_mb_ours"] > 50 and row["peak_rss_mb_reference"] > 50
-        for side in ("ours", "reference"):  # tensors of one repetition: something, and less than the whole process
+        sides = ("ours", "reference")
+        if row["engine"] == "ctranslate2":  # also against Marian served by CTranslate2; its memory is not torch's
+            assert row["reference_ctranslate2"] > 0 and row["peak_tensor_mb_ours"] is None
+            assert row["ratio_ctranslate2"] == pytest.approx(row["ours"] / row["reference_ctranslate2"])
+            sides = ("reference",)
+        else:
+            assert row["reference_ctranslate2"] is None and row["ratio_ctranslate2"] is None
+        for side in sides:  # tensors of one repetition: something, and less than the whole process
             assert 0 < row[f"peak_tensor_mb_{side}"] < row[f"peak_rss_mb_{side}"]
         assert 0 < row["mfu_ours"] < 1
 
