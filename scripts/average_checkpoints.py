@@ -1,75 +1,12 @@
 #!/usr/bin/env python
-"""Average the weights of the last N checkpoints of a run (the paper, section 6.1: "averaging the last 5
-checkpoints") into a model directory that loads like any other.
+"""Average the weights of a run's last N checkpoints (the paper, section 6.1).
 
-    python scripts/average_checkpoints.py outputs/multi30k --last 5 --output_dir outputs/multi30k/averaged
-
-The output directory gets the averaged `model.safetensors` (written to a temporary name, then renamed) plus the config,
-generation config, tokenizer and code files of the newest checkpoint.
+The same as `vanilla-transformer average-checkpoints --help` once the package is installed (`pip install -e .`).
 """
 
-import argparse
-import os
-import re
-import shutil
 import sys
 
-import torch
-from safetensors.torch import load_file, save_file
-
-WEIGHTS = "model.safetensors"
-
-
-def checkpoints(run_dir: str) -> list[str]:
-    """The run's `checkpoint-STEP` directories that hold weights, oldest first."""
-    if not os.path.isdir(run_dir):
-        raise ValueError(f"{run_dir!r} is not a directory.")
-    found = [(int(m.group(1)), os.path.join(run_dir, name)) for name in os.listdir(run_dir)
-             if (m := re.fullmatch(r"checkpoint-(\d+)", name)) and os.path.isfile(os.path.join(run_dir, name, WEIGHTS))]
-    return [path for _, path in sorted(found)]
-
-
-def average(paths: list[str]) -> dict[str, torch.Tensor]:
-    """Element-wise mean (in fp32, cast back to each tensor's dtype) of the checkpoints' weights."""
-    total, reference = None, None
-    for path in paths:
-        state = load_file(os.path.join(path, WEIGHTS))
-        if total is None:
-            reference = {k: v.dtype for k, v in state.items()}
-            total = {k: v.float().clone() for k, v in state.items()}
-            continue
-        if state.keys() != total.keys():
-            raise ValueError(f"{path} holds different weights ({sorted(state.keys() ^ total.keys())[:3]}...).")
-        for key, value in state.items():
-            if value.shape != total[key].shape:
-                raise ValueError(f"{path}: {key} has shape {tuple(value.shape)}, not {tuple(total[key].shape)}.")
-            total[key] += value.float()
-    return {k: (v / len(paths)).to(reference[k]).contiguous() for k, v in total.items()}
-
-
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("run_dir", help="a training output directory with checkpoint-* subdirectories")
-    parser.add_argument("--last", type=int, default=5, help="how many of the newest checkpoints to average")
-    parser.add_argument("--output_dir", required=True)
-    args = parser.parse_args(argv)
-    if args.last < 1:
-        raise ValueError(f"--last must be at least 1, got {args.last}.")
-    paths = checkpoints(args.run_dir)[-args.last:]
-    if not paths:
-        raise ValueError(f"No checkpoint-* directory with {WEIGHTS} in {args.run_dir!r}.")
-    averaged = average(paths)
-    os.makedirs(args.output_dir, exist_ok=True)
-    newest = paths[-1]
-    for name in os.listdir(newest):  # config, generation config, tokenizer, code (not optimizer/scheduler/RNG state)
-        if name.endswith((".json", ".py", ".txt", ".model")) and not name.startswith(("trainer_state", "rng_state")):
-            shutil.copy2(os.path.join(newest, name), os.path.join(args.output_dir, name))
-    temporary = os.path.join(args.output_dir, WEIGHTS + ".tmp")
-    save_file(averaged, temporary, metadata={"format": "pt"})
-    os.replace(temporary, os.path.join(args.output_dir, WEIGHTS))
-    print(f"Averaged {len(paths)} checkpoints ({', '.join(os.path.basename(p) for p in paths)}) -> {args.output_dir}")
-    return paths
-
+from vanilla_transformer.average_checkpoints import main
 
 if __name__ == "__main__":
     sys.exit(0 if main() else 1)

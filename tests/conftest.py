@@ -1,4 +1,5 @@
 import os
+import random
 import sys
 
 import pytest
@@ -86,3 +87,71 @@ def randomize_deviations(model):
                 buffer[:, 5:] = 0
                 buffer[torch.rand(buffer.shape[0], generator=g) < 0.5, 0] = 1
                 buffer[:4, 0] = 1
+
+
+# ------------------------------------------------------------------------------------------------------ shared data
+
+WORDS_DE = "ein hund eine katze der mann die frau läuft sitzt spielt im park auf dem gras mit einem ball".split()
+EN = {"ein": "a", "hund": "dog", "eine": "a", "katze": "cat", "der": "the", "mann": "man", "die": "the",
+      "frau": "woman", "läuft": "runs", "sitzt": "sits", "spielt": "plays", "im": "in the", "park": "park",
+      "auf": "on", "dem": "the", "gras": "grass", "mit": "with", "einem": "a", "ball": "ball"}
+
+
+def write_parallel(directory, n=64, seed=0):
+    rng = random.Random(seed)
+    for split, count in (("train", n), ("validation", 10), ("test", 10)):
+        de = [" ".join(rng.choice(WORDS_DE) for _ in range(rng.randint(3, 7))) for _ in range(count)]
+        (directory / f"{split}.de").write_text("\n".join(s.capitalize() + "." for s in de) + "\n", encoding="utf-8")
+        (directory / f"{split}.en").write_text(
+            "\n".join(" ".join(EN[w] for w in s.split()).capitalize() + "." for s in de) + "\n", encoding="utf-8")
+    return directory
+
+
+def translation_args(data_dir, out, *extra):
+    return ["--train_file", str(data_dir / "train"), "--validation_file", str(data_dir / "validation"),
+            "--test_file", str(data_dir / "test"), "--source_lang", "de", "--target_lang", "en",
+            "--output_dir", str(out), "--config_name", "tiny", "--config_overrides", "dropout=0.0",
+            "--vocab_size", "80", "--max_steps", "6", "--per_device_train_batch_size", "8",
+            "--per_device_eval_batch_size", "4", "--generation_max_length", "12", "--warmup_steps", "2",
+            "--logging_steps", "1", "--save_strategy", "no", "--disable_tqdm", "true", "--seed", "1", *extra]
+
+
+def write_conll(path, sentences):
+    path.write_text("-DOCSTART- -X- -X- O\n\n" + "\n".join(
+        "".join(f"{w} {'NNP' if w[0].isupper() else 'NN'} {'O' if t == 'O' else 'B-NP'} {t}\n"
+                for w, t in zip(words, tags)) for words, tags in sentences))
+
+
+NER_SENTENCES = [
+    (["Anna", "lives", "in", "Berlin", "."], ["B-PER", "O", "O", "B-LOC", "O"]),
+    (["Acme", "Corp", "hired", "Ben", "Miller"], ["B-ORG", "I-ORG", "O", "B-PER", "I-PER"]),
+    (["Paris", "is", "big"], ["B-LOC", "O", "O"]),
+]
+
+
+def ner_args(tmp_path, out, *extra):
+    write_conll(tmp_path / "train.txt", NER_SENTENCES * 10)
+    write_conll(tmp_path / "valid.txt", NER_SENTENCES)
+    return ["--train_file", str(tmp_path / "train.txt"), "--validation_file", str(tmp_path / "valid.txt"),
+            "--test_file", str(tmp_path / "valid.txt"), "--output_dir", str(out), "--config_name", "tiny",
+            "--vocab_size", "60", "--max_steps", "6", "--per_device_train_batch_size", "8", "--warmup_steps", "2",
+            "--save_strategy", "no", "--disable_tqdm", "true", *extra]
+
+
+# A small model on the demo task with strings of 1-10 symbols: ~20 s of training, ~100% exact match on held-out strings.
+DEMO_FLAGS = ["--config_overrides", "d_model=64,encoder_ffn_dim=256,decoder_ffn_dim=256,encoder_layers=2,"
+              "decoder_layers=2,dropout=0.0,normalize_before=true", "--max_steps", "600", "--warmup_steps", "60",
+              "--per_device_train_batch_size", "64", "--learning_rate", "3e-3", "--demo_max_length", "10",
+              "--demo_train_examples", "20000", "--demo_eval_examples", "200", "--generation_max_length", "16",
+              "--disable_tqdm", "true", "--bf16", "false", "--do_predict", "false"]
+
+
+@pytest.fixture(scope="session")
+def small_demo_model(tmp_path_factory):
+    """A translation model trained on the demo task (shared by the deployment and documentation tests)."""
+    from vanilla_transformer import run_translation
+
+    out = tmp_path_factory.mktemp("demo") / "model"
+    metrics = run_translation.main(["--output_dir", str(out), *DEMO_FLAGS])
+    assert metrics["eval_exact_match"] >= 0.95
+    return out

@@ -9,7 +9,6 @@ import pytest
 import torch
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-from conftest import ROOT
 from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration, data
 from vanilla_transformer.cli import main as cli
 
@@ -17,24 +16,6 @@ ctranslate2 = pytest.importorskip("ctranslate2")
 
 from vanilla_transformer.ctranslate2_converter import export_ctranslate2, model_spec  # noqa: E402
 from vanilla_transformer.translate import make_translator, read_lines, translate_lines  # noqa: E402
-
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
-import run_translation  # noqa: E402
-
-# A small model on the demo task with strings of 1-10 symbols: ~20 s of training, ~100% exact match.
-DEMO_FLAGS = ["--config_overrides", "d_model=64,encoder_ffn_dim=256,decoder_ffn_dim=256,encoder_layers=2,"
-              "decoder_layers=2,dropout=0.0,normalize_before=true", "--max_steps", "600", "--warmup_steps", "60",
-              "--per_device_train_batch_size", "64", "--learning_rate", "3e-3", "--demo_max_length", "10",
-              "--demo_train_examples", "20000", "--demo_eval_examples", "200", "--generation_max_length", "16",
-              "--disable_tqdm", "true", "--bf16", "false", "--do_predict", "false"]
-
-
-@pytest.fixture(scope="module")
-def demo_model(tmp_path_factory):
-    out = tmp_path_factory.mktemp("demo") / "model"
-    metrics = run_translation.main(["--output_dir", str(out), *DEMO_FLAGS])
-    assert metrics["eval_exact_match"] >= 0.95
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -55,21 +36,21 @@ def ct2_outputs(model_dir, sources, **kwargs):
     return translate_lines(make_translator(model_dir, "ctranslate2", max_new_tokens=16, **kwargs), sources)
 
 
-def test_float32_export_decodes_like_generate(demo_model, held_out, tmp_path):
-    before = {k: v.clone() for k, v in AutoModelForSeq2SeqLM.from_pretrained(demo_model).state_dict().items()}
-    exported = export_ctranslate2(demo_model, tmp_path / "ct2")
+def test_float32_export_decodes_like_generate(small_demo_model, held_out, tmp_path):
+    before = {k: v.clone() for k, v in AutoModelForSeq2SeqLM.from_pretrained(small_demo_model).state_dict().items()}
+    exported = export_ctranslate2(small_demo_model, tmp_path / "ct2")
     assert {"config.json", "model.bin", "shared_vocabulary.json", "tokenizer.json"} <= set(os.listdir(exported))
-    assert ct2_outputs(exported, held_out) == pytorch_outputs(demo_model, held_out)  # greedy: every sentence
+    assert ct2_outputs(exported, held_out) == pytorch_outputs(small_demo_model, held_out)  # greedy: every sentence
     beam_ct2 = ct2_outputs(exported, held_out, num_beams=4)
-    beam_pt = pytorch_outputs(demo_model, held_out, num_beams=4)
+    beam_pt = pytorch_outputs(small_demo_model, held_out, num_beams=4)
     assert sum(a == b for a, b in zip(beam_ct2, beam_pt)) >= 0.99 * len(held_out)
-    after = AutoModelForSeq2SeqLM.from_pretrained(demo_model).state_dict()
+    after = AutoModelForSeq2SeqLM.from_pretrained(small_demo_model).state_dict()
     assert all(torch.equal(before[k], after[k]) for k in before)  # the saved model is untouched
 
 
-def test_int8_is_as_accurate_and_leaves_the_model_unchanged(demo_model, held_out, tmp_path):
-    model = AutoModelForSeq2SeqLM.from_pretrained(demo_model).eval()
-    tokenizer = AutoTokenizer.from_pretrained(demo_model)
+def test_int8_is_as_accurate_and_leaves_the_model_unchanged(small_demo_model, held_out, tmp_path):
+    model = AutoModelForSeq2SeqLM.from_pretrained(small_demo_model).eval()
+    tokenizer = AutoTokenizer.from_pretrained(small_demo_model)
     weights = {k: v.clone() for k, v in model.state_dict().items()}
     from vanilla_transformer.ctranslate2_converter import VanillaTransformerConverter
 
@@ -77,7 +58,7 @@ def test_int8_is_as_accurate_and_leaves_the_model_unchanged(demo_model, held_out
                                                                                  quantization="int8")
     assert all(torch.equal(weights[k], v) for k, v in model.state_dict().items())  # quantised copies only
     truth = [data.demo_translate(s) for s in held_out]
-    fp32 = sum(h == t for h, t in zip(pytorch_outputs(demo_model, held_out), truth)) / len(truth)
+    fp32 = sum(h == t for h, t in zip(pytorch_outputs(small_demo_model, held_out), truth)) / len(truth)
     int8 = sum(h == t for h, t in zip(ct2_outputs(out, held_out), truth)) / len(truth)
     assert int8 >= fp32 - 0.01, (int8, fp32)
 
@@ -124,25 +105,25 @@ def test_every_supported_shape_decodes_like_generate(overrides, tmp_path):
         assert result.hypotheses[0] == names
 
 
-def test_translate_command_keeps_order_and_empty_lines(demo_model, tmp_path, capsys):
+def test_translate_command_keeps_order_and_empty_lines(small_demo_model, tmp_path, capsys):
     sources = ["abc", "", "1234567890", "z", "", "q0"]
     (tmp_path / "src.txt").write_text("\n".join(sources) + "\n", encoding="utf-8")
     expected = [data.demo_translate(s) if s else "" for s in sources]
     for engine in ("pytorch", "ctranslate2"):
         out = tmp_path / f"{engine}.txt"
-        assert cli(["translate", str(demo_model), "--input", str(tmp_path / "src.txt"), "--output", str(out),
+        assert cli(["translate", str(small_demo_model), "--input", str(tmp_path / "src.txt"), "--output", str(out),
                     "--engine", engine, "--batch_size", "2", "--quiet"]) == 0
         assert out.read_text(encoding="utf-8").split("\n")[:-1] == expected, engine
         assert "4 sentences in" in capsys.readouterr().err
     exported = tmp_path / "exported"
-    assert cli(["export-ctranslate2", str(demo_model), str(exported), "--quantization", "int8"]) == 0
+    assert cli(["export-ctranslate2", str(small_demo_model), str(exported), "--quantization", "int8"]) == 0
     proc = subprocess.run([sys.executable, "-m", "vanilla_transformer.cli", "translate", str(exported), "--quiet"],
                           input="abc\n\nz\n", capture_output=True, text=True, timeout=300)  # stdin -> stdout, auto engine
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == f"{data.demo_translate('abc')}\n\n{data.demo_translate('z')}\n"
 
 
-def test_translate_bad_input_is_named(demo_model, tmp_path, capsys):
+def test_translate_bad_input_is_named(small_demo_model, tmp_path, capsys):
     assert cli(["translate", str(tmp_path / "missing"), "--input", "-"]) == 2
     assert "does not exist" in capsys.readouterr().err
     tagger = tmp_path / "tagger"
@@ -155,9 +136,9 @@ def test_translate_bad_input_is_named(demo_model, tmp_path, capsys):
     assert "not a translation model" in capsys.readouterr().err
     bad = tmp_path / "bad.txt"
     bad.write_bytes(b"abc\ndef\n\xff\xfeoops\n")
-    assert cli(["translate", str(demo_model), "--input", str(bad), "--quiet"]) == 2
+    assert cli(["translate", str(small_demo_model), "--input", str(bad), "--quiet"]) == 2
     assert "bad.txt, line 3: not valid UTF-8" in capsys.readouterr().err
     with pytest.raises(ValueError, match="line 3"):
         read_lines(str(bad))
-    assert cli(["export-ctranslate2", str(demo_model), str(tmp_path)]) == 2  # exists: not overwritten
+    assert cli(["export-ctranslate2", str(small_demo_model), str(tmp_path)]) == 2  # exists: not overwritten
     assert "already exists" in capsys.readouterr().err

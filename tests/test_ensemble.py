@@ -8,7 +8,8 @@ import torch
 from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForTokenClassification
 from vanilla_transformer.ensemble import TokenClassificationEnsemble
 
-from test_scripts import ner_args, run_ner
+from conftest import ner_args
+from vanilla_transformer import run_ner
 
 
 def tagger(seed, **overrides):

@@ -16,11 +16,9 @@ from transformers import AutoModelForSeq2SeqLM, AutoModelForTokenClassification,
 
 from conftest import BLOCK_PACKAGE, ROOT
 from hub_server import serve
-from test_scripts import ner_args, translation_args, write_parallel
+from conftest import ner_args, translation_args, write_parallel
 
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
-import run_ner  # noqa: E402
-import run_translation  # noqa: E402
+from vanilla_transformer import run_ner, run_translation
 
 
 @pytest.fixture(scope="module")

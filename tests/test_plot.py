@@ -1,16 +1,11 @@
 """scripts/plot.py writes real pictures: PNG files with content, for curves, attention maps and positions."""
 
-import os
-import sys
 
 import matplotlib.image as mpimg
 
-from conftest import ROOT
-from test_scripts import translation_args, write_parallel
+from conftest import translation_args, write_parallel
 
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
-import plot  # noqa: E402
-import run_translation  # noqa: E402
+from vanilla_transformer import plot, run_translation
 
 
 def assert_picture(path):

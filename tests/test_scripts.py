@@ -15,38 +15,10 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForSeq2SeqLM, AutoModelForTokenClassification, AutoTokenizer
 
-from conftest import ROOT, SHARED_DATA
+from conftest import ROOT, SHARED_DATA, ner_args, translation_args, write_conll, write_parallel
 from vanilla_transformer import VanillaTransformerForConditionalGeneration
 
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
-import run_ner  # noqa: E402
-import run_translation  # noqa: E402
-import average_checkpoints  # noqa: E402
-
-WORDS_DE = "ein hund eine katze der mann die frau läuft sitzt spielt im park auf dem gras mit einem ball".split()
-EN = {"ein": "a", "hund": "dog", "eine": "a", "katze": "cat", "der": "the", "mann": "man", "die": "the",
-      "frau": "woman", "läuft": "runs", "sitzt": "sits", "spielt": "plays", "im": "in the", "park": "park",
-      "auf": "on", "dem": "the", "gras": "grass", "mit": "with", "einem": "a", "ball": "ball"}
-
-
-def write_parallel(directory, n=64, seed=0):
-    rng = random.Random(seed)
-    for split, count in (("train", n), ("validation", 10), ("test", 10)):
-        de = [" ".join(rng.choice(WORDS_DE) for _ in range(rng.randint(3, 7))) for _ in range(count)]
-        (directory / f"{split}.de").write_text("\n".join(s.capitalize() + "." for s in de) + "\n", encoding="utf-8")
-        (directory / f"{split}.en").write_text(
-            "\n".join(" ".join(EN[w] for w in s.split()).capitalize() + "." for s in de) + "\n", encoding="utf-8")
-    return directory
-
-
-def translation_args(data_dir, out, *extra):
-    return ["--train_file", str(data_dir / "train"), "--validation_file", str(data_dir / "validation"),
-            "--test_file", str(data_dir / "test"), "--source_lang", "de", "--target_lang", "en",
-            "--output_dir", str(out), "--config_name", "tiny", "--config_overrides", "dropout=0.0",
-            "--vocab_size", "80", "--max_steps", "6", "--per_device_train_batch_size", "8",
-            "--per_device_eval_batch_size", "4", "--generation_max_length", "12", "--warmup_steps", "2",
-            "--logging_steps", "1", "--save_strategy", "no", "--disable_tqdm", "true", "--seed", "1", *extra]
-
+from vanilla_transformer import average_checkpoints, run_ner, run_translation
 
 def test_run_translation_end_to_end(tmp_path):
     data_dir = write_parallel(tmp_path)
@@ -113,28 +85,6 @@ def test_run_translation_bad_arguments(tmp_path):
     (data_dir / "validation.en").write_text("only one line\n")
     with pytest.raises(ValueError, match="validation.de has 10 lines but .*validation.en has 1"):
         run_translation.main(translation_args(data_dir, tmp_path / "o"))
-
-
-def write_conll(path, sentences):
-    path.write_text("-DOCSTART- -X- -X- O\n\n" + "\n".join(
-        "".join(f"{w} {'NNP' if w[0].isupper() else 'NN'} {'O' if t == 'O' else 'B-NP'} {t}\n"
-                for w, t in zip(words, tags)) for words, tags in sentences))
-
-
-NER_SENTENCES = [
-    (["Anna", "lives", "in", "Berlin", "."], ["B-PER", "O", "O", "B-LOC", "O"]),
-    (["Acme", "Corp", "hired", "Ben", "Miller"], ["B-ORG", "I-ORG", "O", "B-PER", "I-PER"]),
-    (["Paris", "is", "big"], ["B-LOC", "O", "O"]),
-]
-
-
-def ner_args(tmp_path, out, *extra):
-    write_conll(tmp_path / "train.txt", NER_SENTENCES * 10)
-    write_conll(tmp_path / "valid.txt", NER_SENTENCES)
-    return ["--train_file", str(tmp_path / "train.txt"), "--validation_file", str(tmp_path / "valid.txt"),
-            "--test_file", str(tmp_path / "valid.txt"), "--output_dir", str(out), "--config_name", "tiny",
-            "--vocab_size", "60", "--max_steps", "6", "--per_device_train_batch_size", "8", "--warmup_steps", "2",
-            "--save_strategy", "no", "--disable_tqdm", "true", *extra]
 
 
 @pytest.mark.parametrize("extra", [("--label_all_tokens", "true"),

@@ -25,9 +25,33 @@ def translate_command(args) -> None:
         print(json.dumps(stats), file=sys.stderr)
 
 
+# Commands with their own argument parsers (HfArgumentParser dataclasses): the rest of the command line is theirs.
+PASSTHROUGH = {
+    "train-translation": ("run_translation", "Train and evaluate a translation model (Seq2SeqTrainer; flags as in "
+                                             "transformers' run_translation.py). No data flags: the demo task."),
+    "train-ner": ("run_ner", "Train and evaluate a named-entity tagger (Trainer; flags as in transformers' run_ner.py)."),
+    "average-checkpoints": ("average_checkpoints", "Average the weights of a run's last N checkpoints."),
+    "plot": ("plot", "PNG pictures: training curves, attention heatmaps, the position encoding."),
+    "push": ("push_to_hub", "Push a saved model directory to the Hugging Face Hub."),
+}
+
+
+def run_passthrough(name: str, argv: list[str]) -> int:
+    import importlib
+
+    module = importlib.import_module(f".{PASSTHROUGH[name][0]}", __package__)
+    sys.argv[0] = f"vanilla-transformer {name}"  # what their --help shows as the program
+    result = module.main(argv)
+    if name == "average-checkpoints":
+        return 0 if result else 1
+    return result if isinstance(result, int) else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vanilla-transformer", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (_, help_text) in PASSTHROUGH.items():
+        commands.add_parser(name, help=help_text, add_help=False)
 
     export = commands.add_parser("export-ctranslate2", help="Export a saved translation model to CTranslate2.",
                                  description="Convert a saved translation model (a directory or Hub id) to a "
@@ -65,6 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in PASSTHROUGH:
+        return run_passthrough(argv[0], argv[1:])
     args = build_parser().parse_args(argv)
     try:
         args.func(args)

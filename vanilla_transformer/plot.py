@@ -1,0 +1,124 @@
+"""PNG pictures of a run and a model:
+
+    python scripts/plot.py curves   OUTPUT_DIR                  # loss / eval curves from trainer_state.json
+    python scripts/plot.py attention MODEL_DIR "source sentence" # encoder self, decoder self and cross attention
+    python scripts/plot.py positions [--d_model 128 --length 100] # the sinusoidal position encoding (section 3.5)
+
+Each writes PNG files (default: next to the input, or --out DIR) and prints their paths.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import torch
+
+
+def plot_curves(run_dir: str, out_dir: str) -> list[str]:
+    path = os.path.join(run_dir, "trainer_state.json")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path} not found: plot curves of a directory a training run wrote.")
+    with open(path) as f:
+        history = json.load(f)["log_history"]
+    train = [(h["step"], h["loss"]) for h in history if "loss" in h]
+    evals = {k: [(h["step"], h[k]) for h in history if k in h]
+             for k in {k for h in history for k in h if k.startswith("eval_") and isinstance(h[k], (int, float))}
+             if k not in ("eval_runtime", "eval_samples_per_second", "eval_steps_per_second")}
+    fig, axes = plt.subplots(1, 1 + bool(evals), figsize=(11 if evals else 6, 4), squeeze=False)
+    ax = axes[0][0]
+    if train:
+        ax.plot(*zip(*train), label="train loss")
+    if evals.get("eval_loss"):
+        ax.plot(*zip(*evals.pop("eval_loss")), "o-", label="eval loss")
+    ax.set_xlabel("step"), ax.set_ylabel("loss"), ax.set_yscale("log"), ax.legend(), ax.grid(alpha=0.3)
+    if evals:
+        ax = axes[0][1]
+        for key, points in sorted(evals.items()):
+            if points:
+                ax.plot(*zip(*points), "o-", label=key)
+        ax.set_xlabel("step"), ax.set_title("evaluation"), ax.legend(), ax.grid(alpha=0.3)
+    fig.tight_layout()
+    target = os.path.join(out_dir, "curves.png")
+    fig.savefig(target, dpi=120)
+    return [target]
+
+
+def plot_attention(model_dir: str, text: str, out_dir: str) -> list[str]:
+    import vanilla_transformer  # noqa: F401  (registers the Auto classes)
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForSeq2SeqLM.from_pretrained(model_dir, attn_implementation="eager").eval()
+    enc = tokenizer([text], return_tensors="pt", return_token_type_ids=False)
+    with torch.no_grad():
+        generated = model.generate(**enc, max_new_tokens=64, num_beams=1)
+        out = model(**enc, decoder_input_ids=generated, output_attentions=True)
+    src = tokenizer.convert_ids_to_tokens(enc["input_ids"][0])
+    tgt = tokenizer.convert_ids_to_tokens(generated[0])
+    paths = []
+    for name, maps, rows, cols in (("encoder_self", out.encoder_attentions, src, src),
+                                   ("decoder_self", out.decoder_attentions, tgt, tgt),
+                                   ("cross", out.cross_attentions, tgt, src)):
+        layers = len(maps)
+        fig, axes = plt.subplots(1, layers, figsize=(4 * layers, 4), squeeze=False)
+        for i, attn in enumerate(maps):  # (1, H, T, S): average the heads
+            ax = axes[0][i]
+            ax.imshow(attn[0].mean(0).float().numpy(), cmap="viridis", vmin=0)
+            ax.set_title(f"{name} layer {i + 1}")
+            if len(cols) <= 50:
+                ax.set_xticks(range(len(cols)), cols, rotation=90, fontsize=6)
+                ax.set_yticks(range(len(rows)), rows, fontsize=6)
+        fig.tight_layout()
+        target = os.path.join(out_dir, f"attention_{name}.png")
+        fig.savefig(target, dpi=120)
+        paths.append(target)
+    return paths
+
+
+def plot_positions(d_model: int, length: int, out_dir: str) -> list[str]:
+    from .modeling_vanilla_transformer import VanillaTransformerPositionalEmbedding
+
+    table = VanillaTransformerPositionalEmbedding.sinusoidal_table(length, d_model)
+    fig, ax = plt.subplots(figsize=(8, 4))
+    image = ax.imshow(table.numpy(), aspect="auto", cmap="RdBu", vmin=-1, vmax=1)
+    ax.set_xlabel("dimension"), ax.set_ylabel("position"), ax.set_title("sinusoidal position encoding")
+    fig.colorbar(image)
+    fig.tight_layout()
+    target = os.path.join(out_dir, "positions.png")
+    fig.savefig(target, dpi=120)
+    return [target]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="what", required=True)
+    p = sub.add_parser("curves")
+    p.add_argument("run_dir")
+    p = sub.add_parser("attention")
+    p.add_argument("model_dir")
+    p.add_argument("text")
+    p = sub.add_parser("positions")
+    p.add_argument("--d_model", type=int, default=128)
+    p.add_argument("--length", type=int, default=100)
+    for p in sub.choices.values():
+        p.add_argument("--out", default=None, help="Directory for the PNG files")
+    args = parser.parse_args(argv)
+    out = args.out or getattr(args, "run_dir", None) or getattr(args, "model_dir", None) or "."
+    os.makedirs(out, exist_ok=True)
+    if args.what == "curves":
+        paths = plot_curves(args.run_dir, out)
+    elif args.what == "attention":
+        paths = plot_attention(args.model_dir, args.text, out)
+    else:
+        paths = plot_positions(args.d_model, args.length, out)
+    print("\n".join(paths))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
