@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-# The CPU wheel of torch 2.13.0 lies on our machines; pyproject.toml keeps a range for users.
+# The tested torch (a CPU build); pyproject.toml keeps a range for users. Override: make TORCH_PIN=torch==X.Y.Z ...
 TORCH_PIN ?= torch==2.13.0
 
 .PHONY: setup demo test test-latest test-slow benchmark recipe-multi30k recipe-conll clean
@@ -21,7 +21,7 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 setup: $(VENV)/.installed
 
 demo: setup
-	$(PY) scripts/run_translation.py --output_dir outputs/demo
+	$(VENV)/bin/vanilla-transformer train-translation --output_dir outputs/demo
 
 test: setup
 	$(PY) -m pytest -q tests
@@ -37,7 +37,7 @@ test-latest:
 test-slow: setup
 	VT_SLOW=1 $(PY) -m pytest -q tests -m slow
 
-# The quality recipes (README "Results"): real data from $(DATA), about an hour of training each on a 2-core CPU.
+# The quality recipes (docs/results.md): real data from $(DATA) (override: make recipe-conll DATA=path).
 recipe-multi30k: setup
 	PY=$(PY) recipes/multi30k.sh $(DATA) outputs/multi30k
 

@@ -2,7 +2,7 @@
 # CoNLL-2003 English NER from random initialization on a 2-core CPU: one tagger per seed in SEEDS (default two)
 # trained at the same time, each on its own core, then evaluated as one ensemble (`run_ner.py --ensemble_with`: the
 # members' emission and transition scores averaged). Each member also learns the file's POS and chunk columns
-# (--auxiliary_columns, training only). Measured: see README "Results".
+# (--auxiliary_columns, training only). Results: docs/results.md.
 # Usage: [SEEDS="42 7"] [THREADS=cores/members] recipes/conll.sh [DATA_DIR] [OUTPUT_DIR] [extra run_ner.py flags...]
 # DATA_DIR holds conll2003/{train,validation}.txt (default ../shared/data). Extra flags go to every member's training
 # (a repeated flag replaces the recipe's). Writes OUTPUT_DIR/member1.. (model, tokenizer, model card, metrics, the
@@ -11,6 +11,7 @@
 set -euo pipefail
 DATA=${1:-../shared/data}; OUT=${2:-outputs/conll}; shift $(( $# < 2 ? $# : 2 ))
 PY=${PY:-python}
+[ -f "$DATA/conll2003/train.txt" ] || { echo "error: $DATA/conll2003/train.txt not found: give the data directory as the first argument (make recipe-conll DATA=path)" >&2; exit 2; }
 # bf16 autocast where the CPU has native bf16 matrix products (AVX-512/AMX); fp32 elsewhere (~60x faster there)
 BF16=${BF16:-$("$PY" -c "from vanilla_transformer.training import native_bf16; print(str(native_bf16()).lower())")}
 read -r -a SEEDS <<< "${SEEDS:-42 7}"

@@ -267,6 +267,8 @@ def main(argv=None):
     parser.add_argument("--rounds", type=int, default=2, help="Alternations ours/reference per case")
     parser.add_argument("--reps", type=int, default=5, help="Timed repetitions per child (>= 5)")
     parser.add_argument("--tasks", nargs="+", default=None, help="Only these tasks")
+    parser.add_argument("--engines", nargs="+", default=["pytorch", "ctranslate2"], choices=["pytorch", "ctranslate2"],
+                        help="Only the cases that serve our model with these engines")
     parser.add_argument("--output", default="results.json")
     parser.add_argument("--_child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -286,9 +288,9 @@ def main(argv=None):
         print("no native bf16 matrix products on this CPU (no AVX-512/AMX): bf16 cases skipped")
     try:
         import ctranslate2  # noqa: F401
-        engines = ["pytorch", "ctranslate2"]
+        engines = args.engines
     except ImportError:
-        engines = ["pytorch"]
+        engines = [e for e in args.engines if e == "pytorch"]
         print("ctranslate2 is not installed: CTranslate2 cases skipped (pip install 'vanilla-transformer[ctranslate2]')")
     peaks = {dt: matmul_peak(dt) for dt in dtypes}
     print("matmul peak: " + ", ".join(f"{dt} {peak / 1e9:.0f} GFLOP/s" for dt, peak in peaks.items()))

@@ -138,6 +138,25 @@ def ner_args(tmp_path, out, *extra):
             "--save_strategy", "no", "--disable_tqdm", "true", *extra]
 
 
+def f1_of_predictions_file(path) -> float:
+    """seqeval's strict IOB2 entity F1 of a predictions file (`token gold predicted` per line, a blank line between
+    sentences), computed independently of the training command's metric."""
+    from seqeval.metrics import f1_score
+    from seqeval.scheme import IOB2
+
+    gold, pred = [[]], [[]]
+    for line in open(path, encoding="utf-8"):
+        if line.strip():
+            _, g, p = line.split()
+            gold[-1].append(g)
+            pred[-1].append(p)
+        elif gold[-1]:
+            gold.append([])
+            pred.append([])
+    gold, pred = [s for s in gold if s], [s for s in pred if s]
+    return f1_score(gold, pred, mode="strict", scheme=IOB2), len(gold)
+
+
 # A small model on the demo task with strings of 1-10 symbols: ~20 s of training, ~100% exact match on held-out strings.
 DEMO_FLAGS = ["--config_overrides", "d_model=64,encoder_ffn_dim=256,decoder_ffn_dim=256,encoder_layers=2,"
               "decoder_layers=2,dropout=0.0,normalize_before=true", "--max_steps", "600", "--warmup_steps", "60",

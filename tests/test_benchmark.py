@@ -34,16 +34,14 @@ def quick_benchmark(tmp_path, *extra):
         assert row["preset"] == "tiny"
         assert row["ours"] > 0 and row["reference"] > 0
         assert row["engine"] == ("pytorch" if row["compute_type"] is None else "ctranslate2")
-        assert row["ratio"] == pytest.approx(row["ours"] / row["reference"])
         assert row["unit"] == ("sentences/s" if row["task"] in ("greedy", "beam") else "tokens/s")
         assert row["peak_rss_mb_ours"] > 50 and row["peak_rss_mb_reference"] > 50
         sides = ("ours", "reference")
         if row["engine"] == "ctranslate2":  # also against Marian served by CTranslate2; its memory is not torch's
             assert row["reference_ctranslate2"] > 0 and row["peak_tensor_mb_ours"] is None
-            assert row["ratio_ctranslate2"] == pytest.approx(row["ours"] / row["reference_ctranslate2"])
             sides = ("reference",)
         else:
-            assert row["reference_ctranslate2"] is None and row["ratio_ctranslate2"] is None
+            assert row["reference_ctranslate2"] is None
         for side in sides:  # tensors of one repetition: something, and less than the whole process
             assert 0 < row[f"peak_tensor_mb_{side}"] < row[f"peak_rss_mb_{side}"]
         assert 0 < row["mfu_ours"] < 1

@@ -188,6 +188,39 @@ def test_corrupted_config_names_the_file(saved, damage):
         VanillaTransformerForConditionalGeneration.from_pretrained(path)
 
 
+@pytest.mark.parametrize("name", ["tokenizer.json", "tokenizer_config.json"])
+def test_corrupted_tokenizer_names_the_file(saved, tmp_path, name, capsys):
+    """Through our loader, the training commands (--tokenizer_name) and the translate command."""
+    from vanilla_transformer.cli import main as cli
+    from vanilla_transformer.tokenization import load_tokenizer, train_tokenizer
+
+    _, path = saved
+    train_tokenizer(["ein hund", "a dog"] * 20, vocab_size=40).save_pretrained(path)
+    damaged = path / name
+    damaged.write_bytes(damaged.read_bytes()[:40])
+    with pytest.raises(OSError, match=f"{name} is truncated or corrupted"):
+        load_tokenizer(str(path))
+    (tmp_path / "in.txt").write_text("ein hund\n", encoding="utf-8")
+    assert cli(["translate", str(path), "--input", str(tmp_path / "in.txt"), "--engine", "pytorch"]) == 2
+    assert f"{name} is truncated or corrupted" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("damage", ["trainer_state.json", "model.safetensors"])
+def test_corrupted_checkpoint_on_resume_names_the_file(tmp_path, damage):
+    from conftest import translation_args, write_parallel
+    from vanilla_transformer import run_translation
+
+    data_dir = write_parallel(tmp_path)
+    out = tmp_path / "out"
+    args = translation_args(data_dir, out, "--do_train", "--max_steps", "4", "--save_strategy", "steps",
+                            "--save_steps", "2")
+    run_translation.main(args)
+    damaged = out / "checkpoint-4" / damage
+    damaged.write_bytes(damaged.read_bytes()[: damaged.stat().st_size // 2])
+    with pytest.raises(ValueError, match=f"checkpoint-4/{damage} is truncated or corrupted"):
+        run_translation.main(args + ["--resume_from_checkpoint", "true"])
+
+
 def test_pickled_weights_refused_unless_opted_in(saved):
     model, path = saved
     (path / "model.safetensors").unlink()

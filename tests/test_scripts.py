@@ -3,19 +3,17 @@ resume after a kill; two-process data parallelism equals one process."""
 
 import json
 import os
-import random
 import shutil
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForSeq2SeqLM, AutoModelForTokenClassification, AutoTokenizer
 
-from conftest import ROOT, SHARED_DATA, ner_args, translation_args, write_conll, write_parallel
+from conftest import ROOT, SHARED_DATA, f1_of_predictions_file, ner_args, translation_args, write_conll, write_parallel
 from vanilla_transformer import VanillaTransformerForConditionalGeneration
 
 from vanilla_transformer import average_checkpoints, run_ner, run_translation
@@ -137,29 +135,47 @@ def _script_cmd(*args):
     return [sys.executable, os.path.join(ROOT, "scripts", "run_translation.py"), *args]
 
 
-def test_resume_after_kill(tmp_path):
-    data_dir = write_parallel(tmp_path, n=128)
+# Runs the translation command with a fault injected: the process kills itself (SIGKILL, as a power cut would) when
+# the checkpoint named in argv[1] is about to be renamed into place ("staged": written but not yet visible) or just
+# after ("renamed").
+KILL_DURING_SAVE = """
+import os, signal, sys
+target, when = sys.argv.pop(1), sys.argv.pop(1)
+real_replace = os.replace
+def replace(src, dst, *args, **kwargs):
+    if os.path.basename(dst) == target and when == "staged":
+        os.kill(os.getpid(), signal.SIGKILL)
+    real_replace(src, dst, *args, **kwargs)
+    if os.path.basename(dst) == target and when == "renamed":
+        os.kill(os.getpid(), signal.SIGKILL)
+os.replace = replace
+from vanilla_transformer.run_translation import main
+main(sys.argv[1:])
+"""
+
+
+@pytest.mark.parametrize("when, visible", [("staged", ["checkpoint-10"]), ("renamed", ["checkpoint-10", "checkpoint-20"])])
+def test_resume_after_kill_during_save(tmp_path, when, visible):
+    """Killed while saving checkpoint-20: before its rename only whole earlier checkpoints are visible, after it
+    checkpoint-20 too; `--resume_from_checkpoint true` continues from the newest whole one to the end."""
+    data_dir = write_parallel(tmp_path, n=64)
     out = tmp_path / "out"
-    args = translation_args(data_dir, out, "--do_train", "--max_steps", "300", "--save_strategy", "steps",
+    args = translation_args(data_dir, out, "--do_train", "--max_steps", "30", "--save_strategy", "steps",
                             "--save_steps", "10", "--save_total_limit", "3", "--per_device_train_batch_size", "4")
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    proc = subprocess.Popen(_script_cmd(*args), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.time() + 240
-    while time.time() < deadline and not (out / "checkpoint-10" / "trainer_state.json").exists():
-        time.sleep(0.2)
-        assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
-    time.sleep(random.uniform(0.0, 1.5))
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    checkpoints = sorted(p for p in out.iterdir() if p.name.startswith("checkpoint-"))
-    assert checkpoints and not (out / "model.safetensors").exists()
+    killed = subprocess.run([sys.executable, "-c", KILL_DURING_SAVE, "checkpoint-20", when, *args], env=env,
+                            capture_output=True, text=True, timeout=400)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith("checkpoint-")) == visible
+    assert not (out / "model.safetensors").exists()
+    for name in visible:
+        AutoModelForSeq2SeqLM.from_pretrained(out / name)  # every visible checkpoint is whole
     resumed = subprocess.run(_script_cmd(*args, "--resume_from_checkpoint", "true"), env=env,
                              capture_output=True, text=True, timeout=400)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    state = json.loads((out / "trainer_state.json").read_text())
-    assert state["global_step"] == 300
-    for ckpt in (p for p in out.iterdir() if p.name.startswith("checkpoint-")):
-        AutoModelForSeq2SeqLM.from_pretrained(ckpt)  # every remaining checkpoint loads
+    assert f"from checkpoint {out / visible[-1]}" in resumed.stderr + resumed.stdout
+    assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 30
+    assert not (out / ".staging").exists() or not any((out / ".staging").iterdir())
 
 
 def test_two_processes_match_one(tmp_path):
@@ -216,7 +232,8 @@ def test_real_data_smoke_ner(tmp_path):
         "--output_dir", str(tmp_path / "o"), "--config_name", "tiny", "--vocab_size", "500",
         "--max_train_samples", "256", "--max_eval_samples", "16", "--max_steps", "3", "--do_train", "--do_eval",
         "--save_strategy", "no", "--disable_tqdm", "true"])
-    assert metrics["eval_samples"] == 16 and 0.0 <= metrics["eval_f1"] <= 1.0
+    f1, sentences = f1_of_predictions_file(tmp_path / "o" / "predictions_validation.txt")
+    assert metrics["eval_samples"] == sentences == 16 and metrics["eval_f1"] == pytest.approx(f1)
 
 
 def test_average_checkpoints(tmp_path, tiny_config):

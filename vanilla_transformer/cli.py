@@ -95,7 +95,7 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
         args.func(args)
-    except (FileNotFoundError, FileExistsError, ValueError, ImportError) as error:
+    except (OSError, ValueError, ImportError) as error:
         print(f"vanilla-transformer {args.command}: error: {error}", file=sys.stderr)
         return 2
     return 0

@@ -27,6 +27,7 @@ except ImportError:  # an optional extra: say how to get it when it is used
     Converter = object
 
 from .modeling_vanilla_transformer import VanillaTransformerPositionalEmbedding
+from .tokenization import load_tokenizer
 
 INSTALL_HINT = "CTranslate2 is not installed: pip install 'vanilla-transformer[ctranslate2]' (or pip install ctranslate2)."
 ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "gelu_new": "GELUTanh", "gelu_pytorch_tanh": "GELUTanh",
@@ -71,8 +72,6 @@ class VanillaTransformerConverter(Converter):
 
     def load(self):
         """The model (eval mode) and tokenizer to convert."""
-        from transformers import AutoTokenizer
-
         from . import VanillaTransformerForConditionalGeneration
         from .configuration_vanilla_transformer import VanillaTransformerConfig
 
@@ -86,7 +85,7 @@ class VanillaTransformerConverter(Converter):
                 raise ValueError(f"{path!r} holds a {', '.join(config.architectures)}, not a translation model "
                                  "(VanillaTransformerForConditionalGeneration): only translation models export.")
             model = VanillaTransformerForConditionalGeneration.from_pretrained(path)
-            tokenizer = tokenizer or AutoTokenizer.from_pretrained(path)
+            tokenizer = tokenizer or load_tokenizer(path)
         if tokenizer is None:
             raise ValueError("Converting a loaded model needs its tokenizer (tokenizer=...).")
         if not hasattr(model, "lm_head"):

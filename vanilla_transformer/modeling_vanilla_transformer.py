@@ -149,88 +149,6 @@ class VanillaTransformerEmbedding(nn.Module):
         return F.dropout(hidden, p=self.dropout, training=self.training)
 
 
-class VanillaTransformerRelativePositionBias(nn.Module):
-    """Deviation, off by default (`relative_attention_max_distance=0`): a learned scalar per head and clipped signed
-    distance j - i in [-k, k], added to the self-attention scores of every layer of a stack (relative positions as in
-    Shaw et al., 2018, shared across layers as in T5; direction-aware, which TENER found to matter for tagging). It
-    gives the model the locality bias that small datasets such as CoNLL-2003 lack; it starts at zero (the paper)."""
-
-    def __init__(self, config: VanillaTransformerConfig, num_heads: int):
-        super().__init__()
-        self.max_distance = config.relative_attention_max_distance
-        self.weight = nn.Parameter(torch.zeros(2 * self.max_distance + 1, num_heads))
-
-    def forward(self, query_length: int, key_length: int, past_length: int = 0, device=None) -> torch.Tensor:
-        query_pos = torch.arange(past_length, past_length + query_length, device=device)[:, None]  # (T, 1)
-        key_pos = torch.arange(key_length, device=device)[None, :]  # (1, S)
-        distance = (key_pos - query_pos).clamp(-self.max_distance, self.max_distance) + self.max_distance  # (T, S)
-        return self.weight[distance].permute(2, 0, 1).unsqueeze(0)  # (1, H, T, S)
-
-
-WORD_START = "\u2581"  # the "▁" our Metaspace tokenizers put before each word
-
-
-class VanillaTransformerCharacterFeatures(nn.Module):
-    """Deviation, off by default (`char_cnn_dim=0`): character-level word features added to the encoder's token
-    embeddings, as in the from-scratch taggers of Ma & Hovy (2016) and Lample et al. (2016). Sub-word embeddings of rare
-    or unseen words are barely trained; their spelling (capitals, digits, suffixes) still says a lot.
-
-    The characters of every vocabulary entry live in the buffer `token_chars` (vocab_size, MAX_CHARS) of byte codes,
-    filled from the tokenizer by `set_token_characters` and saved with the weights, so the model still takes only
-    `input_ids`. A CNN (width 3) over each sub-token's characters, max-pooled over characters, then max-pooled over
-    the sub-tokens of one word (a word starts at a "▁"-marked or special token) gives every sub-token its whole word's
-    features, projected to d_model. Encoder only: in the decoder, pooling over a word would look ahead.
-    """
-
-    MAX_CHARS, CHAR_DIM, NUM_CODES = 16, 32, 256  # code 0 = no character, 1 = word start, 255 = any non-Latin-1
-
-    def __init__(self, config: VanillaTransformerConfig):
-        super().__init__()
-        self.register_buffer("token_chars", torch.zeros(config.vocab_size, self.MAX_CHARS, dtype=torch.uint8))
-        self.embed_chars = nn.Embedding(self.NUM_CODES, self.CHAR_DIM, padding_idx=0)
-        self.conv = nn.Conv1d(self.CHAR_DIM, config.char_cnn_dim, kernel_size=3, padding=1)
-        self.proj = nn.Linear(config.char_cnn_dim, config.d_model)
-
-    @classmethod
-    def encode(cls, token: str, special: bool) -> list[int]:
-        """A vocabulary entry as character codes: a word-start code for "▁" or a special token, then its characters
-        (Latin-1 code points; others share code 255), cut at MAX_CHARS."""
-        starts = special or token.startswith(WORD_START)
-        text = token[1:] if token.startswith(WORD_START) else token
-        codes = [1] * starts + [ord(c) if 1 < ord(c) < cls.NUM_CODES - 1 else cls.NUM_CODES - 1 for c in text]
-        return codes[: cls.MAX_CHARS]
-
-    @torch.no_grad()
-    def set_token_characters(self, tokens: list[str], special_ids) -> None:
-        """Fill the table from the vocabulary (`tokens[i]` is the string of id i)."""
-        if len(tokens) > self.token_chars.shape[0]:
-            raise ValueError(f"The vocabulary has {len(tokens)} tokens but the model's vocab_size is "
-                             f"{self.token_chars.shape[0]}.")
-        table = torch.zeros_like(self.token_chars)
-        for i, token in enumerate(tokens):
-            codes = self.encode(token, i in special_ids)
-            table[i, : len(codes)] = torch.tensor(codes, dtype=table.dtype)
-        self.token_chars.copy_(table)
-
-    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
-        ids, inverse = input_ids.unique(return_inverse=True)  # each distinct token once; sorted
-        if ids[-1] >= self.token_chars.shape[0]:
-            raise ValueError(f"Token id {ids[-1].item()} has no row in the character table of "
-                             f"{self.token_chars.shape[0]} tokens; call model.set_token_characters(tokenizer).")
-        chars = self.token_chars[ids].long()  # (U, C)
-        empty = ~chars.any(1)
-        if empty.any():
-            raise ValueError(f"Token ids {ids[empty][:5].tolist()} have no characters in the table (char_cnn_dim > 0 "
-                             "needs it): call model.set_token_characters(tokenizer) before training or inference.")
-        per_char = F.relu(self.conv(self.embed_chars(chars).transpose(1, 2)))  # (U, F, C)
-        per_token = per_char.masked_fill((chars == 0).unsqueeze(1), 0).amax(-1)[inverse]  # (B, T, F), all >= 0
-        word = (chars[:, 0] == 1)[inverse].cumsum(1)  # (B, T) word index in the row (0: before any start)
-        word = word.unsqueeze(-1).expand_as(per_token)
-        per_word = per_token.new_zeros(word.shape[0], word.shape[1] + 1, per_token.shape[-1])  # (B, T + 1, F)
-        per_word = per_word.scatter_reduce(1, word, per_token, "amax")
-        return self.proj(per_word.gather(1, word))  # (B, T, D): each sub-token gets its word's features
-
-
 # ----------------------------------------------------------------------------------------------------------------------
 # Attention (section 3.2)
 
@@ -242,7 +160,7 @@ def make_attention_mask(
     causal: bool = False,
     past_length: int = 0,
     device=None,
-    position_bias: VanillaTransformerRelativePositionBias | None = None,
+    position_bias: nn.Module | None = None,  # VanillaTransformerRelativePositionBias
 ) -> torch.Tensor | None:
     """The one mask helper: `attention_mask` (batch, keys) with 1 = attend -> additive mask (batch, 1, queries, keys).
 
@@ -555,9 +473,6 @@ class VanillaTransformerStack(nn.Module):
 
     @property
     def embed_tokens(self) -> nn.Embedding:
-        return self.embed.embed_tokens
-
-    def get_input_embeddings(self):
         return self.embed.embed_tokens
 
 
@@ -913,6 +828,97 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
             encoder_attentions=outputs.encoder_attentions,
         )
         return out if return_dict else out.to_tuple()
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Deviations for small data, off by default: a relative-position bias for self-attention (encoder and decoder) and
+# character features for the encoder. Named-entity recognition uses them; the paper's model has neither.
+
+
+class VanillaTransformerRelativePositionBias(nn.Module):
+    """Deviation, off by default (`relative_attention_max_distance=0`): a learned scalar per head and clipped signed
+    distance j - i in [-k, k], added to the self-attention scores of every layer of a stack (relative positions as in
+    Shaw et al., 2018, shared across layers as in T5; direction-aware, which TENER found to matter for tagging). It
+    gives the model the locality bias that small datasets such as CoNLL-2003 lack; it starts at zero (the paper)."""
+
+    def __init__(self, config: VanillaTransformerConfig, num_heads: int):
+        super().__init__()
+        self.max_distance = config.relative_attention_max_distance
+        self.weight = nn.Parameter(torch.zeros(2 * self.max_distance + 1, num_heads))
+
+    def forward(self, query_length: int, key_length: int, past_length: int = 0, device=None) -> torch.Tensor:
+        query_pos = torch.arange(past_length, past_length + query_length, device=device)[:, None]  # (T, 1)
+        key_pos = torch.arange(key_length, device=device)[None, :]  # (1, S)
+        distance = (key_pos - query_pos).clamp(-self.max_distance, self.max_distance) + self.max_distance  # (T, S)
+        return self.weight[distance].permute(2, 0, 1).unsqueeze(0)  # (1, H, T, S)
+
+
+WORD_START = "\u2581"  # the "▁" our Metaspace tokenizers put before each word
+
+
+class VanillaTransformerCharacterFeatures(nn.Module):
+    """Deviation, off by default (`char_cnn_dim=0`): character-level word features added to the encoder's token
+    embeddings, as in the from-scratch taggers of Ma & Hovy (2016) and Lample et al. (2016). Sub-word embeddings of rare
+    or unseen words are barely trained; their spelling (capitals, digits, suffixes) still says a lot.
+
+    The characters of every vocabulary entry live in the buffer `token_chars` (vocab_size, MAX_CHARS) of byte codes,
+    filled from the tokenizer by `set_token_characters` and saved with the weights, so the model still takes only
+    `input_ids`. A CNN (width 3) over each sub-token's characters, max-pooled over characters, then max-pooled over
+    the sub-tokens of one word (a word starts at a "▁"-marked or special token) gives every sub-token its whole word's
+    features, projected to d_model. Encoder only: in the decoder, pooling over a word would look ahead.
+    """
+
+    MAX_CHARS, CHAR_DIM, NUM_CODES = 16, 32, 256  # code 0 = no character, 1 = word start, 255 = any non-Latin-1
+
+    def __init__(self, config: VanillaTransformerConfig):
+        super().__init__()
+        self.register_buffer("token_chars", torch.zeros(config.vocab_size, self.MAX_CHARS, dtype=torch.uint8))
+        self.embed_chars = nn.Embedding(self.NUM_CODES, self.CHAR_DIM, padding_idx=0)
+        self.conv = nn.Conv1d(self.CHAR_DIM, config.char_cnn_dim, kernel_size=3, padding=1)
+        self.proj = nn.Linear(config.char_cnn_dim, config.d_model)
+
+    @classmethod
+    def encode(cls, token: str, special: bool) -> list[int]:
+        """A vocabulary entry as character codes: a word-start code for "▁" or a special token, then its characters
+        (Latin-1 code points; others share code 255), cut at MAX_CHARS."""
+        starts = special or token.startswith(WORD_START)
+        text = token[1:] if token.startswith(WORD_START) else token
+        codes = [1] * starts + [ord(c) if 1 < ord(c) < cls.NUM_CODES - 1 else cls.NUM_CODES - 1 for c in text]
+        return codes[: cls.MAX_CHARS]
+
+    @torch.no_grad()
+    def set_token_characters(self, tokens: list[str], special_ids) -> None:
+        """Fill the table from the vocabulary (`tokens[i]` is the string of id i)."""
+        if len(tokens) > self.token_chars.shape[0]:
+            raise ValueError(f"The vocabulary has {len(tokens)} tokens but the model's vocab_size is "
+                             f"{self.token_chars.shape[0]}.")
+        table = torch.zeros_like(self.token_chars)
+        for i, token in enumerate(tokens):
+            codes = self.encode(token, i in special_ids)
+            table[i, : len(codes)] = torch.tensor(codes, dtype=table.dtype)
+        self.token_chars.copy_(table)
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        ids, inverse = input_ids.unique(return_inverse=True)  # each distinct token once; sorted
+        if ids[-1] >= self.token_chars.shape[0]:
+            raise ValueError(f"Token id {ids[-1].item()} has no row in the character table of "
+                             f"{self.token_chars.shape[0]} tokens; call model.set_token_characters(tokenizer).")
+        chars = self.token_chars[ids].long()  # (U, C)
+        empty = ~chars.any(1)
+        if empty.any():
+            raise ValueError(f"Token ids {ids[empty][:5].tolist()} have no characters in the table (char_cnn_dim > 0 "
+                             "needs it): call model.set_token_characters(tokenizer) before training or inference.")
+        per_char = F.relu(self.conv(self.embed_chars(chars).transpose(1, 2)))  # (U, F, C)
+        per_token = per_char.masked_fill((chars == 0).unsqueeze(1), 0).amax(-1)[inverse]  # (B, T, F), all >= 0
+        word = (chars[:, 0] == 1)[inverse].cumsum(1)  # (B, T) word index in the row (0: before any start)
+        word = word.unsqueeze(-1).expand_as(per_token)
+        per_word = per_token.new_zeros(word.shape[0], word.shape[1] + 1, per_token.shape[-1])  # (B, T + 1, F)
+        per_word = per_word.scatter_reduce(1, word, per_token, "amax")
+        return self.proj(per_word.gather(1, word))  # (B, T, D): each sub-token gets its word's features
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Named-entity recognition: the encoder alone, with a tagging head (and optionally a CRF)
 
 
 class VanillaTransformerEncoderModel(VanillaTransformerPreTrainedModel):

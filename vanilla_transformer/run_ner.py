@@ -67,7 +67,7 @@ class DataTrainingArguments:
     demo_eval_examples: int = field(default=500, metadata={"help": "Demo task: held-out sentences generated."})
 
 
-NerTrainingArguments = paper_training_defaults(TrainingArguments, "NerTrainingArguments", __name__,
+NerTrainingArguments = paper_training_defaults(TrainingArguments, "NerTrainingArguments", "vanilla_transformer.run_ner",
                                                label_smoothing_factor=0.0, per_device_train_batch_size=32)
 
 
@@ -272,5 +272,7 @@ def main(argv=None):
     return all_metrics
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # python -m: run the imported module's main, whose argument class pickles into checkpoints
+    from vanilla_transformer.run_ner import main as imported_main
+
+    imported_main()

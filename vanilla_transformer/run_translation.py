@@ -71,7 +71,8 @@ class DataTrainingArguments:
     preprocessing_num_workers: int | None = field(default=None, metadata={"help": "Processes for tokenization."})
 
 
-TranslationTrainingArguments = paper_training_defaults(Seq2SeqTrainingArguments, "TranslationTrainingArguments", __name__,
+TranslationTrainingArguments = paper_training_defaults(Seq2SeqTrainingArguments, "TranslationTrainingArguments",
+                                                       "vanilla_transformer.run_translation",
                                                        predict_with_generate=True)
 
 
@@ -227,5 +228,7 @@ def main(argv=None):
     return all_metrics
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # python -m: run the imported module's main, whose argument class pickles into checkpoints
+    from vanilla_transformer.run_translation import main as imported_main
+
+    imported_main()

@@ -1,6 +1,7 @@
 """Train or load the tokenizer: a joint BPE (section 5.1 of the paper: "shared source-target vocabulary") trained with
 `tokenizers` and wrapped as a transformers fast tokenizer, so `AutoTokenizer.from_pretrained(dir)` loads it back."""
 
+import json
 import os
 from collections.abc import Iterable
 
@@ -33,11 +34,25 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = 8000, min_frequency:
     return PreTrainedTokenizerFast(tokenizer_object=tok, model_max_length=model_max_length, **SPECIAL_TOKENS)
 
 
-def load_tokenizer(name_or_path: str, **kwargs):
-    """`AutoTokenizer.from_pretrained` with a clear error for a local path that does not exist."""
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+
+
+def load_tokenizer(name_or_path, **kwargs):
+    """`AutoTokenizer.from_pretrained` with clear errors for a local path that does not exist and for a damaged
+    tokenizer file (naming it)."""
+    name_or_path = os.fspath(name_or_path)
     looks_local = os.path.sep in name_or_path or name_or_path.startswith(".")
     if looks_local and not os.path.isdir(name_or_path):
         raise FileNotFoundError(f"Tokenizer directory {name_or_path!r} does not exist.")
+    if os.path.isdir(name_or_path):
+        for name in TOKENIZER_FILES:
+            path = os.path.join(name_or_path, name)
+            if os.path.isfile(path):
+                try:
+                    with open(path, encoding="utf-8") as f:
+                        json.load(f)
+                except (ValueError, UnicodeDecodeError) as error:
+                    raise OSError(f"{path} is truncated or corrupted (not valid JSON: {error}).") from None
     return AutoTokenizer.from_pretrained(name_or_path, **kwargs)
 
 

@@ -3,6 +3,7 @@ the tokenizer, the paper's optimizer defaults and resuming."""
 
 import ast
 import logging
+import json
 import os
 import shutil
 import sys
@@ -168,7 +169,8 @@ PAPER_TRAINING_DEFAULTS = dict(
 
 def paper_training_defaults(cls, name: str, module: str, **extra_defaults):
     """A subclass of the TrainingArguments class `cls` whose defaults are PAPER_TRAINING_DEFAULTS (+ extra), defined
-    as `module.name` (Trainer pickles its arguments into every checkpoint, so the class must be findable)."""
+    as `module.name`, an importable module (Trainer pickles its arguments into every checkpoint, so the class must be
+    findable also when the command runs as `python -m` or through runpy)."""
     defaults = {**PAPER_TRAINING_DEFAULTS, **extra_defaults}
     parent = {f.name: f for f in fields(cls)}
     new_fields = [(name, parent[name].type, field(default=value, metadata=parent[name].metadata))
@@ -194,10 +196,32 @@ def last_checkpoint(training_args):
         found = get_last_checkpoint(training_args.output_dir) if os.path.isdir(training_args.output_dir) else None
         if found is None:
             raise ValueError(f"--resume_from_checkpoint true: no checkpoint-* directory in {training_args.output_dir}.")
-        return found
+        resume = found
     if not os.path.isdir(resume):
         raise ValueError(f"--resume_from_checkpoint {resume!r} is not a directory.")
+    check_checkpoint_files(resume)
     return resume
+
+
+def check_checkpoint_files(checkpoint: str) -> None:
+    """A damaged checkpoint file (trainer state, weights) is an error naming it, before training starts."""
+    state = os.path.join(checkpoint, "trainer_state.json")
+    try:
+        with open(state, encoding="utf-8") as f:
+            json.load(f)
+    except FileNotFoundError:
+        raise ValueError(f"{state} is missing: {checkpoint} is not a whole checkpoint.") from None
+    except (ValueError, UnicodeDecodeError) as error:
+        raise ValueError(f"{state} is truncated or corrupted ({error}).") from None
+    weights = os.path.join(checkpoint, "model.safetensors")
+    if os.path.isfile(weights):
+        from safetensors import SafetensorError, safe_open
+
+        try:
+            with safe_open(weights, framework="pt"):  # checks the header and that the file holds every tensor
+                pass
+        except (SafetensorError, OSError, ValueError) as error:
+            raise ValueError(f"{weights} is truncated or corrupted ({error}).") from None
 
 
 def write_card_and_push(trainer, training_args, model, task: str, dataset_name: str, train_samples, languages=None,
@@ -334,4 +358,7 @@ def parse_run_arguments(dataclass_types, argv=None, logger=None, defaults_for=No
         training_args.do_train = training_args.do_eval = training_args.do_predict = True
     warn_if_slow_bf16(training_args, logger)
     set_seed(training_args.seed)
-    return model_args, data_args, training_args, last_checkpoint(training_args)
+    resume_from = last_checkpoint(training_args)
+    if resume_from is not None:
+        (logger or logging.getLogger(__name__)).info("Resuming training from checkpoint %s", resume_from)
+    return model_args, data_args, training_args, resume_from

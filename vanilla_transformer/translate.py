@@ -11,6 +11,8 @@ import time
 
 import torch
 
+from .tokenization import load_tokenizer
+
 ENGINES = ("auto", "pytorch", "ctranslate2")
 
 
@@ -40,12 +42,10 @@ class PyTorchTranslator:
     """`model.generate` on batches of sentences."""
 
     def __init__(self, model_dir, num_beams: int = 1, max_new_tokens: int | None = None, device: str = "cpu"):
-        from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+        from .modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
 
-        import vanilla_transformer  # noqa: F401  (registers the Auto classes)
-
-        self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
-        self.model = AutoModelForSeq2SeqLM.from_pretrained(model_dir).to(device).eval()
+        self.tokenizer = load_tokenizer(model_dir)
+        self.model = VanillaTransformerForConditionalGeneration.from_pretrained(model_dir).to(device).eval()
         self.generate_kwargs = dict(num_beams=num_beams, do_sample=False)
         if max_new_tokens is not None:
             self.generate_kwargs["max_new_tokens"] = max_new_tokens
@@ -63,8 +63,6 @@ class CTranslate2Translator:
 
     def __init__(self, model_dir, num_beams: int = 1, max_new_tokens: int | None = None, compute_type: str = "default",
                  threads: int = 0):
-        from transformers import AutoTokenizer
-
         from .ctranslate2_converter import export_ctranslate2, require_ctranslate2
 
         ctranslate2 = require_ctranslate2()
@@ -72,7 +70,7 @@ class CTranslate2Translator:
         if not is_ctranslate2_dir(model_dir):
             self._tmp = tempfile.TemporaryDirectory(prefix="vanilla-ct2-")
             model_dir = export_ctranslate2(model_dir, os.path.join(self._tmp.name, "model"))
-        self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        self.tokenizer = load_tokenizer(model_dir)
         self.translator = ctranslate2.Translator(model_dir, device="cpu", compute_type=compute_type,
                                                  intra_threads=threads or torch.get_num_threads())
         self.options = dict(beam_size=num_beams, min_decoding_length=0, max_decoding_length=max_new_tokens or 256,
