@@ -252,6 +252,35 @@ def run_child(spec: dict) -> dict:
             "flops": analytic_flops(task, shape, batch, src_len, 32) / seconds}
 
 
+def in_process_ab(presets, tasks, alternations: int = 8) -> int:
+    """Ours and Marian (fp32, PyTorch) built in this process and timed alternately: the same allocator and caches."""
+    import torch
+
+    for preset in presets:
+        shape = shape_of(preset)
+        models = {}
+        for name in ("ours", "marian"):
+            torch.manual_seed(0)
+            models[name] = build(name, shape).eval()
+        for task in tasks:
+            if task not in ("greedy", "beam"):
+                continue
+            batch, beams = (32, 1) if task == "greedy" else (8, 4)
+            src = torch.randint(4, VOCAB, (batch, 32), generator=torch.Generator().manual_seed(1))
+            times = {name: [] for name in models}
+            for _ in range(alternations + 1):  # the first alternation warms up
+                for name, model in models.items():
+                    with torch.inference_mode():
+                        start = time.perf_counter()
+                        model.generate(input_ids=src, attention_mask=torch.ones_like(src), max_new_tokens=32,
+                                       min_new_tokens=32, num_beams=beams, do_sample=False, early_stopping=False)
+                        times[name].append(time.perf_counter() - start)
+            ours, marian = (statistics.median(times[n][1:]) * 1000 for n in ("ours", "marian"))
+            print(f"{preset:5s} {task:6s} fp32, one process, {alternations} alternations: ours {ours:.0f} ms, "
+                  f"MarianMTModel {marian:.0f} ms per generate call (ratio {marian / ours:.2f})", flush=True)
+    return 0
+
+
 def measure(spec: dict) -> dict:
     proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--_child", json.dumps(spec)],
                           capture_output=True, text=True, env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
@@ -269,6 +298,9 @@ def main(argv=None):
     parser.add_argument("--tasks", nargs="+", default=None, help="Only these tasks")
     parser.add_argument("--engines", nargs="+", default=["pytorch", "ctranslate2"], choices=["pytorch", "ctranslate2"],
                         help="Only the cases that serve our model with these engines")
+    parser.add_argument("--in_process", action="store_true",
+                        help="Greedy/beam fp32 only: time ours and Marian alternately in ONE process (8 alternations) "
+                             "and print the medians; separates model differences from process-to-process noise")
     parser.add_argument("--output", default="results.json")
     parser.add_argument("--_child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -277,6 +309,8 @@ def main(argv=None):
         return 0
     if args.reps < 5:
         parser.error("--reps must be at least 5")
+    if args.in_process:
+        return in_process_ab(["tiny"] if args.quick else args.presets, args.tasks or ["greedy", "beam"])
     presets = ["tiny"] if args.quick else args.presets
     rounds = 1 if args.quick else args.rounds
     from vanilla_transformer.training import native_bf16
