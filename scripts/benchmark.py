@@ -298,6 +298,8 @@ def main(argv=None):
     parser.add_argument("--tasks", nargs="+", default=None, help="Only these tasks")
     parser.add_argument("--engines", nargs="+", default=["pytorch", "ctranslate2"], choices=["pytorch", "ctranslate2"],
                         help="Only the cases that serve our model with these engines")
+    parser.add_argument("--compute_types", nargs="+", default=["float32", "int8"], choices=["float32", "int8"],
+                        help="CTranslate2 cases: only these compute types")
     parser.add_argument("--in_process", action="store_true",
                         help="Greedy/beam fp32 only: time ours and Marian alternately in ONE process (8 alternations) "
                              "and print the medians; separates model differences from process-to-process noise")
@@ -332,7 +334,8 @@ def main(argv=None):
     for preset in presets:
         shape = shape_of(preset)
         for task, dtype, reference, engine, compute_type in CASES:
-            if (args.tasks and task not in args.tasks) or dtype not in dtypes or engine not in engines:
+            if (args.tasks and task not in args.tasks) or dtype not in dtypes or engine not in engines or (
+                    compute_type is not None and compute_type not in args.compute_types):
                 continue
             ours_runs, ref_runs, ref_ct2_runs = [], [], []
             base = dict(task=task, dtype=dtype, shape=shape, reps=args.reps)
