@@ -18,7 +18,7 @@ def translate_command(args) -> None:
 
     stats = translate_file(args.model_dir, args.input, args.output, engine=args.engine, batch_size=args.batch_size,
                            progress=not args.quiet, num_beams=args.num_beams, max_new_tokens=args.max_new_tokens,
-                           **({"compute_type": args.compute_type} if args.engine != "pytorch" else {}))
+                           compute_type=args.compute_type)
     print(f"{stats['sentences']} sentences in {stats['seconds']:.2f} s: {stats['sentences_per_second']:.1f} "
           "sentences/s", file=sys.stderr)
     if args.stats:

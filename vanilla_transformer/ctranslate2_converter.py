@@ -32,7 +32,6 @@ from .tokenization import load_tokenizer
 INSTALL_HINT = "CTranslate2 is not installed: pip install 'vanilla-transformer[ctranslate2]' (or pip install ctranslate2)."
 ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "gelu_new": "GELUTanh", "gelu_pytorch_tanh": "GELUTanh",
                "silu": "SWISH", "swish": "SWISH", "tanh": "Tanh", "sigmoid": "Sigmoid"}
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 
 
 def require_ctranslate2():
@@ -71,37 +70,28 @@ class VanillaTransformerConverter(Converter):
         self.model_name_or_path, self.model, self.tokenizer = model_name_or_path, model, tokenizer
 
     def load(self):
-        """The model (eval mode) and tokenizer to convert."""
+        """The model (eval mode) and tokenizer to convert, loaded from `model_name_or_path` once."""
         from . import VanillaTransformerForConditionalGeneration
-        from .configuration_vanilla_transformer import VanillaTransformerConfig
+        from .translate import check_translation_model_dir
 
-        model, tokenizer = self.model, self.tokenizer
-        if model is None:
-            path = self.model_name_or_path
-            if os.path.sep in str(path) and not os.path.isdir(path):
-                raise FileNotFoundError(f"Model directory {path!r} does not exist.")
-            config = VanillaTransformerConfig.from_pretrained(path)
-            if config.architectures and "VanillaTransformerForConditionalGeneration" not in config.architectures:
-                raise ValueError(f"{path!r} holds a {', '.join(config.architectures)}, not a translation model "
-                                 "(VanillaTransformerForConditionalGeneration): only translation models export.")
-            model = VanillaTransformerForConditionalGeneration.from_pretrained(path)
-            tokenizer = tokenizer or load_tokenizer(path)
-        if tokenizer is None:
+        if self.model is None:
+            check_translation_model_dir(self.model_name_or_path)
+            self.model = VanillaTransformerForConditionalGeneration.from_pretrained(self.model_name_or_path)
+            self.tokenizer = self.tokenizer or load_tokenizer(self.model_name_or_path)
+        if self.tokenizer is None:
             raise ValueError("Converting a loaded model needs its tokenizer (tokenizer=...).")
-        if not hasattr(model, "lm_head"):
-            raise ValueError(f"{type(model).__name__} is not a translation model; only "
+        if not hasattr(self.model, "lm_head"):
+            raise ValueError(f"{type(self.model).__name__} is not a translation model; only "
                              "VanillaTransformerForConditionalGeneration exports to CTranslate2.")
-        return model.eval(), tokenizer
+        return self.model.eval(), self.tokenizer
 
     def _load(self):  # the hook `Converter.convert` calls
-        model, tokenizer = self.load()
-        return model_spec(model, tokenizer)
+        return model_spec(*self.load())
 
     def convert(self, output_dir, vmap=None, quantization=None, force=False):
         """`Converter.convert`, then the tokenizer saved next to the CTranslate2 model."""
         output_dir = super().convert(output_dir, vmap=vmap, quantization=quantization, force=force)
-        tokenizer = self.tokenizer if self.tokenizer is not None else self.load()[1]
-        tokenizer.save_pretrained(output_dir)
+        self.load()[1].save_pretrained(output_dir)
         return output_dir
 
 

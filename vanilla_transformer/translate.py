@@ -126,16 +126,15 @@ def read_lines(path: str | None) -> list[str]:
     """Lines of a UTF-8 file (or of stdin for None or "-"); a byte sequence that is not UTF-8 raises naming the line."""
     raw = sys.stdin.buffer.read() if path in (None, "-") else open(path, "rb").read()
     name = "<stdin>" if path in (None, "-") else path
-    lines = raw.split(b"\n")
-    if lines and lines[-1] == b"":
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = raw[: error.start].count(b"\n") + 1
+        raise ValueError(f"{name}, line {line}: not valid UTF-8 ({error.reason}).") from None
+    lines = text.split("\n")  # only newlines end a line: a U+2028 inside a sentence must not split it
+    if lines[-1] == "":
         lines.pop()
-    text = []
-    for number, line in enumerate(lines, start=1):
-        try:
-            text.append(line.decode("utf-8").rstrip("\r"))
-        except UnicodeDecodeError as error:
-            raise ValueError(f"{name}, line {number}: not valid UTF-8 ({error.reason} at byte {error.start}).") from None
-    return text
+    return [line.rstrip("\r") for line in lines]
 
 
 def write_lines(path: str | None, lines: list[str]) -> None:
