@@ -8,7 +8,7 @@ TORCH_PIN ?= torch==2.13.0
 .PHONY: setup demo test test-latest test-slow benchmark recipe-multi30k recipe-conll clean
 DATA ?= ../shared/data
 
-EXTRAS := test,plot,tensorboard,ctranslate2
+EXTRAS := test,plot,tensorboard,ctranslate2,demo
 LATEST_VENV ?= .venv-latest
 
 # The tested versions of every dependency (constraints.txt): a reproducible set-up.

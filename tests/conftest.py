@@ -174,3 +174,21 @@ def small_demo_model(tmp_path_factory):
     metrics = run_translation.main(["--output_dir", str(out), *DEMO_FLAGS])
     assert metrics["eval_exact_match"] >= 0.95
     return out
+
+
+# A small tagger on the demo NER task (person, place and organisation names): ~20 s of training, F1 ~1.0.
+NER_DEMO_FLAGS = ["--config_overrides", "d_model=64,encoder_layers=2,encoder_ffn_dim=128,dropout=0.0",
+                  "--max_steps", "150", "--warmup_steps", "20", "--learning_rate", "3e-3", "--demo_train_examples",
+                  "2000", "--demo_eval_examples", "100", "--disable_tqdm", "true", "--bf16", "false",
+                  "--do_predict", "false"]
+
+
+@pytest.fixture(scope="session")
+def small_ner_model(tmp_path_factory):
+    """A tagger trained on the demo NER task (shared by the demo-page tests)."""
+    from vanilla_transformer import run_ner
+
+    out = tmp_path_factory.mktemp("ner") / "model"
+    metrics = run_ner.main(["--output_dir", str(out), *NER_DEMO_FLAGS])
+    assert metrics["eval_f1"] >= 0.95
+    return out

@@ -14,12 +14,14 @@ from urllib.parse import unquote, urlparse
 import yaml
 
 REPO = r"(?P<repo>[^/]+(?:/[^/]+)?)"
+KIND = r"(?P<kind>models|spaces|datasets)"  # the API's plural; repositories of other kinds are keyed "spaces/ID"
 REV = r"(?P<rev>[^/]+)"
 
 
 class Repo:
-    def __init__(self):
+    def __init__(self, settings=None):
         self.commits = []  # list of (sha, message, {path: bytes}), newest last
+        self.settings = settings or {}  # the create request (type, sdk, private, ...)
 
     def files(self, rev="main"):
         if not self.commits:
@@ -30,6 +32,10 @@ class Repo:
             if sha == rev:
                 return sha, files
         return None, None
+
+
+def key(kind, repo_id):
+    return repo_id if kind in (None, "models") else f"{kind}/{repo_id}"
 
 
 class HubState:
@@ -104,22 +110,22 @@ class Handler(BaseHTTPRequestHandler):
         if path == "/api/whoami-v2":
             return self._send(200, {"type": "user", "name": "tester", "fullname": "Tester", "orgs": [],
                                     "auth": {"type": "access_token", "accessToken": {"role": "write"}}})
-        m = re.fullmatch(rf"/api/models/{REPO}(?:/revision/{REV})?", path)
+        m = re.fullmatch(rf"/api/{KIND}/{REPO}(?:/revision/{REV})?", path)
         if m:
-            return self._model_info(m["repo"], m["rev"] or "main")
-        m = re.fullmatch(rf"/api/models/{REPO}/tree/{REV}(?P<sub>/.*)?", path)
+            return self._model_info(key(m["kind"], m["repo"]), m["rev"] or "main")
+        m = re.fullmatch(rf"/api/{KIND}/{REPO}/tree/{REV}(?P<sub>/.*)?", path)
         if m:
-            return self._tree(m["repo"], m["rev"], (m["sub"] or "").strip("/"))
-        m = re.fullmatch(rf"/api/models/{REPO}/commits/{REV}", path)
+            return self._tree(key(m["kind"], m["repo"]), m["rev"], (m["sub"] or "").strip("/"))
+        m = re.fullmatch(rf"/api/{KIND}/{REPO}/commits/{REV}", path)
         if m:
-            repo = self._repo(m["repo"])
+            repo = self._repo(key(m["kind"], m["repo"]))
             if repo:
                 self._send(200, [{"id": sha, "title": msg, "message": msg, "authors": [], "date": "2026-01-01T00:00:00Z"}
                                  for sha, msg, _ in reversed(repo.commits)])
             return
-        m = re.fullmatch(rf"/{REPO}/resolve/{REV}/(?P<file>.+)", path)
+        m = re.fullmatch(rf"(?:/(?P<kind>spaces|datasets))?/{REPO}/resolve/{REV}/(?P<file>.+)", path)
         if m:
-            return self._resolve(m["repo"], m["rev"], m["file"])
+            return self._resolve(key(m["kind"], m["repo"]), m["rev"], m["file"])
         self._error(404, f"no route for GET {path}")
 
     def do_POST(self):
@@ -128,12 +134,15 @@ class Handler(BaseHTTPRequestHandler):
         if path == "/api/repos/create":
             payload = json.loads(body or b"{}")
             repo_id = payload["name"] if not payload.get("organization") else f"{payload['organization']}/{payload['name']}"
+            kind = payload.get("type", "model") + "s"
+            if kind == "spaces" and payload.get("sdk") not in ("gradio", "streamlit", "docker", "static"):
+                return self._error(400, f"a Space needs an sdk, got {payload.get('sdk')!r}")
             with self.state.lock:
-                if repo_id in self.state.repos:
-                    return self._send(409, {"error": "You already created this model repo",
+                if key(kind, repo_id) in self.state.repos:
+                    return self._send(409, {"error": "You already created this repo",
                                             "url": f"http://{self.headers['Host']}/{repo_id}"},
                                       {"X-Error-Code": "RepoExists"})
-                self.state.repos[repo_id] = Repo()
+                self.state.repos[key(kind, repo_id)] = Repo(payload)
             return self._send(200, {"url": f"http://{self.headers['Host']}/{repo_id}", "name": repo_id, "id": repo_id})
         if path == "/api/validate-yaml":  # the card's YAML metadata must parse and be a mapping
             content = json.loads(body)["content"]
@@ -143,19 +152,19 @@ class Handler(BaseHTTPRequestHandler):
             except Exception as e:  # noqa: BLE001 - any parse failure is the client's error
                 return self._send(400, {"errors": [{"message": str(e)}]})
             return self._send(200, {"warnings": []})
-        m = re.fullmatch(rf"/api/models/{REPO}/preupload/{REV}", path)
+        m = re.fullmatch(rf"/api/{KIND}/{REPO}/preupload/{REV}", path)
         if m:
-            if self._repo(m["repo"]) is None:
+            if self._repo(key(m["kind"], m["repo"])) is None:
                 return
             files = json.loads(body)["files"]
             return self._send(200, {"files": [{"path": f["path"], "uploadMode": "regular", "shouldIgnore": False}
                                               for f in files], "commitOid": None})
-        m = re.fullmatch(rf"/api/models/{REPO}/commit/{REV}", path)
+        m = re.fullmatch(rf"/api/{KIND}/{REPO}/commit/{REV}", path)
         if m:
-            return self._commit(m["repo"], m["rev"], body)
-        m = re.fullmatch(rf"/api/models/{REPO}/paths-info/{REV}", path)
+            return self._commit(key(m["kind"], m["repo"]), m["rev"], body)
+        m = re.fullmatch(rf"/api/{KIND}/{REPO}/paths-info/{REV}", path)
         if m:
-            found = self._revision(m["repo"], m["rev"])
+            found = self._revision(key(m["kind"], m["repo"]), m["rev"])
             if found is None:
                 return
             _, files = found
@@ -172,6 +181,7 @@ class Handler(BaseHTTPRequestHandler):
         if found is None:
             return
         sha, files = found
+        repo_id = re.sub(r"^(spaces|datasets)/", "", repo_id)
         self._send(200, {"id": repo_id, "modelId": repo_id, "sha": sha, "private": False, "disabled": False,
                          "gated": False, "tags": [], "downloads": 0, "likes": 0, "lastModified": "2026-01-01T00:00:00Z",
                          "createdAt": "2026-01-01T00:00:00Z",

@@ -32,7 +32,8 @@ PASSTHROUGH = {
     "train-ner": ("run_ner", "Train and evaluate a named-entity tagger (Trainer; flags as in transformers' run_ner.py)."),
     "average-checkpoints": ("average_checkpoints", "Average the weights of a run's last N checkpoints."),
     "plot": ("plot", "PNG pictures: training curves, attention heatmaps, the position encoding."),
-    "push": ("push_to_hub", "Push a saved model directory to the Hugging Face Hub."),
+    "push": ("push_to_hub", "Push a saved model directory (or a demo Space) to the Hugging Face Hub."),
+    "demo": ("app", "The demo page in the browser: translation with its attention, entity tagging (Gradio)."),
 }
 
 

@@ -37,12 +37,18 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = 8000, min_frequency:
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 
 
+def looks_local(name_or_path) -> bool:
+    """A path rather than a Hub id ("name" or "owner/name"): it exists, or it is written as a path."""
+    text = os.fspath(name_or_path)
+    return (os.path.exists(text) or text.startswith((".", "/", "~")) or text.count("/") > 1
+            or (os.path.sep != "/" and os.path.sep in text))
+
+
 def load_tokenizer(name_or_path, **kwargs):
     """`AutoTokenizer.from_pretrained` with clear errors for a local path that does not exist and for a damaged
     tokenizer file (naming it)."""
     name_or_path = os.fspath(name_or_path)
-    looks_local = os.path.sep in name_or_path or name_or_path.startswith(".")
-    if looks_local and not os.path.isdir(name_or_path):
+    if looks_local(name_or_path) and not os.path.isdir(name_or_path):
         raise FileNotFoundError(f"Tokenizer directory {name_or_path!r} does not exist.")
     if os.path.isdir(name_or_path):
         for name in TOKENIZER_FILES:

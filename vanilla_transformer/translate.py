@@ -11,7 +11,7 @@ import time
 
 import torch
 
-from .tokenization import load_tokenizer
+from .tokenization import load_tokenizer, looks_local
 
 ENGINES = ("auto", "pytorch", "ctranslate2")
 
@@ -24,7 +24,7 @@ def check_translation_model_dir(path) -> None:
     """A clear error for a missing directory or one that holds something other than a translation model."""
     from transformers import PretrainedConfig
 
-    if os.path.sep in str(path) or os.path.exists(path):
+    if looks_local(path):
         if not os.path.isdir(path):
             raise FileNotFoundError(f"Model directory {str(path)!r} does not exist.")
         if is_ctranslate2_dir(path):
@@ -77,12 +77,16 @@ class CTranslate2Translator:
                             max_input_length=self.tokenizer.model_max_length if self.tokenizer.model_max_length < 1e6
                             else 1024)
 
-    def __call__(self, sentences: list[str]) -> list[str]:
+    def translate_ids(self, sentences: list[str], **options) -> list[list[int]]:
+        """The best hypothesis of each sentence as token ids; `options` override `translate_batch`'s (beam_size, ...)."""
         sources = [self.tokenizer.convert_ids_to_tokens(ids) for ids in
                    self.tokenizer(sentences, truncation=True, return_token_type_ids=False)["input_ids"]]
-        results = self.translator.translate_batch(sources, **self.options)
-        ids = [self.tokenizer.convert_tokens_to_ids(r.hypotheses[0]) for r in results]
-        return self.tokenizer.batch_decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+        results = self.translator.translate_batch(sources, **{**self.options, **options})
+        return [self.tokenizer.convert_tokens_to_ids(r.hypotheses[0]) for r in results]
+
+    def __call__(self, sentences: list[str]) -> list[str]:
+        return self.tokenizer.batch_decode(self.translate_ids(sentences), skip_special_tokens=True,
+                                           clean_up_tokenization_spaces=False)
 
 
 def make_translator(model_dir, engine: str = "auto", **kwargs):

@@ -1,0 +1,307 @@
+"""The demo page: translate a sentence and see the cross-attention, tag the entities of a text (Gradio).
+
+    vanilla-transformer demo outputs/demo [--ner_model outputs/ner] [--port 7860]
+
+Models come from a local directory or a Hub id; a tab shows only when its model is given. Input problems (empty text,
+text longer than the model reads) and a model that fails to load are shown as messages in the page.
+"""
+
+import argparse
+import logging
+import os
+import sys
+
+import torch
+
+from .tokenization import load_tokenizer
+
+logger = logging.getLogger(__name__)
+INSTALL_HINT = "The demo page needs Gradio and matplotlib: pip install 'vanilla-transformer[demo]'."
+ENTITY_COLORS = {"PER": "#f4a261", "LOC": "#2a9d8f", "ORG": "#e9c46a", "MISC": "#8ab17d"}
+AVERAGE = "average"
+
+
+def require_gradio():
+    os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+    try:
+        import gradio
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise ImportError(INSTALL_HINT) from None
+    return gradio
+
+
+def input_limit(tokenizer, config) -> int:
+    """The most tokens the model reads: the learned position table's size, else the tokenizer's maximum."""
+    limit = tokenizer.model_max_length if tokenizer.model_max_length < 1e6 else 1024
+    if config.position_embedding_type == "learned":
+        limit = min(limit, config.max_position_embeddings)
+    return limit
+
+
+def check_text(text: str, tokenizer, limit: int, what: str) -> str | None:
+    """A message for input the model cannot take (empty, too long), or None."""
+    if not text or not text.strip():
+        return f"Type some text to {what}."
+    length = len(tokenizer(text.strip(), return_token_type_ids=False)["input_ids"])
+    if length > limit:
+        return f"The text is {length} tokens long; this model reads at most {limit}. Shorten it."
+    return None
+
+
+def failure(what: str, error: Exception) -> str:
+    """One line for the page; the traceback goes to the server's log only."""
+    logger.exception("%s failed", what)
+    return f"{what} failed: {type(error).__name__}: {error}"
+
+
+class TranslationDemo:
+    """Translation by `generate` (PyTorch) or CTranslate2, and the cross-attention of the result."""
+
+    def __init__(self, model_name_or_path: str, ctranslate2_model: str | None = None):
+        from .modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
+        from .translate import check_translation_model_dir
+
+        check_translation_model_dir(model_name_or_path)
+        self.name = model_name_or_path
+        self.tokenizer = load_tokenizer(model_name_or_path)
+        self.model = VanillaTransformerForConditionalGeneration.from_pretrained(
+            model_name_or_path, attn_implementation="eager").eval()  # eager: the attention weights are returned
+        self.limit = input_limit(self.tokenizer, self.model.config)
+        self.ctranslate2_model, self._ctranslate2 = ctranslate2_model, None
+        self.engines = ["PyTorch"]
+        try:
+            from .ctranslate2_converter import require_ctranslate2
+
+            require_ctranslate2()
+            self.engines.append("CTranslate2")
+        except ImportError:
+            pass
+
+    @property
+    def layers(self) -> list[str]:
+        return [AVERAGE] + [str(i + 1) for i in range(self.model.config.decoder_layers)]
+
+    @property
+    def heads(self) -> list[str]:
+        return [AVERAGE] + [str(i + 1) for i in range(self.model.config.decoder_attention_heads)]
+
+    def ctranslate2(self):
+        """Loaded on first use: the exported directory if given, else converted from the PyTorch model (int8)."""
+        if self._ctranslate2 is None:
+            from .translate import CTranslate2Translator
+
+            self._ctranslate2 = CTranslate2Translator(self.ctranslate2_model or self.name, compute_type="int8")
+        return self._ctranslate2
+
+    @torch.inference_mode()
+    def translate(self, text: str, num_beams: int = 1, max_new_tokens: int = 64, engine: str = "PyTorch") -> dict:
+        """{"translation", "source_tokens", "target_tokens", "attention" (L, H, T, S)} or {"message"}."""
+        message = check_text(text, self.tokenizer, self.limit, "translate")
+        if message:
+            return {"message": message}
+        enc = self.tokenizer([text.strip()], return_tensors="pt", return_token_type_ids=False)
+        if engine == "CTranslate2":
+            ids = self.ctranslate2().translate_ids([text.strip()], beam_size=int(num_beams),
+                                                   max_decoding_length=int(max_new_tokens))[0]
+            start = self.model.generation_config.decoder_start_token_id
+            generated = torch.tensor([[start, *ids]])
+        else:
+            generated = self.model.generate(**enc, num_beams=int(num_beams), max_new_tokens=int(max_new_tokens),
+                                            do_sample=False)
+        # The attention of the shown translation: one teacher-forced pass over its tokens.
+        out = self.model(**enc, decoder_input_ids=generated, output_attentions=True)
+        attention = torch.stack(out.cross_attentions)[:, 0]  # (L, H, T, S)
+        return {"translation": self.tokenizer.decode(generated[0], skip_special_tokens=True,
+                                                     clean_up_tokenization_spaces=False),
+                "source_tokens": self.tokenizer.convert_ids_to_tokens(enc["input_ids"][0]),
+                "target_tokens": self.tokenizer.convert_ids_to_tokens(generated[0]),
+                "attention": attention.float().numpy()}
+
+
+def attention_figure(result: dict | None, layer: str = AVERAGE, head: str = AVERAGE):
+    """A heatmap of cross-attention: target tokens (rows) attending to source tokens (columns)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if not result or "attention" not in result:
+        return None
+    attention = result["attention"]  # (L, H, T, S)
+    attention = attention.mean(0) if layer == AVERAGE else attention[int(layer) - 1]  # (H, T, S)
+    attention = attention.mean(0) if head == AVERAGE else attention[int(head) - 1]  # (T, S)
+    rows, cols = result["target_tokens"], result["source_tokens"]
+    fig, ax = plt.subplots(figsize=(min(12, 2 + 0.35 * len(cols)), min(10, 1.5 + 0.3 * len(rows))))
+    ax.imshow(attention, cmap="viridis", vmin=0, aspect="auto")
+    ax.set_xticks(range(len(cols)), cols, rotation=90, fontsize=8)
+    ax.set_yticks(range(len(rows)), rows, fontsize=8)
+    ax.set_xlabel("source token"), ax.set_ylabel("target token")
+    ax.set_title(f"cross-attention: layer {layer}, head {head}")
+    fig.tight_layout()
+    plt.close(fig)
+    return fig
+
+
+class NerDemo:
+    """The token-classification pipeline: entity spans (grouped) and per-token labels."""
+
+    def __init__(self, model_name_or_path: str):
+        from transformers import pipeline
+
+        from .modeling_vanilla_transformer import VanillaTransformerForTokenClassification
+
+        self.name = model_name_or_path
+        self.tokenizer = load_tokenizer(model_name_or_path)
+        model = VanillaTransformerForTokenClassification.from_pretrained(model_name_or_path).eval()
+        if model.config.architectures and type(model).__name__ not in model.config.architectures:
+            raise ValueError(f"{model_name_or_path!r} holds a {', '.join(model.config.architectures)}, not a tagger "
+                             f"({type(model).__name__}).")
+        self.limit = input_limit(self.tokenizer, model.config)
+        self.pipeline = pipeline("token-classification", model=model, tokenizer=self.tokenizer, device="cpu")
+
+    def tag(self, text: str) -> dict:
+        """{"entities": [{"entity", "start", "end", "word", "score"}], "tokens": [[token, label, score]]} or
+        {"message"}."""
+        message = check_text(text, self.tokenizer, self.limit, "tag")
+        if message:
+            return {"message": message}
+        entities = self.pipeline(text, aggregation_strategy="simple")
+        tokens = self.pipeline(text, aggregation_strategy="none", ignore_labels=[])
+        return {"entities": [{"entity": e["entity_group"], "start": skip_spaces(text, int(e["start"]), int(e["end"])),
+                              "end": int(e["end"]), "word": e["word"], "score": float(e["score"])} for e in entities],
+                "tokens": [[t["word"], t["entity"], round(float(t["score"]), 3)] for t in tokens]}
+
+
+def skip_spaces(text: str, start: int, end: int) -> int:
+    """A span's start after its leading whitespace (word-initial sub-tokens' offsets include the space before)."""
+    while start < end and text[start].isspace():
+        start += 1
+    return start
+
+
+def load_demo(cls, name, *args):
+    """(demo, None) or (None, message) for a model that fails to load."""
+    try:
+        return cls(name, *args), None
+    except Exception as error:  # noqa: BLE001 - any failure becomes a message in the page
+        return None, failure(f"Loading the model {name!r}", error)
+
+
+def translate_tab(gr, name, ctranslate2_model=None):
+    demo, error = load_demo(TranslationDemo, name, ctranslate2_model)
+    if error:
+        gr.Markdown(error, elem_id="translate-status")
+        return
+    gr.Markdown(f"Model: `{name}`. Type a sentence in the source language; the heatmap shows which source tokens "
+                "each target token attends to (decoder cross-attention).")
+    with gr.Row():
+        with gr.Column():
+            source = gr.Textbox(label="Source text", lines=3, elem_id="source")
+            with gr.Row():
+                beams = gr.Slider(1, 8, value=1, step=1, label="Beam size", elem_id="num-beams")
+                max_new = gr.Slider(1, 256, value=min(256, demo.model.generation_config.max_length or 128), step=1,
+                                    label="Maximum length (tokens)", elem_id="max-new-tokens")
+            engine = gr.Radio(demo.engines, value="PyTorch", label="Engine", elem_id="engine")
+            button = gr.Button("Translate", variant="primary", elem_id="translate-button")
+        with gr.Column():
+            status = gr.Markdown("", elem_id="translate-status")
+            translation = gr.Textbox(label="Translation", lines=3, interactive=False, elem_id="translation")
+            with gr.Row():
+                layer = gr.Dropdown(demo.layers, value=AVERAGE, label="Layer", elem_id="layer")
+                head = gr.Dropdown(demo.heads, value=AVERAGE, label="Head", elem_id="head")
+            plot = gr.Plot(label="Cross-attention", elem_id="attention")
+    result = gr.State(None)
+
+    def run(text, num_beams, max_new_tokens, engine_name, layer_name, head_name):
+        try:
+            out = demo.translate(text, num_beams, max_new_tokens, engine_name)
+        except Exception as error:  # noqa: BLE001
+            out = {"message": failure("Translation", error)}
+        if "message" in out:
+            return out["message"], "", None, None
+        return "", out["translation"], out, attention_figure(out, layer_name, head_name)
+
+    inputs = [source, beams, max_new, engine, layer, head]
+    button.click(run, inputs, [status, translation, result, plot], api_name="translate")
+    source.submit(run, inputs, [status, translation, result, plot], api_name=False)
+    for chooser in (layer, head):
+        chooser.change(attention_figure, [result, layer, head], plot, api_name=False)
+
+
+def ner_tab(gr, name):
+    demo, error = load_demo(NerDemo, name)
+    if error:
+        gr.Markdown(error, elem_id="ner-status")
+        return
+    gr.Markdown(f"Model: `{name}`. Type English text; the tagger marks the named entities.")
+    with gr.Row():
+        with gr.Column():
+            text = gr.Textbox(label="Text", lines=3, elem_id="ner-text")
+            button = gr.Button("Tag entities", variant="primary", elem_id="ner-button")
+        with gr.Column():
+            status = gr.Markdown("", elem_id="ner-status")
+            spans = gr.HighlightedText(label="Entities", color_map=ENTITY_COLORS, combine_adjacent=False,
+                                       elem_id="entities")
+            table = gr.Dataframe(headers=["token", "label", "score"], label="Per-token labels", interactive=False,
+                                 elem_id="tokens")
+
+    def run(value):
+        try:
+            out = demo.tag(value)
+        except Exception as error:  # noqa: BLE001
+            out = {"message": failure("Tagging", error)}
+        if "message" in out:
+            return out["message"], None, None
+        highlighted = {"text": value, "entities": [{k: e[k] for k in ("entity", "start", "end")}
+                                                   for e in out["entities"]]}
+        return "", highlighted, out["tokens"]
+
+    button.click(run, text, [status, spans, table], api_name="tag")
+    text.submit(run, text, [status, spans, table], api_name=False)
+
+
+def build_app(translation_model: str | None = None, ner_model: str | None = None,
+              ctranslate2_model: str | None = None):
+    """The Gradio Blocks page: a Translate tab and/or a Tag entities tab."""
+    gr = require_gradio()
+    if not translation_model and not ner_model:
+        raise ValueError("Give a translation model (MODEL_DIR or --translation_model) and/or --ner_model.")
+    with gr.Blocks(title="vanilla-transformer") as app:
+        gr.Markdown("# vanilla-transformer\nThe Transformer of *Attention Is All You Need*, trained from scratch.")
+        with gr.Tabs():
+            if translation_model:
+                with gr.Tab("Translate", id="translate"):
+                    translate_tab(gr, translation_model, ctranslate2_model)
+            if ner_model:
+                with gr.Tab("Tag entities", id="ner"):
+                    ner_tab(gr, ner_model)
+    return app
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="vanilla-transformer demo", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("model_dir", nargs="?", default=None, help="Translation model (directory or Hub id).")
+    parser.add_argument("--translation_model", default=None, help="The same as MODEL_DIR.")
+    parser.add_argument("--ner_model", default=None, help="Named-entity tagger (directory or Hub id).")
+    parser.add_argument("--ctranslate2_model", default=None,
+                        help="An export of the translation model (export-ctranslate2) for the CTranslate2 engine; "
+                             "default: converted on first use (int8) when ctranslate2 is installed.")
+    parser.add_argument("--host", default="127.0.0.1", help="Address to serve on (default: this machine only).")
+    parser.add_argument("--port", type=int, default=7860)
+    args = parser.parse_args(argv)
+    if args.model_dir and args.translation_model and args.model_dir != args.translation_model:
+        parser.error("give the translation model once: MODEL_DIR or --translation_model")
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        app = build_app(args.model_dir or args.translation_model, args.ner_model, args.ctranslate2_model)
+    except (ImportError, ValueError) as error:
+        print(f"vanilla-transformer demo: error: {error}", file=sys.stderr)
+        return 2
+    app.launch(server_name=args.host, server_port=args.port)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
