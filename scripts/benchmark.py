@@ -252,8 +252,10 @@ def run_child(spec: dict) -> dict:
             "flops": analytic_flops(task, shape, batch, src_len, 32) / seconds}
 
 
-def in_process_ab(presets, tasks, alternations: int = 8) -> int:
-    """Ours and Marian (fp32, PyTorch) built in this process and timed alternately: the same allocator and caches."""
+def in_process_ab(presets, tasks, engines=("pytorch",), compute_types=("int8",), alternations: int = 8) -> int:
+    """Every engine's case built in this process and timed in turn, alternation after alternation (the same allocator
+    and caches): ours and Marian in PyTorch fp32, and with --engines ctranslate2 both served by CTranslate2 (ours by
+    our converter, Marian by CTranslate2's). Ratios are to MarianMTModel in PyTorch fp32."""
     import torch
 
     for preset in presets:
@@ -262,22 +264,36 @@ def in_process_ab(presets, tasks, alternations: int = 8) -> int:
         for name in ("ours", "marian"):
             torch.manual_seed(0)
             models[name] = build(name, shape).eval()
+        translators = {f"{name} ctranslate2 {ct}": ctranslate2_translator(name, shape, ct, torch.get_num_threads())
+                       for name in ("ours", "marian") for ct in compute_types if "ctranslate2" in engines}
         for task in tasks:
             if task not in ("greedy", "beam"):
                 continue
             batch, beams = (32, 1) if task == "greedy" else (8, 4)
             src = torch.randint(4, VOCAB, (batch, 32), generator=torch.Generator().manual_seed(1))
-            times = {name: [] for name in models}
+            sources = [[f"t{i}" for i in row] for row in src.tolist()]
+            cases = {}
+            for name, model in models.items():
+                if name == "marian" or "pytorch" in engines:
+                    cases[f"{name} pytorch float32"] = lambda model=model: model.generate(
+                        input_ids=src, attention_mask=torch.ones_like(src), max_new_tokens=32, min_new_tokens=32,
+                        num_beams=beams, do_sample=False, early_stopping=False)
+            for label, translator in translators.items():
+                cases[label] = lambda translator=translator: translator.translate_batch(
+                    sources, beam_size=beams, min_decoding_length=32, max_decoding_length=32)
+            times = {label: [] for label in cases}
             for _ in range(alternations + 1):  # the first alternation warms up
-                for name, model in models.items():
+                for label, run in cases.items():
                     with torch.inference_mode():
                         start = time.perf_counter()
-                        model.generate(input_ids=src, attention_mask=torch.ones_like(src), max_new_tokens=32,
-                                       min_new_tokens=32, num_beams=beams, do_sample=False, early_stopping=False)
-                        times[name].append(time.perf_counter() - start)
-            ours, marian = (statistics.median(times[n][1:]) * 1000 for n in ("ours", "marian"))
-            print(f"{preset:5s} {task:6s} fp32, one process, {alternations} alternations: ours {ours:.0f} ms, "
-                  f"MarianMTModel {marian:.0f} ms per generate call (ratio {marian / ours:.2f})", flush=True)
+                        run()
+                        times[label].append(time.perf_counter() - start)
+            ms = {label: statistics.median(t[1:]) * 1000 for label, t in times.items()}
+            reference = ms["marian pytorch float32"]
+            print(f"{preset} {task}, one process, {alternations} alternations (ms per call; ratio to MarianMTModel "
+                  "in PyTorch fp32):", flush=True)
+            for label, value in ms.items():
+                print(f"  {label:28s} {value:8.1f} ms  {reference / value:5.2f}x", flush=True)
     return 0
 
 
@@ -301,8 +317,9 @@ def main(argv=None):
     parser.add_argument("--compute_types", nargs="+", default=["float32", "int8"], choices=["float32", "int8"],
                         help="CTranslate2 cases: only these compute types")
     parser.add_argument("--in_process", action="store_true",
-                        help="Greedy/beam fp32 only: time ours and Marian alternately in ONE process (8 alternations) "
-                             "and print the medians; separates model differences from process-to-process noise")
+                        help="Greedy/beam only: time every case (--engines, --compute_types) alternately in ONE process "
+                             "(8 alternations) and print the medians; separates model differences from "
+                             "process-to-process noise")
     parser.add_argument("--output", default="results.json")
     parser.add_argument("--_child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -312,7 +329,8 @@ def main(argv=None):
     if args.reps < 5:
         parser.error("--reps must be at least 5")
     if args.in_process:
-        return in_process_ab(["tiny"] if args.quick else args.presets, args.tasks or ["greedy", "beam"])
+        return in_process_ab(["tiny"] if args.quick else args.presets, args.tasks or ["greedy", "beam"], args.engines,
+                             args.compute_types)
     presets = ["tiny"] if args.quick else args.presets
     rounds = 1 if args.quick else args.rounds
     from vanilla_transformer.training import native_bf16

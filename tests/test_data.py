@@ -66,6 +66,20 @@ def test_translation_jsonl(tmp_path):
         data.load_translation_jsonl(str(path), "de", "en")
 
 
+def test_translation_tsv(tmp_path):
+    path = tmp_path / "fra.txt"  # Tatoeba / Anki layout: English, French, attribution
+    path.write_text("Go.\tVa !\tCC-BY 2.0 (France) Attribution: tatoeba.org #2877272 (CM)\n\nHi.\tSalut !\n",
+                    encoding="utf-8")
+    assert data.load_translation_tsv(str(path), "en", "fr")["translation"] == [
+        {"en": "Go.", "fr": "Va !"}, {"en": "Hi.", "fr": "Salut !"}]
+    path.write_text("Go.\tVa !\nRun! Cours !\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"fra\.txt, line 2: no tab"):
+        data.load_translation_tsv(str(path), "en", "fr")
+    path.write_text("Go.\t \n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"line 1: empty target"):
+        data.load_translation_tsv(str(path), "en", "fr")
+
+
 CONLL = """-DOCSTART- -X- -X- O
 
 EU NNP B-NP I-ORG

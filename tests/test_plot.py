@@ -26,3 +26,25 @@ def test_curves_attention_positions(tmp_path):
         assert_picture(tmp_path / "png" / f"attention_{name}.png")
     plot.main(["positions", "--out", str(tmp_path / "png")])
     assert_picture(tmp_path / "png" / "positions.png")
+
+
+def test_quality_vs_time(tmp_path):
+    import json
+
+    import pytest
+
+    data_dir = write_parallel(tmp_path)
+    runs = []
+    for name, steps in (("short", "4"), ("long", "8")):
+        runs.append(tmp_path / name)
+        run_translation.main(translation_args(data_dir, runs[-1], "--do_train", "--do_eval", "--eval_strategy",
+                                              "steps", "--eval_steps", "2", "--max_steps", steps))
+    history = json.loads((runs[-1] / "trainer_state.json").read_text())["log_history"]
+    minutes = [h["train_minutes"] for h in history if "eval_bleu" in h]
+    assert len(minutes) == 4 and minutes == sorted(minutes) and 0 <= minutes[0] < minutes[-1] < 5
+    assert plot.main(["quality-vs-time", *map(str, runs), "--out", str(tmp_path / "png")]) == 0
+    assert_picture(tmp_path / "png" / "quality_vs_time.png")
+    no_eval = tmp_path / "no_eval"
+    run_translation.main(translation_args(data_dir, no_eval, "--do_train"))
+    with pytest.raises(ValueError, match="--eval_strategy epoch"):
+        plot.main(["quality-vs-time", str(no_eval)])

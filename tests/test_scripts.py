@@ -17,6 +17,7 @@ from conftest import ROOT, SHARED_DATA, f1_of_predictions_file, ner_args, transl
 from vanilla_transformer import VanillaTransformerForConditionalGeneration
 
 from vanilla_transformer import average_checkpoints, run_ner, run_translation
+from vanilla_transformer.data import DataError
 
 def test_run_translation_end_to_end(tmp_path):
     data_dir = write_parallel(tmp_path)
@@ -63,6 +64,27 @@ def test_bf16_where_the_cpu_has_it(tmp_path, monkeypatch, caplog, native):
             (training.ModelArguments, run_translation.DataTrainingArguments, run_translation.TranslationTrainingArguments),
             ["--output_dir", str(tmp_path), "--bf16", "true"])
     assert ("no native bf16" in caplog.text) == (not native)
+
+
+def test_run_translation_on_tab_separated_pairs(tmp_path):
+    """d2l's English-French data layout: one tab-separated pair a line, an attribution column ignored."""
+    data_dir = tmp_path / "parallel"
+    data_dir.mkdir()
+    write_parallel(data_dir)
+    for split in ("train", "validation", "test"):
+        de = (data_dir / f"{split}.de").read_text(encoding="utf-8").splitlines()
+        en = (data_dir / f"{split}.en").read_text(encoding="utf-8").splitlines()
+        (tmp_path / f"{split}.tsv").write_text("".join(f"{e}\t{d}\tCC-BY 2.0 #{i}\n" for i, (e, d) in
+                                                       enumerate(zip(en, de))), encoding="utf-8")
+    args = translation_args(data_dir, tmp_path / "out")
+    for flag, split in (("--train_file", "train"), ("--validation_file", "validation"), ("--test_file", "test")):
+        args[args.index(flag) + 1] = str(tmp_path / f"{split}.tsv")
+    args[args.index("--source_lang") + 1], args[args.index("--target_lang") + 1] = "en", "de"
+    metrics = run_translation.main(args)
+    assert metrics["train_samples"] == 64 and metrics["eval_samples"] == 10
+    (tmp_path / "train.tsv").write_text("One.\tEins.\nTwo. Zwei.\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"train\.tsv, line 2: no tab"):
+        run_translation.main(args)
 
 
 def test_run_translation_continues_from_saved_model(tmp_path):

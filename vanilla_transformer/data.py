@@ -72,6 +72,25 @@ def load_translation_jsonl(path: str, source_lang: str, target_lang: str) -> Dat
     return Dataset.from_dict({"translation": rows})
 
 
+def load_translation_tsv(path: str, source_lang: str, target_lang: str) -> Dataset:
+    """Tab-separated pairs, one a line: `SOURCE<TAB>TARGET`, further columns ignored (the Tatoeba / Anki `fra.txt`
+    layout of d2l's English-French chapter, whose third column is the attribution). Empty lines are skipped."""
+    rows = []
+    for i, line in enumerate(read_lines(path), start=1):
+        if not line.strip():
+            continue
+        columns = line.split("\t")
+        if len(columns) < 2:
+            raise DataError(f"{path}, line {i}: no tab; expected SOURCE<TAB>TARGET ({source_lang}, {target_lang}).")
+        source, target = columns[0].strip(), columns[1].strip()
+        if not source or not target:
+            raise DataError(f"{path}, line {i}: empty {'source' if not source else 'target'} sentence.")
+        rows.append({source_lang: source, target_lang: target})
+    if not rows:
+        raise DataError(f"{path}: no translation pairs.")
+    return Dataset.from_dict({"translation": rows})
+
+
 def demo_translate(source: str) -> str:
     """The demo task's rule: upper-case letters, digit d -> 9 - d, reverse, double the first element.
     `123456qwer` -> `RREWQ345678`."""

@@ -3,6 +3,7 @@
     python scripts/plot.py curves   OUTPUT_DIR                  # loss / eval curves from trainer_state.json
     python scripts/plot.py attention MODEL_DIR "source sentence" # encoder self, decoder self and cross attention
     python scripts/plot.py positions [--d_model 128 --length 100] # the sinusoidal position encoding (section 3.5)
+    python scripts/plot.py quality-vs-time RUN_DIR [RUN_DIR ...]  # validation score against training minutes
 
 Each writes PNG files (default: next to the input, or --out DIR) and prints their paths.
 """
@@ -20,11 +21,7 @@ import torch
 
 
 def plot_curves(run_dir: str, out_dir: str) -> list[str]:
-    path = os.path.join(run_dir, "trainer_state.json")
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"{path} not found: plot curves of a directory a training run wrote.")
-    with open(path) as f:
-        history = json.load(f)["log_history"]
+    history = read_log_history(run_dir)
     train = [(h["step"], h["loss"]) for h in history if "loss" in h]
     evals = {k: [(h["step"], h[k]) for h in history if k in h]
              for k in {k for h in history for k in h if k.startswith("eval_") and isinstance(h[k], (int, float))}
@@ -45,6 +42,38 @@ def plot_curves(run_dir: str, out_dir: str) -> list[str]:
     fig.tight_layout()
     target = os.path.join(out_dir, "curves.png")
     fig.savefig(target, dpi=120)
+    return [target]
+
+
+def read_log_history(run_dir: str) -> list[dict]:
+    path = os.path.join(run_dir, "trainer_state.json")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path} not found: plot a directory a training run wrote.")
+    with open(path) as f:
+        return json.load(f)["log_history"]
+
+
+QUALITY_METRICS = ("eval_bleu", "eval_f1")
+
+
+def plot_quality_vs_time(run_dirs: list[str], out_dir: str, metric: str | None = None) -> list[str]:
+    """The validation score of each evaluation against the training minutes before it (evaluations excluded), one
+    line per run (runs that evaluated during training, e.g. --eval_strategy epoch)."""
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for run_dir in run_dirs:
+        history = [h for h in read_log_history(run_dir) if "train_minutes" in h]
+        key = metric or next((k for k in QUALITY_METRICS if any(k in h for h in history)), None)
+        points = [(h["train_minutes"], h[key]) for h in history if key in h]
+        if not points:
+            raise ValueError(f"{run_dir}: no evaluation with training minutes ({metric or ' or '.join(QUALITY_METRICS)}"
+                             ") in trainer_state.json; train with --eval_strategy epoch.")
+        ax.plot(*zip(*points), "o-", label=os.path.basename(os.path.normpath(run_dir)))
+        metric = key
+    ax.set_xlabel("training minutes (evaluations excluded)"), ax.set_ylabel(f"validation {metric.removeprefix('eval_')}")
+    ax.grid(alpha=0.3), ax.legend()
+    fig.tight_layout()
+    target = os.path.join(out_dir, "quality_vs_time.png")
+    fig.savefig(target, dpi=110)
     return [target]
 
 
@@ -102,16 +131,22 @@ def main(argv=None):
     p = sub.add_parser("attention")
     p.add_argument("model_dir")
     p.add_argument("text")
+    p = sub.add_parser("quality-vs-time")
+    p.add_argument("run_dirs", nargs="+")
+    p.add_argument("--metric", default=None, help="Logged metric (default: eval_bleu or eval_f1).")
     p = sub.add_parser("positions")
     p.add_argument("--d_model", type=int, default=128)
     p.add_argument("--length", type=int, default=100)
     for p in sub.choices.values():
         p.add_argument("--out", default=None, help="Directory for the PNG files")
     args = parser.parse_args(argv)
-    out = args.out or getattr(args, "run_dir", None) or getattr(args, "model_dir", None) or "."
+    out = (args.out or getattr(args, "run_dir", None) or getattr(args, "model_dir", None)
+           or (getattr(args, "run_dirs", None) or ["."])[0])
     os.makedirs(out, exist_ok=True)
     if args.what == "curves":
         paths = plot_curves(args.run_dir, out)
+    elif args.what == "quality-vs-time":
+        paths = plot_quality_vs_time(args.run_dirs, out, args.metric)
     elif args.what == "attention":
         paths = plot_attention(args.model_dir, args.text, out)
     else:

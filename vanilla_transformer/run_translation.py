@@ -2,7 +2,8 @@
 examples/pytorch/translation/run_translation.py).
 
 Data: `--dataset_name` (Hub), `--train_file`/`--validation_file`/`--test_file` as JSON lines
-(`{"translation": {"de": ..., "en": ...}}`) or as parallel text prefixes (`data/train` -> data/train.de +
+(`{"translation": {"de": ..., "en": ...}}`), as tab-separated pairs (`.tsv`/`.txt`: SOURCE<TAB>TARGET a line, more
+columns ignored, as Tatoeba's `fra.txt`) or as parallel text prefixes (`data/train` -> data/train.de +
 data/train.en), or nothing at all: the built-in demo task. Multi-process: `torchrun --nproc_per_node 2 ...`.
 """
 
@@ -48,15 +49,18 @@ DEMO_MIN_EXACT_MATCH = 0.95  # a demo model below this on held-out strings has n
 DATA_FLAGS = ("--dataset_name", "--train_file", "--validation_file", "--test_file")
 
 
+FILE_HELP = "JSON lines (.json/.jsonl), tab-separated pairs (.tsv/.txt: source first) or a parallel-text prefix."
+
+
 @dataclass
 class DataTrainingArguments:
     source_lang: str | None = field(default=None, metadata={"help": "Source language code, e.g. de."})
     target_lang: str | None = field(default=None, metadata={"help": "Target language code, e.g. en."})
     dataset_name: str | None = field(default=None, metadata={"help": "A Hub dataset, e.g. wmt16."})
     dataset_config_name: str | None = field(default=None, metadata={"help": "The Hub dataset's config, e.g. de-en."})
-    train_file: str | None = field(default=None, metadata={"help": "JSON lines file or parallel-text prefix."})
-    validation_file: str | None = field(default=None, metadata={"help": "JSON lines file or parallel-text prefix."})
-    test_file: str | None = field(default=None, metadata={"help": "JSON lines file or parallel-text prefix."})
+    train_file: str | None = field(default=None, metadata={"help": FILE_HELP})
+    validation_file: str | None = field(default=None, metadata={"help": FILE_HELP})
+    test_file: str | None = field(default=None, metadata={"help": FILE_HELP})
     max_source_length: int = field(default=128, metadata={"help": "Source tokens kept (longer are truncated)."})
     max_target_length: int = field(default=128, metadata={"help": "Target tokens kept (longer are truncated)."})
     max_train_samples: int | None = field(default=None, metadata={"help": "Use only this many training pairs."})
@@ -79,6 +83,8 @@ TranslationTrainingArguments = paper_training_defaults(Seq2SeqTrainingArguments,
 def load_split(path: str, src: str, tgt: str):
     if path.endswith((".json", ".jsonl")):
         return vt_data.load_translation_jsonl(path, src, tgt)
+    if path.endswith((".tsv", ".txt")):
+        return vt_data.load_translation_tsv(path, src, tgt)
     return vt_data.load_parallel_text(path, src, tgt)
 
 

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field, fields, make_dataclass
 import torch
 
 from transformers import (AutoConfig, AutoModelForSeq2SeqLM, AutoModelForTokenClassification,
-                          DataCollatorForTokenClassification, HfArgumentParser, Seq2SeqTrainer, Trainer, set_seed)
+                          DataCollatorForTokenClassification, HfArgumentParser, Seq2SeqTrainer, Trainer,
+                          TrainerCallback, set_seed)
 from torch.utils.data import SequentialSampler
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint, has_length, rotate_checkpoints
 
@@ -318,8 +319,33 @@ def predict_split(trainer, dataset, prefix: str, compute_metrics=None):
     return predictions, labels, metrics
 
 
+class TrainingClock(TrainerCallback):
+    """Writes `train_minutes` into each evaluation's entry of the log history (trainer_state.json): the wall time of
+    training so far, evaluations excluded (`plot quality-vs-time` draws the score against it). A resumed run counts
+    from the checkpoint's value."""
+
+    start = stopped = None
+
+    def minutes(self) -> float:
+        return self.stopped if self.stopped is not None else (time.perf_counter() - self.start - self.eval_seconds) / 60
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        done = [entry["train_minutes"] for entry in state.log_history if "train_minutes" in entry]
+        self.start, self.eval_seconds = time.perf_counter() - 60 * (done[-1] if done else 0.0), 0.0
+
+    def on_train_end(self, args, state, control, **kwargs):
+        self.stopped = self.minutes()  # evaluations after training are at the final model's time
+
+    def on_evaluate(self, args, state, control, metrics=None, **kwargs):
+        if self.start is None or not state.log_history:  # no training in this run
+            return
+        self.eval_seconds += next((v for k, v in (metrics or {}).items() if k.endswith("_runtime")), 0.0)
+        state.log_history[-1]["train_minutes"] = round(self.minutes(), 3)
+
+
 def train_and_save(trainer, train_dataset, resume_from=None) -> dict:
     """Train (resuming when asked), save model + tokenizer + state, and write train_results.json."""
+    trainer.add_callback(TrainingClock())
     start = time.time()
     result = trainer.train(resume_from_checkpoint=resume_from)
     trainer.save_model()
