@@ -165,15 +165,20 @@ DEMO_FLAGS = ["--config_overrides", "d_model=64,encoder_ffn_dim=256,decoder_ffn_
               "--disable_tqdm", "true", "--bf16", "false", "--do_predict", "false"]
 
 
+def train_demo(tmp_path_factory, script: str, flags: list[str], metric: str):
+    """Train on a built-in demo task with `flags` into a fresh temporary directory; `metric` must reach 0.95."""
+    import importlib
+
+    out = tmp_path_factory.mktemp(script) / "model"
+    metrics = importlib.import_module(f"vanilla_transformer.{script}").main(["--output_dir", str(out), *flags])
+    assert metrics[metric] >= 0.95, metrics
+    return out
+
+
 @pytest.fixture(scope="session")
 def small_demo_model(tmp_path_factory):
     """A translation model trained on the demo task (shared by the deployment and documentation tests)."""
-    from vanilla_transformer import run_translation
-
-    out = tmp_path_factory.mktemp("demo") / "model"
-    metrics = run_translation.main(["--output_dir", str(out), *DEMO_FLAGS])
-    assert metrics["eval_exact_match"] >= 0.95
-    return out
+    return train_demo(tmp_path_factory, "run_translation", DEMO_FLAGS, "eval_exact_match")
 
 
 # A small tagger on the demo NER task (person, place and organisation names): ~20 s of training, F1 ~1.0.
@@ -186,9 +191,4 @@ NER_DEMO_FLAGS = ["--config_overrides", "d_model=64,encoder_layers=2,encoder_ffn
 @pytest.fixture(scope="session")
 def small_ner_model(tmp_path_factory):
     """A tagger trained on the demo NER task (shared by the demo-page tests)."""
-    from vanilla_transformer import run_ner
-
-    out = tmp_path_factory.mktemp("ner") / "model"
-    metrics = run_ner.main(["--output_dir", str(out), *NER_DEMO_FLAGS])
-    assert metrics["eval_f1"] >= 0.95
-    return out
+    return train_demo(tmp_path_factory, "run_ner", NER_DEMO_FLAGS, "eval_f1")

@@ -122,12 +122,25 @@ def test_models_that_do_not_load(tmp_path, small_demo_model, small_ner_model):
         demo_app.build_app(None, None)
 
 
-def test_demo_command_errors(capsys):
-    assert cli.main(["demo"]) == 2
+def test_demo_command(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["demo"]) == 2  # no model given and no outputs/demo here
     assert "Give a translation model" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         cli.main(["demo", "--help"])
     assert "--ner_model" in capsys.readouterr().out
+    with pytest.raises(SystemExit):  # the translation model given twice, differently
+        cli.main(["demo", "a", "--translation_model", "b"])
+    launched = []
+
+    class FakeApp:
+        def launch(self, **kwargs):
+            launched.append(kwargs)
+
+    monkeypatch.setattr(demo_app, "build_app", lambda *models: launched.append(models) or FakeApp())
+    (tmp_path / "outputs" / "demo").mkdir(parents=True)
+    assert cli.main(["demo", "--port", "7999"]) == 0
+    assert launched == [("outputs/demo", None, None), {"server_name": "127.0.0.1", "server_port": 7999}]
 
 
 # ------------------------------------------------------------------------------------------------ in a browser
@@ -223,6 +236,7 @@ def test_page_in_a_browser(page, small_demo_model, small_ner_model, tmp_path):
     press("ner-button", "#ner-text textarea", "")
     wait_for(lambda: "Type some text to tag." in text_of("#ner-status"), what="the empty-input message")
     if os.environ.get("VT_SCREENSHOTS"):  # the docs' pictures: VT_SCREENSHOTS=docs/images
+        os.makedirs(os.environ["VT_SCREENSHOTS"], exist_ok=True)
         for name in ("translate", "ner"):
             shutil.copy(tmp_path / f"{name}.png", os.path.join(os.environ["VT_SCREENSHOTS"], f"demo_{name}.png"))
 

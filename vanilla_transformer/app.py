@@ -19,6 +19,7 @@ logger = logging.getLogger(__name__)
 INSTALL_HINT = "The demo page needs Gradio and matplotlib: pip install 'vanilla-transformer[demo]'."
 ENTITY_COLORS = {"PER": "#f4a261", "LOC": "#2a9d8f", "ORG": "#e9c46a", "MISC": "#8ab17d"}
 AVERAGE = "average"
+DEFAULT_MODELS = ("outputs/demo", "outputs/demo-ner")  # shown when no model is given, if present
 
 
 def require_gradio():
@@ -109,18 +110,19 @@ class TranslationDemo:
         else:
             generated = self.model.generate(**enc, num_beams=int(num_beams), max_new_tokens=int(max_new_tokens),
                                             do_sample=False)
-        # The attention of the shown translation: one teacher-forced pass over its tokens.
-        out = self.model(**enc, decoder_input_ids=generated, output_attentions=True)
+        # The attention of the shown translation: one teacher-forced pass; row i is where the decoder looked while
+        # producing output token i (from the tokens before it).
+        out = self.model(**enc, decoder_input_ids=generated[:, :-1], output_attentions=True)
         attention = torch.stack(out.cross_attentions)[:, 0]  # (L, H, T, S)
         return {"translation": self.tokenizer.decode(generated[0], skip_special_tokens=True,
                                                      clean_up_tokenization_spaces=False),
                 "source_tokens": self.tokenizer.convert_ids_to_tokens(enc["input_ids"][0]),
-                "target_tokens": self.tokenizer.convert_ids_to_tokens(generated[0]),
+                "target_tokens": self.tokenizer.convert_ids_to_tokens(generated[0, 1:]),
                 "attention": attention.float().numpy()}
 
 
 def attention_figure(result: dict | None, layer: str = AVERAGE, head: str = AVERAGE):
-    """A heatmap of cross-attention: target tokens (rows) attending to source tokens (columns)."""
+    """A heatmap of cross-attention: output tokens (rows) attending to source tokens (columns)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -132,12 +134,12 @@ def attention_figure(result: dict | None, layer: str = AVERAGE, head: str = AVER
     attention = attention.mean(0) if layer == AVERAGE else attention[int(layer) - 1]  # (H, T, S)
     attention = attention.mean(0) if head == AVERAGE else attention[int(head) - 1]  # (T, S)
     rows, cols = result["target_tokens"], result["source_tokens"]
-    fig, ax = plt.subplots(figsize=(min(12, 2 + 0.35 * len(cols)), min(10, 1.5 + 0.3 * len(rows))))
+    fig, ax = plt.subplots(figsize=(min(12, 3.5 + 0.35 * len(cols)), min(10, 2 + 0.3 * len(rows))))
     ax.imshow(attention, cmap="viridis", vmin=0, aspect="auto")
     ax.set_xticks(range(len(cols)), cols, rotation=90, fontsize=8)
     ax.set_yticks(range(len(rows)), rows, fontsize=8)
-    ax.set_xlabel("source token"), ax.set_ylabel("target token")
-    ax.set_title(f"cross-attention: layer {layer}, head {head}")
+    ax.set_xlabel("source token"), ax.set_ylabel("output token")
+    ax.set_title(f"layer {layer}, head {head}", fontsize=10)
     fig.tight_layout()
     plt.close(fig)
     return fig
@@ -266,7 +268,8 @@ def build_app(translation_model: str | None = None, ner_model: str | None = None
     """The Gradio Blocks page: a Translate tab and/or a Tag entities tab."""
     gr = require_gradio()
     if not translation_model and not ner_model:
-        raise ValueError("Give a translation model (MODEL_DIR or --translation_model) and/or --ner_model.")
+        raise ValueError("Give a translation model (MODEL_DIR or --translation_model) and/or --ner_model; with "
+                         "neither, outputs/demo (`make demo` trains it) is shown if it exists.")
     with gr.Blocks(title="vanilla-transformer") as app:
         gr.Markdown("# vanilla-transformer\nThe Transformer of *Attention Is All You Need*, trained from scratch.")
         with gr.Tabs():
@@ -282,7 +285,9 @@ def build_app(translation_model: str | None = None, ner_model: str | None = None
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="vanilla-transformer demo", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("model_dir", nargs="?", default=None, help="Translation model (directory or Hub id).")
+    parser.add_argument("model_dir", nargs="?", default=None,
+                        help="Translation model (directory or Hub id). With no model at all: outputs/demo and "
+                             "outputs/demo-ner where they exist.")
     parser.add_argument("--translation_model", default=None, help="The same as MODEL_DIR.")
     parser.add_argument("--ner_model", default=None, help="Named-entity tagger (directory or Hub id).")
     parser.add_argument("--ctranslate2_model", default=None,
@@ -293,9 +298,15 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.model_dir and args.translation_model and args.model_dir != args.translation_model:
         parser.error("give the translation model once: MODEL_DIR or --translation_model")
+    translation_model, ner_model = args.model_dir or args.translation_model, args.ner_model
+    if not translation_model and not ner_model:  # what `make demo` (and train-ner --output_dir outputs/demo-ner) wrote
+        translation_model, ner_model = (d if os.path.isdir(d) else None for d in DEFAULT_MODELS)
+        if translation_model or ner_model:
+            print(f"No model given: showing {' and '.join(filter(None, (translation_model, ner_model)))}.",
+                  file=sys.stderr)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
-        app = build_app(args.model_dir or args.translation_model, args.ner_model, args.ctranslate2_model)
+        app = build_app(translation_model, ner_model, args.ctranslate2_model)
     except (ImportError, ValueError) as error:
         print(f"vanilla-transformer demo: error: {error}", file=sys.stderr)
         return 2

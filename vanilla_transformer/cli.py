@@ -25,7 +25,7 @@ def translate_command(args) -> None:
         print(json.dumps(stats), file=sys.stderr)
 
 
-# Commands with their own argument parsers (HfArgumentParser dataclasses): the rest of the command line is theirs.
+# Commands with their own argument parsers (module or module:function): the rest of the command line is theirs.
 PASSTHROUGH = {
     "train-translation": ("run_translation", "Train and evaluate a translation model (Seq2SeqTrainer; flags as in "
                                              "transformers' run_translation.py). No data flags: the demo task."),
@@ -34,15 +34,18 @@ PASSTHROUGH = {
     "plot": ("plot", "PNG pictures: training curves, attention heatmaps, the position encoding."),
     "push": ("push_to_hub", "Push a saved model directory (or a demo Space) to the Hugging Face Hub."),
     "demo": ("app", "The demo page in the browser: translation with its attention, entity tagging (Gradio)."),
+    "split-documents": ("ner_analysis:split_main", "Hold out a tuning split of a CoNLL training file, by document."),
+    "ner-report": ("ner_analysis:report_main", "Tagging scores on entities seen in training vs unseen, per type."),
 }
 
 
 def run_passthrough(name: str, argv: list[str]) -> int:
     import importlib
 
-    module = importlib.import_module(f".{PASSTHROUGH[name][0]}", __package__)
+    module_name, _, function = PASSTHROUGH[name][0].partition(":")
+    module = importlib.import_module(f".{module_name}", __package__)
     sys.argv[0] = f"vanilla-transformer {name}"  # what their --help shows as the program
-    result = module.main(argv)
+    result = getattr(module, function or "main")(argv)
     if name == "average-checkpoints":
         return 0 if result else 1
     return result if isinstance(result, int) else 0

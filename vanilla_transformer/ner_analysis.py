@@ -1,0 +1,152 @@
+"""Honest NER numbers: a tuning split held out from the training file by document, and F1 on entities whose words
+were seen in training against those with a word never seen.
+
+    vanilla-transformer split-documents conll2003/train.txt outputs/conll-split --fraction 0.1 --seed 0
+    vanilla-transformer ner-report outputs/conll/predictions_validation.txt --train_file conll2003/train.txt
+
+`split-documents` writes OUTPUT_DIR/train.txt and OUTPUT_DIR/tune.txt: whole documents (`-DOCSTART-` blocks), the
+same ones for the same seed, each file in the input's order. Tune on tune.txt; score validation once, at the end.
+`ner-report` reads a predictions file (`token gold predicted` a line, a blank line between sentences, as the training
+command writes) and prints precision, recall and F1 per entity type for all entities, the seen ones and the unseen
+ones; `--json` writes them to a file too.
+"""
+
+import argparse
+import json
+import os
+import random
+import sys
+import tempfile
+
+from .data import DataError, iob1_to_iob2, load_conll, mention_spans, read_lines
+
+DOCSTART = "-DOCSTART-"
+
+
+def conll_documents(path: str) -> list[list[str]]:
+    """The lines of a CoNLL file grouped by document: each group starts at a `-DOCSTART-` line."""
+    lines = read_lines(path)
+    starts = [i for i, line in enumerate(lines) if line.startswith(DOCSTART)]
+    if not starts:
+        raise DataError(f"{path}: no {DOCSTART} lines, so no documents to split by.")
+    if any(line.strip() for line in lines[:starts[0]]):
+        raise DataError(f"{path}, line 1: sentences before the first {DOCSTART} line belong to no document.")
+    return [lines[a:b] for a, b in zip(starts, starts[1:] + [len(lines)])]
+
+
+def write_text(path: str, lines: list[str]) -> None:
+    """Atomically: a temporary file renamed into place."""
+    with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=os.path.dirname(os.path.abspath(path)),
+                                     delete=False, suffix=".tmp") as f:
+        f.write("".join(line + "\n" for line in lines))
+    os.replace(f.name, path)
+
+
+def split_documents(path: str, output_dir: str, fraction: float = 0.1, seed: int = 0) -> dict:
+    """Hold out `fraction` of the documents (at least one, seeded) as tune.txt; the rest is train.txt."""
+    if not 0 < fraction < 1:
+        raise ValueError(f"fraction must be between 0 and 1, got {fraction}.")
+    documents = conll_documents(path)
+    if len(documents) < 2:
+        raise DataError(f"{path}: one document only; a tuning split needs two or more.")
+    count = min(len(documents) - 1, max(1, round(fraction * len(documents))))
+    tune = set(random.Random(seed).sample(range(len(documents)), count))
+    os.makedirs(output_dir, exist_ok=True)
+    for name, keep in (("train.txt", lambda i: i not in tune), ("tune.txt", lambda i: i in tune)):
+        write_text(os.path.join(output_dir, name), [line for i, doc in enumerate(documents) if keep(i) for line in doc])
+    return {"documents": len(documents), "tune_documents": count, "train_documents": len(documents) - count}
+
+
+def read_predictions(path: str) -> list[tuple[list[str], list[str], list[str]]]:
+    """(words, gold tags, predicted tags) per sentence of a `token gold predicted` file."""
+    sentences, current = [], ([], [], [])
+    for i, line in enumerate(read_lines(path) + [""], start=1):
+        if not line.strip():
+            if current[0]:
+                sentences.append(current)
+                current = ([], [], [])
+            continue
+        parts = line.split()
+        if len(parts) != 3:
+            raise DataError(f"{path}, line {i}: expected `token gold predicted`, got {line!r}.")
+        for column, value in zip(current, parts):
+            column.append(value)
+    return [(words, iob1_to_iob2(gold), iob1_to_iob2(pred)) for words, gold, pred in sentences]
+
+
+def scores(tp: int, n_pred: int, n_gold: int) -> dict:
+    precision = tp / n_pred if n_pred else 0.0
+    recall = tp / n_gold if n_gold else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return {"precision": precision, "recall": recall, "f1": f1, "gold": n_gold, "predicted": n_pred}
+
+
+def seen_unseen_report(predictions_path: str, train_path: str) -> dict:
+    """Strict entity scores (type and exact span) per group and type. An entity is "seen" when every one of its
+    words occurs in the training file; gold and predicted entities are grouped by that same rule, so each group's
+    precision counts the predictions that fall in it."""
+    vocabulary = {word for row in load_conll(train_path)["tokens"] for word in row}
+    counts = {}  # (group, type) -> [true positives, predicted, gold]
+
+    def add(kind, words, index):
+        group = "seen" if all(w in vocabulary for w in words) else "unseen"
+        for key in ((g, t) for g in ("all", group) for t in ("ALL", kind)):
+            counts.setdefault(key, [0, 0, 0])[index] += 1
+
+    for words, gold, pred in read_predictions(predictions_path):
+        gold_spans, pred_spans = set(mention_spans(gold)), set(mention_spans(pred))
+        for spans, index in ((gold_spans, 2), (pred_spans, 1), (gold_spans & pred_spans, 0)):
+            for start, end, kind in spans:
+                add(kind, words[start:end], index)
+    report = {}
+    for (group, kind), (tp, n_pred, n_gold) in sorted(counts.items()):
+        report.setdefault(group, {})[kind] = scores(tp, n_pred, n_gold)
+    gold_total = report.get("all", {}).get("ALL", {}).get("gold", 0)
+    report["unseen_share"] = report.get("unseen", {}).get("ALL", {}).get("gold", 0) / gold_total if gold_total else 0.0
+    return report
+
+
+def format_report(report: dict) -> str:
+    lines = ["| entities | type | precision | recall | F1 | gold | predicted |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    for group in ("all", "seen", "unseen"):
+        for kind, s in sorted(report.get(group, {}).items(), key=lambda item: (item[0] != "ALL", item[0])):
+            lines.append(f"| {group} | {kind} | {s['precision']:.4f} | {s['recall']:.4f} | {s['f1']:.4f} | "
+                         f"{s['gold']} | {s['predicted']} |")
+    lines.append(f"\nGold entities with a word never seen in training: {report['unseen_share']:.1%}")
+    return "\n".join(lines)
+
+
+def split_main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="vanilla-transformer split-documents", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("train_file", help="A CoNLL file with -DOCSTART- lines.")
+    parser.add_argument("output_dir", help="Where train.txt and tune.txt go.")
+    parser.add_argument("--fraction", type=float, default=0.1, help="Share of the documents held out (default 0.1).")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    try:
+        counts = split_documents(args.train_file, args.output_dir, args.fraction, args.seed)
+    except (OSError, ValueError) as error:
+        print(f"vanilla-transformer split-documents: error: {error}", file=sys.stderr)
+        return 2
+    print(f"{counts['train_documents']} documents in {os.path.join(args.output_dir, 'train.txt')}, "
+          f"{counts['tune_documents']} in {os.path.join(args.output_dir, 'tune.txt')} (seed {args.seed}).")
+    return 0
+
+
+def report_main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="vanilla-transformer ner-report", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("predictions", help="A predictions file (token gold predicted).")
+    parser.add_argument("--train_file", required=True, help="The CoNLL file the tagger was trained on.")
+    parser.add_argument("--json", default=None, help="Also write the report to this JSON file.")
+    args = parser.parse_args(argv)
+    try:
+        report = seen_unseen_report(args.predictions, args.train_file)
+    except (OSError, ValueError) as error:
+        print(f"vanilla-transformer ner-report: error: {error}", file=sys.stderr)
+        return 2
+    print(format_report(report))
+    if args.json:
+        write_text(args.json, [json.dumps(report, indent=2)])
+    return 0
