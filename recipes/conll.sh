@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
-# CoNLL-2003 English NER from random initialization on a 2-core CPU: one tagger per seed in SEEDS (default two)
-# trained at the same time, each on its own core, then evaluated as one ensemble (`run_ner.py --ensemble_with`: the
-# members' emission and transition scores averaged). Each member also learns the file's POS and chunk columns
-# (--auxiliary_columns, training only). Results: docs/results.md.
+# CoNLL-2003 English NER from random initialization on a 2-core CPU, tuned without looking at the validation split:
+# 10% of the training documents are held out as a tuning split (`vanilla-transformer split-documents`, seed 0), the
+# taggers train on the rest and every choice is scored on the tuning split; validation is scored once, at the end.
+# One tagger per seed in SEEDS (default two) trains at the same time, each on its own core; they are evaluated as one
+# ensemble (`run_ner.py --ensemble_with`: the members' emission and transition scores averaged). Each member also
+# learns the file's POS and chunk columns (--auxiliary_columns, training only). Results: docs/results.md.
 # Usage: [SEEDS="42 7"] [THREADS=cores/members] recipes/conll.sh [DATA_DIR] [OUTPUT_DIR] [extra run_ner.py flags...]
 # DATA_DIR holds conll2003/{train,validation}.txt (default ../shared/data). Extra flags go to every member's training
-# (a repeated flag replaces the recipe's). Writes OUTPUT_DIR/member1.. (model, tokenizer, model card, metrics, the
-# member's own predictions; its log in OUTPUT_DIR/memberN.log) and in OUTPUT_DIR the ensemble's eval_results.json
-# (seqeval entity-level F1, IOB2) and predictions_validation.txt. SEEDS=42 trains and evaluates a single model.
+# (a repeated flag replaces the recipe's). Writes OUTPUT_DIR/split/{train,tune}.txt, OUTPUT_DIR/member1.. (model,
+# tokenizer, model card, tuning-split metrics; its log in OUTPUT_DIR/memberN.log), the ensemble's tuning-split scores
+# in OUTPUT_DIR/tune and its validation scores in OUTPUT_DIR (eval_results.json: seqeval entity-level F1, IOB2;
+# predictions_validation.txt; seen_unseen.json: F1 on entities whose words were / were not seen in training).
+# SEEDS=42 trains and evaluates a single model.
 set -euo pipefail
 DATA=${1:-../shared/data}; OUT=${2:-outputs/conll}; shift $(( $# < 2 ? $# : 2 ))
 PY=${PY:-python}
@@ -18,12 +22,14 @@ read -r -a SEEDS <<< "${SEEDS:-42 7}"
 MEMBERS=${#SEEDS[@]}
 THREADS=${THREADS:-$(( $(nproc) / MEMBERS > 0 ? $(nproc) / MEMBERS : 1 ))}
 mkdir -p "$OUT"
+SPLIT="$OUT/split"
+"$PY" -m vanilla_transformer.cli split-documents "$DATA/conll2003/train.txt" "$SPLIT" --fraction 0.1 --seed 0
 trap 'kill $(jobs -p) 2>/dev/null || true' EXIT  # a failed member stops the others
 
 pids=()
 for i in $(seq 1 "$MEMBERS"); do
   OMP_NUM_THREADS=$THREADS "$PY" scripts/run_ner.py \
-    --train_file "$DATA/conll2003/train.txt" --validation_file "$DATA/conll2003/validation.txt" --vocab_size 8000 \
+    --train_file "$SPLIT/train.txt" --validation_file "$SPLIT/tune.txt" --vocab_size 8000 \
     --config_name small --config_overrides "encoder_layers=4,normalize_before=true,dropout=0.3,attention_dropout=0.1,use_crf=true,char_cnn_dim=128,relative_attention_max_distance=16,token_dropout=0.25" \
     --mention_replacement 0.3 --auxiliary_columns true \
     --per_device_train_batch_size 16 --learning_rate 5e-4 --warmup_steps 2000 --lr_scheduler_type cosine \
@@ -40,5 +46,11 @@ done
 
 others=()
 for i in $(seq 2 "$MEMBERS"); do others+=("$OUT/member$i"); done
-"$PY" scripts/run_ner.py --model_name_or_path "$OUT/member1" ${others[@]+--ensemble_with "${others[@]}"} \
-  --validation_file "$DATA/conll2003/validation.txt" --do_eval --output_dir "$OUT"
+ensemble=(--model_name_or_path "$OUT/member1" ${others[@]+--ensemble_with "${others[@]}"})
+evaluate() {  # FILE DIR: the ensemble's scores on FILE, overall and for entities seen / unseen in training
+  "$PY" scripts/run_ner.py "${ensemble[@]}" --validation_file "$1" --do_eval --output_dir "$2"
+  "$PY" -m vanilla_transformer.cli ner-report "$2/predictions_validation.txt" --train_file "$SPLIT/train.txt" \
+    --json "$2/seen_unseen.json"
+}
+evaluate "$SPLIT/tune.txt" "$OUT/tune"
+evaluate "$DATA/conll2003/validation.txt" "$OUT"  # validation: once, at the end

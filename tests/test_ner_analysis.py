@@ -70,3 +70,17 @@ def test_seen_unseen_report(tmp_path, capsys):
     (tmp_path / "bad.txt").write_text("Anna B-PER\n")
     with pytest.raises(DataError, match=r"bad\.txt, line 1"):
         read_predictions(str(tmp_path / "bad.txt"))
+
+
+def test_report_agrees_with_seqeval_strict(tmp_path):
+    """Predicted I- tags that extend nothing are no entity, as in the run's own strict IOB2 F1."""
+    from vanilla_transformer.metrics import load_metric
+    (tmp_path / "train.txt").write_text("-DOCSTART- O\n\nAnna B-PER\n\n", encoding="utf-8")
+    rows = [("Anna", "B-PER", "I-PER"), ("and", "O", "O"), ("New", "B-LOC", "B-LOC"), ("York", "I-LOC", "I-LOC"),
+            ("Times", "B-ORG", "I-ORG"), ("EU", "B-ORG", "B-ORG"), ("Boris", "B-PER", "B-PER"), ("Ivan", "I-PER", "O")]
+    (tmp_path / "pred.txt").write_text("".join(" ".join(r) + "\n" for r in rows), encoding="utf-8")
+    report = seen_unseen_report(str(tmp_path / "pred.txt"), str(tmp_path / "train.txt"))
+    seqeval = load_metric("seqeval_f1").compute(predictions=[[r[2] for r in rows]], references=[[r[1] for r in rows]])
+    assert report["all"]["ALL"]["predicted"] == 3  # New York, EU, Boris; the two stray I- tags are not entities
+    assert report["all"]["ALL"]["f1"] == pytest.approx(seqeval["overall_f1"])
+    assert report["all"]["ALL"]["precision"] == pytest.approx(seqeval["overall_precision"])

@@ -16,14 +16,15 @@ from conftest import ROOT, SHARED_DATA
 pytestmark = pytest.mark.slow
 
 # Measured when the recipes were tuned (2-core CPU): Multi30k 600 steps (dropout 0.2) -> BLEU 3.56 / chrF 21.0 on 300
-# validation sentences (greedy), 4.1 min; CoNLL 3 epochs (with the auxiliary POS/chunk
-# heads) -> the two members (trained at the same time, one per core) F1 0.700 / 0.711, their ensemble 0.724, 7.7 min.
+# validation sentences (greedy), 4.1 min; CoNLL 3 epochs (with the auxiliary POS/chunk heads) on the training split ->
+# the two members (trained at the same time, one per core) F1 0.700 / 0.701 on the tuning split, their ensemble 0.722
+# there and 0.698 on validation, 4.1 min (AMD EPYC Zen 5, bf16).
 MULTI30K_QUICK = ["--max_steps", "600", "--warmup_steps", "80", "--save_strategy", "no", "--max_eval_samples", "300",
                   "--num_beams", "1", "--disable_tqdm", "true"]
 MULTI30K_QUICK_MIN_BLEU, MULTI30K_QUICK_MIN_CHRF = 2.0, 14.0
 CONLL_QUICK = ["--num_train_epochs", "3", "--warmup_steps", "200", "--eval_strategy", "no", "--save_strategy", "no",
                "--disable_tqdm", "true"]
-CONLL_QUICK_MIN_F1, CONLL_QUICK_MIN_MEMBER_F1 = 0.68, 0.65
+CONLL_QUICK_MIN_F1, CONLL_QUICK_MIN_MEMBER_F1 = 0.66, 0.65
 
 
 def run_recipe(script, out, *extra):
@@ -42,7 +43,14 @@ def test_multi30k_quick_recipe(tmp_path):
 
 @pytest.mark.skipif(not os.path.isdir(os.path.join(SHARED_DATA, "conll2003")), reason="shared data absent")
 def test_conll_quick_recipe(tmp_path):
-    metrics = run_recipe("conll.sh", tmp_path / "conll", *CONLL_QUICK)
-    members = [json.loads((tmp_path / "conll" / f"member{i}" / "eval_results.json").read_text())["eval_f1"]
-               for i in (1, 2)]
+    out = tmp_path / "conll"
+    metrics = run_recipe("conll.sh", out, *CONLL_QUICK)
+    members = [json.loads((out / f"member{i}" / "eval_results.json").read_text())["eval_f1"] for i in (1, 2)]
     assert metrics["eval_f1"] >= CONLL_QUICK_MIN_F1 and min(members) >= CONLL_QUICK_MIN_MEMBER_F1, (metrics, members)
+    # the members were tuned on the split held out from training; validation is scored once, by the ensemble
+    tune = json.loads((out / "tune" / "eval_results.json").read_text())
+    assert tune["eval_samples"] < metrics["eval_samples"] and tune["eval_f1"] >= CONLL_QUICK_MIN_F1, tune
+    for scores, directory in ((metrics, out), (tune, out / "tune")):
+        report = json.loads((directory / "seen_unseen.json").read_text())
+        assert report["all"]["ALL"]["f1"] == pytest.approx(scores["eval_f1"], abs=1e-4)
+        assert report["seen"]["ALL"]["f1"] > report["unseen"]["ALL"]["f1"]

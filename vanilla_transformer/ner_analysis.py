@@ -18,7 +18,7 @@ import random
 import sys
 import tempfile
 
-from .data import DataError, iob1_to_iob2, load_conll, mention_spans, read_lines
+from .data import DataError, iob1_to_iob2, load_conll, read_lines
 
 DOCSTART = "-DOCSTART-"
 
@@ -71,7 +71,19 @@ def read_predictions(path: str) -> list[tuple[list[str], list[str], list[str]]]:
             raise DataError(f"{path}, line {i}: expected `token gold predicted`, got {line!r}.")
         for column, value in zip(current, parts):
             column.append(value)
-    return [(words, iob1_to_iob2(gold), iob1_to_iob2(pred)) for words, gold, pred in sentences]
+    return [(words, iob1_to_iob2(gold), pred) for words, gold, pred in sentences]
+
+
+def strict_spans(tags: list[str]) -> list[tuple[int, int, str]]:
+    """Entities (start, end, type) as seqeval's strict IOB2 mode reads them, so the report agrees with the run's own
+    F1: a B- tag starts one, I- tags of its type extend it; an I- tag that extends nothing is no entity."""
+    spans = []
+    for i, tag in enumerate(tags):
+        if tag.startswith("B-"):
+            spans.append((i, i + 1, tag[2:]))
+        elif tag.startswith("I-") and spans and spans[-1][1] == i and spans[-1][2] == tag[2:]:
+            spans[-1] = (spans[-1][0], i + 1, spans[-1][2])
+    return spans
 
 
 def scores(tp: int, n_pred: int, n_gold: int) -> dict:
@@ -94,7 +106,7 @@ def seen_unseen_report(predictions_path: str, train_path: str) -> dict:
             counts.setdefault(key, [0, 0, 0])[index] += 1
 
     for words, gold, pred in read_predictions(predictions_path):
-        gold_spans, pred_spans = set(mention_spans(gold)), set(mention_spans(pred))
+        gold_spans, pred_spans = set(strict_spans(gold)), set(strict_spans(pred))
         for spans, index in ((gold_spans, 2), (pred_spans, 1), (gold_spans & pred_spans, 0)):
             for start, end, kind in spans:
                 add(kind, words[start:end], index)
