@@ -10,6 +10,8 @@ import time
 
 import pytest
 import torch
+from transformers.testing_utils import CaptureLogger
+from transformers.utils import logging as transformers_logging
 
 pytest.importorskip("gradio", reason="the demo page needs the [demo] extra (gradio)")
 
@@ -56,10 +58,13 @@ def tagger_entities(model_dir, text):
 # ------------------------------------------------------------------------------------------------ the functions
 def test_translate_equals_generate_with_attention(small_demo_model):
     demo = demo_app.TranslationDemo(str(small_demo_model))
-    for text in SOURCES[:4]:
-        for beams in (1, 3):
-            out = demo.translate(text, num_beams=beams, max_new_tokens=16)
-            assert out["translation"] == generate_text(small_demo_model, text, beams), (text, beams)
+    assert demo.model.generation_config.max_length is not None
+    with CaptureLogger(transformers_logging.get_logger("transformers.generation.utils")) as log:
+        outputs = {(text, beams): demo.translate(text, num_beams=beams, max_new_tokens=16)
+                   for text in SOURCES[:4] for beams in (1, 3)}
+    assert "seem to have been set" not in log.out  # the slider replaces the saved max_length, quietly
+    for (text, beams), out in outputs.items():
+        assert out["translation"] == generate_text(small_demo_model, text, beams), (text, beams)
     config = demo.model.config
     layers, heads, rows, cols = out["attention"].shape
     assert (layers, heads) == (config.decoder_layers, config.decoder_attention_heads)

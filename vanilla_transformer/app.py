@@ -109,7 +109,7 @@ class TranslationDemo:
             generated = torch.tensor([[start, *ids]])
         else:
             generated = self.model.generate(**enc, num_beams=int(num_beams), max_new_tokens=int(max_new_tokens),
-                                            do_sample=False)
+                                            max_length=None, do_sample=False)  # the slider replaces max_length
         # The attention of the shown translation: one teacher-forced pass; row i is where the decoder looked while
         # producing output token i (from the tokens before it).
         out = self.model(**enc, decoder_input_ids=generated[:, :-1], output_attentions=True)

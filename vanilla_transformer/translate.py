@@ -48,7 +48,8 @@ class PyTorchTranslator:
         self.model = VanillaTransformerForConditionalGeneration.from_pretrained(model_dir).to(device).eval()
         self.generate_kwargs = dict(num_beams=num_beams, do_sample=False)
         if max_new_tokens is not None:
-            self.generate_kwargs["max_new_tokens"] = max_new_tokens
+            # max_length=None: the limit replaces the saved generation_config.max_length (no "both set" warning)
+            self.generate_kwargs.update(max_new_tokens=max_new_tokens, max_length=None)
 
     @torch.inference_mode()
     def __call__(self, sentences: list[str]) -> list[str]:
