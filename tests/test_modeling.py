@@ -722,3 +722,32 @@ def test_relu_in_place_leaves_hooked_outputs_alone(tiny_config):
     model.model.encoder.layers[0].ffn.fc1._forward_hooks.clear()
     with torch.no_grad():  # in place now: the same logits
         torch.testing.assert_close(model(input_ids=ids, attention_mask=mask, labels=labels).logits, expected)
+
+
+def test_translation_pipeline_equals_generate(small_demo_model):
+    """The `vanilla-translation` pipeline: generate's text, one dict per input, generate's arguments passed on (a
+    `max_new_tokens` replaces the saved `max_length` without transformers' "both set" warning)."""
+    from transformers import AutoTokenizer, pipeline
+    from transformers.testing_utils import CaptureLogger
+    from transformers.utils import logging
+
+    from vanilla_transformer import TRANSLATION_TASK
+    from vanilla_transformer.data import DEMO_SOURCE_LANG, make_demo_translation
+
+    sources = [row[DEMO_SOURCE_LANG] for row in make_demo_translation(4, seed=7, max_length=10)["translation"]]
+    tokenizer = AutoTokenizer.from_pretrained(small_demo_model)
+    model = AutoModelForSeq2SeqLM.from_pretrained(small_demo_model).eval()
+    assert model.generation_config.max_length is not None
+    enc = tokenizer(sources, return_tensors="pt", padding=True, return_token_type_ids=False)
+    with torch.no_grad():
+        ids = model.generate(**enc, num_beams=2, max_new_tokens=12, max_length=None, do_sample=False)
+    expected = tokenizer.batch_decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+    translator = pipeline(TRANSLATION_TASK, model=model, tokenizer=tokenizer)
+    with CaptureLogger(logging.get_logger("transformers.generation.utils")) as log:
+        one = translator(sources[0], num_beams=2, max_new_tokens=12)
+        many = translator(sources, num_beams=2, max_new_tokens=12)
+    assert one == [{"translation_text": expected[0]}]
+    assert many == [{"translation_text": text} for text in expected]
+    assert "seem to have been set" not in log.out
+    with pytest.raises(TypeError, match="takes strings, got int"):
+        translator(3)

@@ -1123,6 +1123,8 @@ class VanillaTranslationPipeline(Pipeline):
 
     def _sanitize_parameters(self, truncation=None, **generate_kwargs):
         preprocess = {} if truncation is None else {"truncation": truncation}
+        if "max_new_tokens" in generate_kwargs:  # replaces the saved max_length (without generate's "both set" warning)
+            generate_kwargs.setdefault("max_length", None)
         return preprocess, generate_kwargs, {}
 
     def preprocess(self, text, truncation=True):
