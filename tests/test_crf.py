@@ -90,6 +90,51 @@ def test_crf_head_save_load_and_batch_padding_invariance(tmp_path):
     torch.testing.assert_close(again.loss, out.loss, rtol=0, atol=0)
 
 
+IOB2 = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
+
+
+def iob2_valid(path) -> bool:
+    return all(not IOB2[y].startswith("I-") or (t > 0 and IOB2[path[t - 1]][2:] == IOB2[y][2:])
+               for t, y in enumerate(path))
+
+
+def test_iob2_labels_decode_only_paths_iob2_allows(tmp_path):
+    """With IOB2 labels the Viterbi path and the max-marginals range over valid paths only (brute force); the
+    likelihood stays unconstrained; the constraints come back with a saved model."""
+    config = VanillaTransformerConfig.from_preset("tiny", num_labels=len(IOB2), use_crf=True,
+                                                  id2label=dict(enumerate(IOB2)))
+    model = VanillaTransformerForTokenClassification(config)
+    crf = model.crf
+    torch.manual_seed(3)
+    for p in crf.parameters():
+        torch.nn.init.normal_(p)
+    T = 4
+    emissions = torch.randn(1, T, len(IOB2))
+    emissions[0, :, IOB2.index("I-LOC")] += 4  # I-LOC everywhere would win without the constraints
+    paths = list(itertools.product(range(len(IOB2)), repeat=T))
+    scores = torch.stack([path_score(crf, emissions[0], p) for p in paths])
+    assert not iob2_valid(paths[int(scores.argmax())])
+    valid = [(s, p) for s, p in zip(scores, paths) if iob2_valid(p)]
+    mask = torch.ones(1, T, dtype=torch.bool)
+    marginals = crf.max_marginals(emissions, mask)[0]
+    assert tuple(marginals.argmax(-1).tolist()) == max(valid, key=lambda sp: sp[0])[1]
+    for t in range(T):
+        for y in range(len(IOB2)):
+            through = [s for s, p in valid if p[t] == y]
+            if through:
+                torch.testing.assert_close(marginals[t, y], max(through))
+            else:  # I- first: no valid path
+                assert marginals[t, y] < -1e3
+    labels = torch.tensor([[0, 2, 0, 4]])  # invalid IOB2: training still scores it against all paths
+    log_z = torch.logsumexp(scores, 0)
+    gold = scores[paths.index((0, 2, 0, 4))]
+    torch.testing.assert_close(crf.neg_log_likelihood(emissions, labels, mask), log_z - gold)
+    model.save_pretrained(tmp_path)
+    loaded = VanillaTransformerForTokenClassification.from_pretrained(tmp_path)
+    assert torch.equal(loaded.crf.transition_penalty, crf.transition_penalty)
+    assert torch.equal(loaded.crf.start_penalty, crf.start_penalty) and crf.start_penalty.min() < 0
+
+
 def test_crf_learns_a_tag_grammar():
     """Tags follow a grammar the emissions cannot see alone: after a token >= 50, the next tag is 2 (else the tag is
     1 for even tokens, 0 for odd). The CRF head must get whole sequences right."""

@@ -431,6 +431,9 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
         elif isinstance(module, VanillaTransformerCRF):
             for param in module.parameters():
                 init.zeros_(param)
+            for buffer, value in zip((module.start_penalty, module.transition_penalty),
+                                     iob2_penalties(self.config.id2label, self.config.num_labels)):
+                init.copy_(buffer, value)
         elif isinstance(module, VanillaTransformerRelativePositionBias):
             init.zeros_(module.weight)
         elif isinstance(module, VanillaTransformerCharacterFeatures):
@@ -949,6 +952,22 @@ class VanillaTransformerEncoderModel(VanillaTransformerPreTrainedModel):
                             return_dict)
 
 
+def iob2_penalties(id2label: dict | None, num_labels: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(start (L,), transitions (L, L) [from, to]): -1e4 where IOB2 forbids a tag - I-X first, or after anything but
+    B-X / I-X - and 0 elsewhere; all 0 unless every label is "O", "B-X" or "I-X"."""
+    start, transitions = torch.zeros(num_labels), torch.zeros(num_labels, num_labels)
+    labels = [str((id2label or {}).get(i, "")) for i in range(num_labels)]
+    if not all(label == "O" or label[:2] in ("B-", "I-") for label in labels):
+        return start, transitions
+    for to, label in enumerate(labels):
+        if label.startswith("I-"):
+            start[to] = -1e4
+            for before, previous in enumerate(labels):
+                if previous not in ("B-" + label[2:], label):
+                    transitions[before, to] = -1e4
+    return start, transitions
+
+
 class VanillaTransformerCRF(nn.Module):
     """A linear-chain conditional random field over the tag sequence (Lafferty et al., 2001), an option of the
     token-classification head (`config.use_crf`; not part of the paper). Scores a tag path as the sum of its
@@ -958,6 +977,8 @@ class VanillaTransformerCRF(nn.Module):
     marginalised out, so the loss is -log P(labelled tags | x) of a partially labelled sequence; padding
     (`mask` 0, on either side) is skipped. Decoding returns max-marginals: for each position and tag, the score of the
     best whole path through that tag, so `argmax(-1)` gives exactly the Viterbi path to every consumer of `logits`.
+    When the labels are IOB2 tags (`config.id2label`: "O", "B-X", "I-X"), decoding keeps to paths IOB2 allows (an
+    I-X only after B-X or I-X), so no prediction holds an entity that starts with I-; training is unconstrained.
     """
 
     def __init__(self, config: VanillaTransformerConfig):
@@ -965,16 +986,19 @@ class VanillaTransformerCRF(nn.Module):
         self.start_transitions = nn.Parameter(torch.zeros(config.num_labels))
         self.end_transitions = nn.Parameter(torch.zeros(config.num_labels))
         self.transitions = nn.Parameter(torch.zeros(config.num_labels, config.num_labels))  # [from, to]
+        start_penalty, transition_penalty = iob2_penalties(config.id2label, config.num_labels)
+        self.register_buffer("start_penalty", start_penalty, persistent=False)
+        self.register_buffer("transition_penalty", transition_penalty, persistent=False)
 
-    def _forward_scores(self, emissions, mask, reduce):
+    def _forward_scores(self, emissions, mask, reduce, start, transitions):
         """Left-to-right recursion; `reduce` is logsumexp (partition function) or max (Viterbi). Returns the score per
         position and tag (B, T, L) and the final score per sequence (B,)."""
         first = mask & (mask.cumsum(1) == 1)  # the first real token of each row
         carry = emissions.new_zeros(emissions.shape[0], emissions.shape[2])  # (B, L)
         scores = []
         for t in range(emissions.shape[1]):
-            step = reduce(carry.unsqueeze(2) + self.transitions, 1) + emissions[:, t]  # (B, L)
-            step = torch.where(first[:, t, None], self.start_transitions + emissions[:, t], step)
+            step = reduce(carry.unsqueeze(2) + transitions, 1) + emissions[:, t]  # (B, L)
+            step = torch.where(first[:, t, None], start + emissions[:, t], step)
             carry = torch.where(mask[:, t, None], step, carry)
             scores.append(carry)
         return torch.stack(scores, 1), reduce(carry + self.end_transitions, 1)
@@ -984,19 +1008,22 @@ class VanillaTransformerCRF(nn.Module):
         allowed = (labels == -100).unsqueeze(-1) | F.one_hot(labels.clamp(min=0), emissions.shape[-1]).bool()
         constrained = emissions.masked_fill(~allowed, -1e4)
         # one pass over both: all paths (log Z) and the paths that agree with the labels
-        _, both = self._forward_scores(torch.cat([emissions, constrained]), mask.repeat(2, 1), torch.logsumexp)
+        _, both = self._forward_scores(torch.cat([emissions, constrained]), mask.repeat(2, 1), torch.logsumexp,
+                                       self.start_transitions, self.transitions)
         log_z, gold = both.chunk(2)
         rows = mask.any(1)  # an empty row contributes nothing
         return (log_z - gold)[rows].sum()
 
     def max_marginals(self, emissions, mask):
         """(B, T, L): the best path score through each tag at each position (forward max + backward max)."""
-        alpha, _ = self._forward_scores(emissions, mask, torch.amax)
+        transitions = self.transitions + self.transition_penalty
+        alpha, _ = self._forward_scores(emissions, mask, torch.amax, self.start_transitions + self.start_penalty,
+                                        transitions)
         carry = self.end_transitions.expand(emissions.shape[0], -1)  # best continuation after the last real token
         beta = []
         for t in reversed(range(emissions.shape[1])):
             beta.append(carry)
-            step = (self.transitions + (emissions[:, t] + carry).unsqueeze(1)).max(2).values  # (B, L) from-tag view
+            step = (transitions + (emissions[:, t] + carry).unsqueeze(1)).max(2).values  # (B, L) from-tag view
             carry = torch.where(mask[:, t, None], step, carry)
         return alpha + torch.stack(beta[::-1], 1)
 
