@@ -45,8 +45,8 @@ recipe-multi30k: setup
 recipe-conll: setup
 	PY=$(PY) recipes/conll.sh $(DATA) outputs/conll
 
-# The best scores found within about an hour of training on 2 cores with native bf16: the same recipes, longer
-# (Multi30k: 30 epochs, dropout 0.3, evaluated every 5 epochs) or wider (CoNLL: an ensemble of four).
+# The best scores found within an hour of training on a 2-core Zen 5 with native bf16 (longer on slower CPUs;
+# docs/results.md): Multi30k for 30 epochs with dropout 0.3, evaluated every 5 epochs; CoNLL with four members.
 recipe-multi30k-best: setup
 	PY=$(PY) recipes/multi30k.sh $(DATA) outputs/multi30k-best --num_train_epochs 30 \
 	  --config_overrides normalize_before=true,dropout=0.3,attention_dropout=0.1 --eval_strategy steps --eval_steps 2270
