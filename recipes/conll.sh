@@ -26,6 +26,20 @@ SPLIT="$OUT/split"
 "$PY" -m vanilla_transformer.cli split-documents "$DATA/conll2003/train.txt" "$SPLIT" --fraction 0.1 --seed 0
 trap 'kill $(jobs -p) 2>/dev/null || true' EXIT  # a failed member stops the others
 
+init=()
+if [ "${PRETRAIN:-false}" = true ]; then  # the encoder first learns from unlabelled text: masked words, whole-word
+  text=(--train_conll_file "$SPLIT/train.txt")
+  [ -f "$DATA/multi30k/train.en" ] && text+=(--train_file "$DATA/multi30k/train.en" --split_punctuation true)
+  OMP_NUM_THREADS=$(nproc) "$PY" scripts/run_mlm.py "${text[@]}" --vocab_size 8000 \
+    --config_name small --config_overrides "encoder_layers=4,normalize_before=true,dropout=0.1,attention_dropout=0.1,char_cnn_dim=128,relative_attention_max_distance=16" \
+    --per_device_train_batch_size 64 --learning_rate 1e-3 --warmup_steps 500 --lr_scheduler_type cosine \
+    --weight_decay 0.01 --max_grad_norm 1.0 --num_train_epochs ${PRETRAIN_EPOCHS:-6} --train_sampling_strategy group_by_length \
+    --bf16 "$BF16" --save_strategy epoch --save_total_limit 1 --logging_steps 200 --seed 0 \
+    --do_train --do_eval --output_dir "$OUT/encoder" > "$OUT/encoder.log" 2>&1 || { tail -n 40 "$OUT/encoder.log"; exit 1; }
+  grep -ho "'train_wall_seconds': [0-9.]*" "$OUT/encoder.log" | sed "s/^/pretraining: /"
+  init=(--model_name_or_path "$OUT/encoder")
+fi
+
 pids=()
 for i in $(seq 1 "$MEMBERS"); do
   OMP_NUM_THREADS=$THREADS "$PY" scripts/run_ner.py \
@@ -35,7 +49,7 @@ for i in $(seq 1 "$MEMBERS"); do
     --per_device_train_batch_size 16 --learning_rate 5e-4 --warmup_steps 2000 --lr_scheduler_type cosine \
     --label_all_tokens true --weight_decay 0.01 --max_grad_norm 1.0 --num_train_epochs 25 --train_sampling_strategy group_by_length --bf16 "$BF16" \
     --save_strategy epoch --save_total_limit 2 --logging_steps 200 --seed ${SEEDS[$(( i - 1 ))]} \
-    --do_train --do_eval --output_dir "$OUT/member$i" "$@" > "$OUT/member$i.log" 2>&1 &
+    ${init[@]+"${init[@]}"} --do_train --do_eval --output_dir "$OUT/member$i" "$@" > "$OUT/member$i.log" 2>&1 &
   pids+=("$!")
   echo "member $i: training on $THREADS thread(s), log $OUT/member$i.log"
 done

@@ -11,13 +11,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from transformers import AutoModel, AutoModelForSeq2SeqLM, AutoModelForTokenClassification
+from transformers import AutoModel, AutoModelForMaskedLM, AutoModelForSeq2SeqLM, AutoModelForTokenClassification
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
 from conftest import BLOCK_PACKAGE, randomize_deviations, subprocess_env, tagging_accuracy_after_training
 from vanilla_transformer import (
     VanillaTransformerConfig,
     VanillaTransformerForConditionalGeneration,
+    VanillaTransformerForMaskedLM,
     VanillaTransformerForTokenClassification,
     VanillaTransformerModel,
 )
@@ -210,6 +211,8 @@ def test_auto_classes(tiny_config, tmp_path):
     tiny_config.num_labels = 4
     VanillaTransformerForTokenClassification(tiny_config).save_pretrained(tmp_path / "tok")
     assert type(AutoModelForTokenClassification.from_pretrained(tmp_path / "tok")) is VanillaTransformerForTokenClassification
+    VanillaTransformerForMaskedLM(tiny_config).save_pretrained(tmp_path / "mlm")
+    assert type(AutoModelForMaskedLM.from_pretrained(tmp_path / "mlm")) is VanillaTransformerForMaskedLM
 
 
 REMOTE_CODE_CHILD = BLOCK_PACKAGE + textwrap.dedent("""
@@ -219,9 +222,9 @@ REMOTE_CODE_CHILD = BLOCK_PACKAGE + textwrap.dedent("""
         raise SystemExit("vanilla_transformer should not be importable here")
     except ImportError:
         pass
-    from transformers import AutoModelForSeq2SeqLM, AutoModelForTokenClassification
+    from transformers import AutoModelForMaskedLM, AutoModelForSeq2SeqLM, AutoModelForTokenClassification
     path, head, inputs = sys.argv[1], sys.argv[2], torch.load(sys.argv[3])
-    cls = AutoModelForSeq2SeqLM if head == "seq2seq" else AutoModelForTokenClassification
+    cls = {"seq2seq": AutoModelForSeq2SeqLM, "masked_lm": AutoModelForMaskedLM}.get(head, AutoModelForTokenClassification)
     model = cls.from_pretrained(path, trust_remote_code=True).eval()
     assert "transformers_modules" in type(model).__module__, type(model).__module__
     with torch.no_grad():
@@ -229,11 +232,16 @@ REMOTE_CODE_CHILD = BLOCK_PACKAGE + textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("head", ["seq2seq", "token_classification", "token_classification_crf"])
+@pytest.mark.parametrize("head", ["seq2seq", "token_classification", "token_classification_crf", "masked_lm"])
 def test_remote_code_loading_without_the_package(tmp_path, tiny_config, head):
     ids, mask, labels = batch(tiny_config)
     if head == "seq2seq":
         model, inputs = seq2seq(tiny_config), dict(input_ids=ids, attention_mask=mask, decoder_input_ids=labels.clamp(min=0))
+    elif head == "masked_lm":
+        tiny_config.relative_attention_max_distance, tiny_config.char_cnn_dim = 4, 8
+        torch.manual_seed(0)
+        model, inputs = VanillaTransformerForMaskedLM(tiny_config).eval(), dict(input_ids=ids, attention_mask=mask)
+        randomize_deviations(model)
     else:
         tiny_config.num_labels, tiny_config.use_crf = 3, head.endswith("crf")
         if head.endswith("crf"):  # with the NER options
@@ -244,7 +252,8 @@ def test_remote_code_loading_without_the_package(tmp_path, tiny_config, head):
         randomize_deviations(model)
     model.save_pretrained(tmp_path / "model")
     auto_map = json.loads((tmp_path / "model" / "config.json").read_text())["auto_map"]
-    assert set(auto_map) == {"AutoConfig", "AutoModel", "AutoModelForSeq2SeqLM", "AutoModelForTokenClassification"}
+    assert set(auto_map) == {"AutoConfig", "AutoModel", "AutoModelForSeq2SeqLM", "AutoModelForTokenClassification",
+                             "AutoModelForMaskedLM"}
     torch.save(inputs, tmp_path / "inputs.pt")
     script = tmp_path / "child.py"
     script.write_text(REMOTE_CODE_CHILD)

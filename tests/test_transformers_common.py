@@ -79,6 +79,7 @@ from vanilla_transformer import (  # noqa: E402
     VanillaTransformerConfig,
     VanillaTransformerEncoderModel,
     VanillaTransformerForConditionalGeneration,
+    VanillaTransformerForMaskedLM,
     VanillaTransformerForTokenClassification,
     VanillaTransformerModel,
 )
@@ -87,7 +88,8 @@ from vanilla_transformer import (  # noqa: E402
 # set in the test module's namespace only, not in transformers' real mappings.
 for names, classes in (("MODEL_MAPPING_NAMES", (VanillaTransformerModel, VanillaTransformerEncoderModel)),
                        ("MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES", (VanillaTransformerForConditionalGeneration,)),
-                       ("MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES", (VanillaTransformerForTokenClassification,))):
+                       ("MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES", (VanillaTransformerForTokenClassification,)),
+                       ("MODEL_FOR_MASKED_LM_MAPPING_NAMES", (VanillaTransformerForMaskedLM,))):
     setattr(common, names, {**getattr(common, names), "vanilla-transformer": tuple(c.__name__ for c in classes)})
 
 
@@ -135,7 +137,8 @@ class VanillaTransformerModelTest(common.ModelTesterMixin, GenerationTesterMixin
 
 
 class VanillaTransformerTaggerTest(common.ModelTesterMixin, unittest.TestCase):
-    all_model_classes = (VanillaTransformerEncoderModel, VanillaTransformerForTokenClassification)
+    all_model_classes = (VanillaTransformerEncoderModel, VanillaTransformerForTokenClassification,
+                         VanillaTransformerForMaskedLM)
     is_encoder_decoder = False
     test_missing_keys = True
     test_can_init_all_missing_weights_before_2023 = True

@@ -1,12 +1,14 @@
 """vanilla-transformer: the Transformer of "Attention Is All You Need" as a first-class Hugging Face model."""
 
-from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, AutoModelForTokenClassification
+from transformers import (AutoConfig, AutoModel, AutoModelForMaskedLM, AutoModelForSeq2SeqLM,
+                          AutoModelForTokenClassification)
 from transformers.pipelines import PIPELINE_REGISTRY
 
 from .configuration_vanilla_transformer import PRESETS, VanillaTransformerConfig
 from .modeling_vanilla_transformer import (
     VanillaTransformerEncoderModel,
     VanillaTransformerForConditionalGeneration,
+    VanillaTransformerForMaskedLM,
     VanillaTransformerForTokenClassification,
     VanillaTransformerModel,
     VanillaTransformerPreTrainedModel,
@@ -21,6 +23,7 @@ AutoConfig.register(VanillaTransformerConfig.model_type, VanillaTransformerConfi
 AutoModel.register(VanillaTransformerConfig, VanillaTransformerModel, exist_ok=True)
 AutoModelForSeq2SeqLM.register(VanillaTransformerConfig, VanillaTransformerForConditionalGeneration, exist_ok=True)
 AutoModelForTokenClassification.register(VanillaTransformerConfig, VanillaTransformerForTokenClassification, exist_ok=True)
+AutoModelForMaskedLM.register(VanillaTransformerConfig, VanillaTransformerForMaskedLM, exist_ok=True)
 
 PIPELINE_REGISTRY.register_pipeline(
     TRANSLATION_TASK, pipeline_class=VanillaTranslationPipeline, pt_model=AutoModelForSeq2SeqLM, type="text"
@@ -32,6 +35,7 @@ VanillaTransformerConfig.register_for_auto_class()
 VanillaTransformerModel.register_for_auto_class("AutoModel")
 VanillaTransformerForConditionalGeneration.register_for_auto_class("AutoModelForSeq2SeqLM")
 VanillaTransformerForTokenClassification.register_for_auto_class("AutoModelForTokenClassification")
+VanillaTransformerForMaskedLM.register_for_auto_class("AutoModelForMaskedLM")
 
 __all__ = [
     "PRESETS",
@@ -41,6 +45,7 @@ __all__ = [
     "VanillaTransformerEncoderModel",
     "VanillaTransformerForConditionalGeneration",
     "VanillaTransformerForTokenClassification",
+    "VanillaTransformerForMaskedLM",
     "VanillaTranslationPipeline",
     "TokenClassificationEnsemble",
 ]

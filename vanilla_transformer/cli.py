@@ -30,6 +30,8 @@ PASSTHROUGH = {
     "train-translation": ("run_translation", "Train and evaluate a translation model (Seq2SeqTrainer; flags as in "
                                              "transformers' run_translation.py). No data flags: the demo task."),
     "train-ner": ("run_ner", "Train and evaluate a named-entity tagger (Trainer; flags as in transformers' run_ner.py)."),
+    "pretrain-encoder": ("run_mlm", "Pretrain an encoder on unlabelled text (masked language modelling) for train-ner "
+                                    "--model_name_or_path."),
     "average-checkpoints": ("average_checkpoints", "Average the weights of a run's last N checkpoints."),
     "plot": ("plot", "PNG pictures: training curves, attention heatmaps, the position encoding."),
     "push": ("push_to_hub", "Push a saved model directory (or a demo Space) to the Hugging Face Hub."),

@@ -13,6 +13,7 @@ AUTO_MAP = {
     "AutoModel": "modeling_vanilla_transformer.VanillaTransformerModel",
     "AutoModelForSeq2SeqLM": "modeling_vanilla_transformer.VanillaTransformerForConditionalGeneration",
     "AutoModelForTokenClassification": "modeling_vanilla_transformer.VanillaTransformerForTokenClassification",
+    "AutoModelForMaskedLM": "modeling_vanilla_transformer.VanillaTransformerForMaskedLM",
 }
 
 # Table 3 of the paper: "base" and "big"; "small" fits a laptop; "tiny" is for tests.

@@ -21,6 +21,7 @@ from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import (
     BaseModelOutput,
     BaseModelOutputWithPastAndCrossAttentions,
+    MaskedLMOutput,
     Seq2SeqLMOutput,
     Seq2SeqModelOutput,
     TokenClassifierOutput,
@@ -1127,6 +1128,52 @@ class VanillaTransformerForTokenClassification(VanillaTransformerPreTrainedModel
             aux = self.config.auxiliary_loss_weight * token_loss(head(hidden), target, num_items_in_batch)
             loss = aux if loss is None else loss + aux
         return loss
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Encoder pretraining without labels (not in the paper): masked language modelling (Devlin et al., 2019)
+
+
+class VanillaTransformerForMaskedLM(VanillaTransformerPreTrainedModel):
+    """The encoder + a projection to the vocabulary (tied to the token embeddings, as in section 3.4) that predicts
+    masked tokens from their context. Its parameter names are the tagger's (`model.shared`, `model.encoder.*`), so
+    `VanillaTransformerForTokenClassification.from_pretrained` of a checkpoint of this model starts from the pretrained
+    encoder (character features and relative positions included) with a new tagging head."""
+
+    _tied_weights_keys = {"lm_head.weight": "model.shared.weight"}
+
+    def __init__(self, config: VanillaTransformerConfig):
+        super().__init__(config)
+        config.custom_pipelines = {}
+        self.model = VanillaTransformerEncoderModel(config)
+        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        self.post_init()
+
+    def get_input_embeddings(self):
+        return self.model.shared
+
+    def set_input_embeddings(self, value):
+        self.model.set_input_embeddings(value)
+
+    def get_output_embeddings(self):
+        return self.lm_head
+
+    def set_output_embeddings(self, new_embeddings):
+        self.lm_head = new_embeddings
+
+    def forward(self, input_ids=None, attention_mask=None, inputs_embeds=None, labels=None, output_attentions=None,
+                output_hidden_states=None, return_dict=None, num_items_in_batch=None, **kwargs):
+        """`labels` (batch, length): the original ids at masked positions, -100 elsewhere."""
+        return_dict = self.config.return_dict if return_dict is None else return_dict
+        if labels is not None:
+            check_token_ids("labels", labels.masked_fill(labels == -100, 0), self.config.vocab_size)
+        outputs = self.model(input_ids, attention_mask, inputs_embeds, output_attentions, output_hidden_states,
+                             return_dict=True)
+        logits = self.lm_head(outputs.last_hidden_state)  # (B, T, V)
+        loss = None if labels is None else token_loss(logits, labels, num_items_in_batch, self.config.label_smoothing)
+        out = MaskedLMOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
+                             attentions=outputs.attentions)
+        return out if return_dict else out.to_tuple()
 
 
 # ----------------------------------------------------------------------------------------------------------------------

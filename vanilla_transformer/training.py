@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, fields, make_dataclass
 
 import torch
 
-from transformers import (AutoConfig, AutoModelForSeq2SeqLM, AutoModelForTokenClassification,
+from transformers import (AutoConfig, AutoModelForMaskedLM, AutoModelForSeq2SeqLM, AutoModelForTokenClassification,
                           DataCollatorForTokenClassification, HfArgumentParser, Seq2SeqTrainer, Trainer,
                           TrainerCallback, set_seed)
 from torch.utils.data import SequentialSampler
@@ -116,9 +116,10 @@ def build_config(model_args: ModelArguments, tokenizer, default_preset: str = "s
 
 
 def build_model(model_args: ModelArguments, tokenizer, task: str, **task_fields):
-    """`task` is "seq2seq" or "token_classification". A saved model is loaded (its tokenizer must agree with it);
-    otherwise a new one is built from the config."""
-    auto = AutoModelForSeq2SeqLM if task == "seq2seq" else AutoModelForTokenClassification
+    """`task` is "seq2seq", "token_classification" or "masked_lm". A saved model is loaded (its tokenizer must agree
+    with it); otherwise a new one is built from the config."""
+    auto = {"seq2seq": AutoModelForSeq2SeqLM, "token_classification": AutoModelForTokenClassification,
+            "masked_lm": AutoModelForMaskedLM}[task]
     if model_args.model_name_or_path:
         config = AutoConfig.from_pretrained(model_args.model_name_or_path, cache_dir=model_args.cache_dir,
                                             trust_remote_code=model_args.trust_remote_code, **task_fields)

@@ -1,0 +1,11 @@
+#!/usr/bin/env python
+"""Pretrain an encoder by masked language modelling with Trainer (flags as in transformers' run_mlm.py), to fine-tune
+as a tagger with `run_ner.py --model_name_or_path OUTPUT_DIR`.
+
+The same as `vanilla-transformer pretrain-encoder --help` once the package is installed (`pip install -e .`).
+"""
+
+from vanilla_transformer.run_mlm import main
+
+if __name__ == "__main__":
+    main()
