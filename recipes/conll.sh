@@ -11,7 +11,9 @@
 # tokenizer, model card, tuning-split metrics; its log in OUTPUT_DIR/memberN.log), the ensemble's tuning-split scores
 # in OUTPUT_DIR/tune and its validation scores in OUTPUT_DIR (eval_results.json: seqeval entity-level F1, IOB2;
 # predictions_validation.txt; seen_unseen.json: F1 on entities whose words were / were not seen in training).
-# SEEDS=42 trains and evaluates a single model.
+# SEEDS=42 trains and evaluates a single model. PRETRAIN=true first pretrains the encoder on the training split's text
+# and, when DATA has it, Multi30k's English side (`scripts/run_mlm.py`: masked whole words, PRETRAIN_EPOCHS epochs,
+# default 6, on all cores; OUTPUT_DIR/encoder, its log OUTPUT_DIR/encoder.log); the members then start from it.
 set -euo pipefail
 DATA=${1:-../shared/data}; OUT=${2:-outputs/conll}; shift $(( $# < 2 ? $# : 2 ))
 PY=${PY:-python}
