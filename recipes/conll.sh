@@ -28,12 +28,14 @@ SPLIT="$OUT/split"
 "$PY" -m vanilla_transformer.cli split-documents "$DATA/conll2003/train.txt" "$SPLIT" --fraction 0.1 --seed 0
 trap 'kill $(jobs -p) 2>/dev/null || true' EXIT  # a failed member stops the others
 
+# The encoder's shape: the same for pretraining and the members (a member loads the pretrained encoder as it is)
+ENCODER="encoder_layers=4,normalize_before=true,char_cnn_dim=128,relative_attention_max_distance=16"
 init=()
 if [ "${PRETRAIN:-false}" = true ]; then  # the encoder first learns from unlabelled text: masked words, whole-word
   text=(--train_conll_file "$SPLIT/train.txt")
   [ -f "$DATA/multi30k/train.en" ] && text+=(--train_file "$DATA/multi30k/train.en" --split_punctuation true)
   OMP_NUM_THREADS=$(nproc) "$PY" scripts/run_mlm.py "${text[@]}" --vocab_size 8000 \
-    --config_name small --config_overrides "encoder_layers=4,normalize_before=true,dropout=0.1,attention_dropout=0.1,char_cnn_dim=128,relative_attention_max_distance=16" \
+    --config_name small --config_overrides "$ENCODER,dropout=0.1,attention_dropout=0.1" \
     --per_device_train_batch_size 64 --learning_rate 1e-3 --warmup_steps 500 --lr_scheduler_type cosine \
     --weight_decay 0.01 --max_grad_norm 1.0 --num_train_epochs ${PRETRAIN_EPOCHS:-6} --train_sampling_strategy group_by_length \
     --bf16 "$BF16" --save_strategy epoch --save_total_limit 1 --logging_steps 200 --seed 0 \
@@ -46,7 +48,7 @@ pids=()
 for i in $(seq 1 "$MEMBERS"); do
   OMP_NUM_THREADS=$THREADS "$PY" scripts/run_ner.py \
     --train_file "$SPLIT/train.txt" --validation_file "$SPLIT/tune.txt" --vocab_size 8000 \
-    --config_name small --config_overrides "encoder_layers=4,normalize_before=true,dropout=0.3,attention_dropout=0.1,use_crf=true,char_cnn_dim=128,relative_attention_max_distance=16,token_dropout=0.25" \
+    --config_name small --config_overrides "$ENCODER,dropout=0.3,attention_dropout=0.1,use_crf=true,token_dropout=0.25" \
     --mention_replacement 0.3 --auxiliary_columns true \
     --per_device_train_batch_size 16 --learning_rate 5e-4 --warmup_steps 2000 --lr_scheduler_type cosine \
     --label_all_tokens true --weight_decay 0.01 --max_grad_norm 1.0 --num_train_epochs 25 --train_sampling_strategy group_by_length --bf16 "$BF16" \

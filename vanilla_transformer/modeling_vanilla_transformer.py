@@ -1144,7 +1144,7 @@ class VanillaTransformerForMaskedLM(VanillaTransformerPreTrainedModel):
 
     def __init__(self, config: VanillaTransformerConfig):
         super().__init__(config)
-        config.custom_pipelines = {}
+        config.custom_pipelines = {}  # a translation checkpoint's pipeline does not apply here
         self.model = VanillaTransformerEncoderModel(config)
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         self.post_init()

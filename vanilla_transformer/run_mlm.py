@@ -93,7 +93,7 @@ class WholeWordMaskCollator(DataCollatorForLanguageModeling):
         masked = chosen.gather(1, start) & ~special
         labels[~masked] = -100
         action = torch.rand(inputs.shape, generator=self.generator)
-        inputs[masked & (action < 0.8)] = self.tokenizer.convert_tokens_to_ids(self.tokenizer.mask_token)
+        inputs[masked & (action < 0.8)] = self.tokenizer.mask_token_id
         random_tokens = masked & (action >= 0.8) & (action < 0.9)
         inputs[random_tokens] = torch.randint(len(self.tokenizer), inputs.shape, generator=self.generator)[random_tokens]
         return inputs, labels
