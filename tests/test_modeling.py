@@ -22,7 +22,12 @@ from vanilla_transformer import (
     VanillaTransformerForTokenClassification,
     VanillaTransformerModel,
 )
-from vanilla_transformer.modeling_vanilla_transformer import CACHE_FIELD, make_attention_mask, shift_tokens_right
+from vanilla_transformer.modeling_vanilla_transformer import (
+    CACHE_FIELD,
+    apply_dropout,
+    make_attention_mask,
+    shift_tokens_right,
+)
 
 B, S, T = 3, 9, 7
 
@@ -611,14 +616,41 @@ def test_token_dropout_zeroes_whole_token_vectors_in_training_only():
     assert 0.4 < is_position_only.float().mean() < 0.6
 
 
+@pytest.mark.parametrize("p", [0.1, 0.2, 0.3])
+def test_dropout_zeroes_p_of_the_elements_and_keeps_the_expectation(p):
+    x = torch.rand(1001, 997) + 0.5  # an odd element count: the last int64 of random bits is only partly used
+    torch.manual_seed(0)
+    out = apply_dropout(x, p, training=True)
+    kept = out != 0
+    scale = 65536 / (65536 - round(p * 65536))
+    torch.testing.assert_close(out[kept], x[kept] * scale)
+    lanes = kept.flatten()[: kept.numel() // 4 * 4].view(-1, 4).float().mean(0)  # each 16-bit lane of the 64-bit draws
+    assert (lanes - (1 - p)).abs().max() < 0.003, lanes
+    assert abs(out.sum() / x.sum() - 1) < 0.003
+    torch.manual_seed(0)
+    assert torch.equal(apply_dropout(x, p, training=True), out)  # the seed decides the mask
+    assert not torch.equal(apply_dropout(x, p, training=True), out)
+
+
+def test_dropout_gradient_dtype_and_identity_outside_training():
+    x = torch.randn(3, 5, 7, dtype=torch.bfloat16, requires_grad=True)
+    out = apply_dropout(x, 0.5, training=True)
+    assert out.dtype == torch.bfloat16 and out.shape == x.shape
+    out.float().sum().backward()
+    assert torch.equal(x.grad, (out != 0).to(torch.bfloat16) * 2)
+    assert apply_dropout(x, 0.5, training=False) is x and apply_dropout(x, 0.0, training=True) is x
+
+
 # ------------------------------------------------------------------------------------------------------ training
 
 
 def test_gradient_checkpointing_same_gradients(tiny_config):
-    tiny_config.dropout = 0.0
+    """The recomputed forward passes draw the same dropout masks as the first."""
+    tiny_config.dropout, tiny_config.attention_dropout, tiny_config.activation_dropout = 0.3, 0.1, 0.1
     ids, mask, labels = batch(tiny_config)
     grads = []
     for checkpointing in (False, True):
+        torch.manual_seed(0)
         model = seq2seq(tiny_config).train()
         if checkpointing:
             # newer transformers call it activation_checkpointing_enable, 5.20 gradient_checkpointing_enable

@@ -8,6 +8,7 @@ from transformers.modeling_outputs import TokenClassifierOutput
 from .modeling_vanilla_transformer import (
     VanillaTransformerCRF,
     VanillaTransformerForTokenClassification,
+    apply_dropout,
     tagging_loss_and_scores,
 )
 
@@ -51,7 +52,7 @@ class TokenClassificationEnsemble(nn.Module):
         scores = []
         for tagger in self.taggers:
             hidden = tagger.model(input_ids, attention_mask, inputs_embeds, return_dict=True).last_hidden_state
-            logits = tagger.classifier(tagger.dropout(hidden)).float()  # (B, T, num_labels)
+            logits = tagger.classifier(apply_dropout(hidden, tagger.dropout, tagger.training)).float()  # (B, T, num_labels)
             scores.append(logits if self.crf is not None else logits.log_softmax(-1))
         loss, logits = tagging_loss_and_scores(torch.stack(scores).mean(0), labels, attention_mask, self.crf,
                                                self.training, num_items_in_batch)
