@@ -45,9 +45,9 @@ def shape_of(preset: str) -> dict:
                 ffn=p["encoder_ffn_dim"])
 
 
-def build(name: str, shape: dict):
+def build(name: str, shape: dict, dropout: float = 0.0):
     """The same architecture in each library: post-LN, ReLU, scaled sinusoidal (Marian) or learned (BART/BERT)
-    positions, embeddings tied with the output projection, no dropout (benchmarks run in train mode)."""
+    positions, embeddings tied with the output projection, `dropout` on the embeddings and sub-layer outputs only."""
     from transformers import (BartConfig, BartForConditionalGeneration, BertConfig, BertForTokenClassification,
                               MarianConfig, MarianMTModel)
 
@@ -57,7 +57,7 @@ def build(name: str, shape: dict):
     d, n, h, f = shape["d_model"], shape["layers"], shape["heads"], shape["ffn"]
     common = dict(vocab_size=VOCAB, d_model=d, encoder_layers=n, decoder_layers=n, encoder_attention_heads=h,
                   decoder_attention_heads=h, encoder_ffn_dim=f, decoder_ffn_dim=f, activation_function="relu",
-                  dropout=0.0, attention_dropout=0.0, activation_dropout=0.0, max_position_embeddings=512,
+                  dropout=dropout, attention_dropout=0.0, activation_dropout=0.0, max_position_embeddings=512,
                   scale_embedding=True, pad_token_id=0, eos_token_id=2, decoder_start_token_id=1, bos_token_id=1,
                   tie_word_embeddings=True)
     if name == "ours":
@@ -71,7 +71,7 @@ def build(name: str, shape: dict):
     if name == "bert":
         return BertForTokenClassification(BertConfig(vocab_size=VOCAB, hidden_size=d, num_hidden_layers=n,
                                                      num_attention_heads=h, intermediate_size=f, hidden_act="relu",
-                                                     hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+                                                     hidden_dropout_prob=dropout, attention_probs_dropout_prob=0.0,
                                                      max_position_embeddings=512, num_labels=9))
     raise ValueError(name)
 
@@ -187,7 +187,7 @@ def run_child(spec: dict) -> dict:
     bf16 = dtype == "bf16"
     tagger = task == "token_classification"
     if spec.get("engine") != "ctranslate2":
-        model = build(("ours_tagger" if name == "ours" else name) if tagger else name, shape)
+        model = build(("ours_tagger" if name == "ours" else name) if tagger else name, shape, spec.get("dropout", 0.0))
     g = torch.Generator().manual_seed(1)
     batch = {"train": 32, "greedy": 32, "beam": 8, "token_classification": 32}[task]
     src_len, tgt_len = (128, 0) if tagger else (32, 32)
@@ -320,6 +320,9 @@ def main(argv=None):
                         help="Greedy/beam only: time every case (--engines, --compute_types) alternately in ONE process "
                              "(8 alternations) and print the medians; separates model differences from "
                              "process-to-process noise")
+    parser.add_argument("--dropout", type=float, default=0.0,
+                        help="Dropout on every model's embeddings and sub-layer outputs (the paper trains with 0.1); "
+                             "it acts in the training cases only")
     parser.add_argument("--output", default="results.json")
     parser.add_argument("--_child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -356,7 +359,7 @@ def main(argv=None):
                     compute_type is not None and compute_type not in args.compute_types):
                 continue
             ours_runs, ref_runs, ref_ct2_runs = [], [], []
-            base = dict(task=task, dtype=dtype, shape=shape, reps=args.reps)
+            base = dict(task=task, dtype=dtype, shape=shape, reps=args.reps, dropout=args.dropout)
             ct2 = dict(engine=engine, compute_type=compute_type)
             models = [(dict(base, model="ours", **ct2), ours_runs), (dict(base, model=reference), ref_runs)]
             if engine == "ctranslate2":
@@ -368,7 +371,7 @@ def main(argv=None):
             ref = statistics.median(r["value"] for r in ref_runs)
             ref_ct2 = statistics.median(r["value"] for r in ref_ct2_runs) if ref_ct2_runs else None
             row = dict(task=task, preset=preset, dtype=dtype, engine=engine, compute_type=compute_type,
-                       ours=ours, reference=ref,
+                       dropout=args.dropout, ours=ours, reference=ref,
                        reference_name={"marian": "MarianMTModel", "bart": "BartForConditionalGeneration",
                                        "bert": "BertForTokenClassification"}[reference],
                        unit=UNITS[task], ratio=ours / ref,

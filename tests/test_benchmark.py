@@ -17,7 +17,7 @@ try:
 except ImportError:
     CTRANSLATE2 = False
 
-KEYS = {"task", "preset", "dtype", "engine", "compute_type", "ours", "reference", "reference_name", "unit", "ratio",
+KEYS = {"task", "preset", "dtype", "engine", "compute_type", "dropout", "ours", "reference", "reference_name", "unit", "ratio",
         "reference_ctranslate2", "ratio_ctranslate2", "peak_rss_mb_ours", "peak_rss_mb_reference",
         "peak_tensor_mb_ours", "peak_tensor_mb_reference", "mfu_ours"}
 
@@ -31,7 +31,7 @@ def quick_benchmark(tmp_path, *extra):
     assert proc.stdout.count("rounds: ours") == len(rows)  # each case prints its spread across rounds
     for row in rows:
         assert set(row) == KEYS
-        assert row["preset"] == "tiny"
+        assert row["preset"] == "tiny" and row["dropout"] == 0.0
         assert row["ours"] > 0 and row["reference"] > 0
         assert row["engine"] == ("pytorch" if row["compute_type"] is None else "ctranslate2")
         assert row["unit"] == ("sentences/s" if row["task"] in ("greedy", "beam") else "tokens/s")
@@ -88,3 +88,19 @@ def test_tensor_peak_counts_what_one_step_holds_at_once():
 
     assert tensor_peak_mb(step, [weight]) == pytest.approx(2.5, abs=0.01)
     assert tensor_peak_mb(step, []) == pytest.approx(3.5, abs=0.01)  # not excluded, the weight's slice counts it
+
+
+@pytest.mark.parametrize("name", ["ours", "marian", "bart", "bert"])
+def test_dropout_acts_in_every_model_in_training(name):
+    """--dropout reaches each library's model: two training-mode forward passes differ with it, agree without it."""
+    import torch
+
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    from benchmark import build, shape_of
+
+    ids = torch.randint(4, 100, (2, 6))
+    inputs = dict(input_ids=ids) if name == "bert" else dict(input_ids=ids, decoder_input_ids=ids)
+    for dropout in (0.0, 0.1):
+        model = build(name, shape_of("tiny"), dropout).train()
+        first, second = model(**inputs).logits, model(**inputs).logits
+        assert torch.equal(first, second) == (dropout == 0.0)

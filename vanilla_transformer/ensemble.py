@@ -52,7 +52,8 @@ class TokenClassificationEnsemble(nn.Module):
         scores = []
         for tagger in self.taggers:
             hidden = tagger.model(input_ids, attention_mask, inputs_embeds, return_dict=True).last_hidden_state
-            logits = tagger.classifier(apply_dropout(hidden, tagger.dropout, tagger.training)).float()  # (B, T, num_labels)
+            hidden = apply_dropout(hidden, tagger.dropout, tagger.training)
+            logits = tagger.classifier(hidden).float()  # (B, T, num_labels)
             scores.append(logits if self.crf is not None else logits.log_softmax(-1))
         loss, logits = tagging_loss_and_scores(torch.stack(scores).mean(0), labels, attention_mask, self.crf,
                                                self.training, num_items_in_batch)

@@ -80,10 +80,10 @@ def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_to
 
 
 def apply_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
-    """Residual dropout (section 5.4): zero each element with probability p, scale the rest by 1 / (1 - p).
+    """Dropout (section 5.4): zero each element with probability p, scale the rest by 1 / (1 - p).
 
     The same as `F.dropout`, but the mask comes from 64-bit random integers, 16 bits per element (p rounded to a
-    multiple of 2^-16, the scale exact for it): on CPUs `F.dropout` draws one Bernoulli sample per element, about 4x
+    multiple of 2^-16, the scale exact for it): on CPUs `F.dropout` draws one Bernoulli sample per element, 3-5x
     slower, which was a fifth of a training step of the small model.
     """
     if not training or p == 0.0:
