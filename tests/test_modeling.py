@@ -641,6 +641,12 @@ def test_dropout_gradient_dtype_and_identity_outside_training():
     assert apply_dropout(x, 0.5, training=False) is x and apply_dropout(x, 0.0, training=True) is x
 
 
+def test_dropout_compiles_without_a_graph_break():
+    compiled = torch.compile(lambda x: apply_dropout(x, 0.5, training=True), fullgraph=True, backend="eager")
+    out = compiled(torch.ones(64, 64))
+    assert set(out.unique().tolist()) == {0.0, 2.0} and 0.4 < (out == 0).float().mean() < 0.6
+
+
 # ------------------------------------------------------------------------------------------------------ training
 
 

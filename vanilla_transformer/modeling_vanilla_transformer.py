@@ -88,6 +88,8 @@ def apply_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     """
     if not training or p == 0.0:
         return x
+    if torch.compiler.is_compiling():  # compiled: F.dropout, whose masks the compiler draws itself (no graph break)
+        return F.dropout(x, p, training=True)
     dropped = round(p * 65536)
     bits = torch.empty((x.numel() + 3) // 4, dtype=torch.int64, device=x.device).random_(-2**63, 2**63 - 1)
     keep = bits.view(torch.int16)[: x.numel()].view(x.shape) >= dropped - 32768  # uniform over [-2^15, 2^15)
