@@ -187,7 +187,7 @@ def run_child(spec: dict) -> dict:
     bf16 = dtype == "bf16"
     tagger = task == "token_classification"
     if spec.get("engine") != "ctranslate2":
-        model = build(("ours_tagger" if name == "ours" else name) if tagger else name, shape, spec.get("dropout", 0.0))
+        model = build(("ours_tagger" if name == "ours" else name) if tagger else name, shape, spec["dropout"])
     g = torch.Generator().manual_seed(1)
     batch = {"train": 32, "greedy": 32, "beam": 8, "token_classification": 32}[task]
     src_len, tgt_len = (128, 0) if tagger else (32, 32)
