@@ -151,32 +151,6 @@ def test_mention_spans():
         (0, 2, "PER"), (3, 4, "LOC"), (4, 5, "LOC"), (5, 6, "ORG")]
 
 
-
-def test_consistent_within_documents():
-    """A name takes its document's majority type at every exact or untagged occurrence; other documents, partial
-    overlaps and occurrences inside a longer entity are left alone."""
-    rows = [  # (document, words, predicted tags, expected tags)
-        ("a", "Jordan beat Bob Lee .", "B-LOC O B-PER I-PER O", "B-LOC O B-PER I-PER O"),
-        ("a", "Jordan and Bob Lee met", "B-PER O O O O", "B-LOC O B-PER I-PER O"),  # retyped; filled
-        ("a", "Jordan ; Bob Lee Smith", "B-LOC O B-PER I-PER I-PER", "B-LOC O B-PER I-PER I-PER"),  # a longer name
-        ("a", "Bob Lee Jr spoke", "O O I-PER O", "O O I-PER O"),  # followed by an I- tag: not a whole occurrence
-        ("b", "Jordan is far", "O O O", "O O O"),  # another document
-        ("c", "Acme won", "B-ORG O", "B-ORG O"),
-        ("c", "Acme lost", "B-LOC O", "B-ORG O"),  # a tie: the type seen first
-        ("d", "New York Times", "O B-LOC B-ORG", "O B-LOC B-ORG"),  # "New York" overlaps an entity here: kept
-        ("d", "in New York", "O B-LOC I-LOC", "O B-LOC I-LOC"),
-    ]
-    documents = [r[0] for r in rows]
-    words = [r[1].split() for r in rows]
-    tags = [r[2].split() for r in rows]
-    before = [list(t) for t in tags]
-    out = data.consistent_within_documents(words, tags, documents)
-    assert out == [r[3].split() for r in rows]
-    assert tags == before  # the input is not modified
-    assert data.consistent_within_documents(words, tags, list(range(len(rows)))) == [  # one document per sentence
-        r[2].split() for r in rows]
-
-
 def test_mention_replacement_swaps_mentions_of_the_same_type_inside_the_sentence():
     rows = data.Dataset.from_dict({
         "tokens": [["ctx", "Anna", "Lee", "met", "Bob", "in", "Rome", "ctx2"], ["Ulm", "is", "small"]],

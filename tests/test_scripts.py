@@ -13,13 +13,11 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForSeq2SeqLM, AutoModelForTokenClassification, AutoTokenizer
 
-from conftest import (NER_SENTENCES, ROOT, SHARED_DATA, f1_of_predictions_file, ner_args, translation_args, write_conll,
-                      write_parallel)
+from conftest import ROOT, SHARED_DATA, f1_of_predictions_file, ner_args, translation_args, write_conll, write_parallel
 from vanilla_transformer import VanillaTransformerForConditionalGeneration
 
 from vanilla_transformer import average_checkpoints, run_ner, run_translation
-from vanilla_transformer.data import DataError, consistent_within_documents, load_conll
-from vanilla_transformer.ner_analysis import read_predictions
+from vanilla_transformer.data import DataError
 
 def test_run_translation_end_to_end(tmp_path):
     data_dir = write_parallel(tmp_path)
@@ -136,39 +134,6 @@ def test_run_ner_end_to_end(tmp_path, extra):
     from transformers import pipeline
     tagger = pipeline("token-classification", model=model, tokenizer=tokenizer, aggregation_strategy="simple")
     assert isinstance(tagger("Anna lives in Berlin ."), list)
-
-
-
-def test_run_ner_document_consistency(tmp_path):
-    """--document_consistency: the predictions file and the metrics are the per-sentence predictions made consistent
-    within each -DOCSTART- document; without documents to go by, the flag is an error."""
-    run_ner.main(ner_args(tmp_path, tmp_path / "tagger"))
-    first, second = tmp_path / "first.txt", tmp_path / "second.txt"
-    write_conll(first, NER_SENTENCES + [("Ben Miller lives in Paris".split(), ["B-PER", "I-PER", "O", "O", "B-LOC"])])
-    write_conll(second, [(["Berlin", "hired", "Anna"], ["B-ORG", "O", "B-PER"])] + NER_SENTENCES)
-    documents = tmp_path / "documents.txt"
-    documents.write_text(first.read_text() + "\n" + second.read_text())
-
-    def evaluate(name, *extra):
-        out = tmp_path / name
-        metrics = run_ner.main(["--model_name_or_path", str(tmp_path / "tagger"), "--validation_file", str(documents),
-                                "--do_eval", "--output_dir", str(out), "--disable_tqdm", "true", *extra])
-        return metrics, read_predictions(out / "predictions_validation.txt")
-
-    per_sentence, sentences = evaluate("per-sentence")
-    consistent, consistent_sentences = evaluate("consistent", "--document_consistency", "true")
-    words = [w for w, _, _ in sentences]
-    assert load_conll(str(documents))["document"] == [0] * 4 + [1] * 4
-    assert [p for _, _, p in consistent_sentences] == consistent_within_documents(
-        words, [p for _, _, p in sentences], [0] * 4 + [1] * 4)
-    assert consistent["eval_f1_per_sentence"] == per_sentence["eval_f1"]
-    f1, _ = f1_of_predictions_file(tmp_path / "consistent" / "predictions_validation.txt")
-    assert consistent["eval_f1"] == pytest.approx(f1)
-    jsonl = tmp_path / "valid.jsonl"
-    jsonl.write_text(json.dumps({"tokens": ["Anna"], "ner_tags": ["B-PER"]}) + "\n")
-    with pytest.raises(ValueError, match="--document_consistency needs documents: the validation split"):
-        run_ner.main(["--model_name_or_path", str(tmp_path / "tagger"), "--validation_file", str(jsonl), "--do_eval",
-                      "--document_consistency", "true", "--output_dir", str(tmp_path / "jsonl")])
 
 
 def test_run_ner_unseen_validation_label(tmp_path):

@@ -7,7 +7,6 @@ Translation rows use HF's format `{"translation": {SRC: ..., TGT: ...}}`; taggin
 import json
 import os
 import random
-from collections import Counter
 
 from datasets import Dataset
 
@@ -210,38 +209,6 @@ def mention_spans(tags: list[str]) -> list[tuple[int, int, str]]:
         elif tag.startswith("I-"):
             spans[-1] = (spans[-1][0], i + 1, spans[-1][2])
     return spans
-
-
-
-def consistent_within_documents(tokens: list[list[str]], tags: list[list[str]], documents: list) -> list[list[str]]:
-    """Document-level label consistency, a decoding step in the spirit of the non-local features of Krishnan & Manning
-    (2006) and Ratinov & Roth (2009): a name in a news story is mostly one kind of entity throughout it. Every word
-    sequence tagged as an entity in a document takes the type it is tagged with most often there (a tie: the type
-    seen first) at each of its occurrences in that document that is exactly an entity or wholly untagged and not
-    followed by an I- tag; longer names first. Sentences i with equal `documents[i]` form a document. IOB2 in and out:
-    returns new tag lists, the input is left as it is."""
-    out = [list(row) for row in tags]
-    sentences_of = {}
-    for i, document in enumerate(documents):
-        sentences_of.setdefault(document, []).append(i)
-    for rows in sentences_of.values():
-        votes, starts = {}, {}  # name -> Counter of types; first word -> [(sentence, position)]
-        for i in rows:
-            for start, end, kind in mention_spans(out[i]):
-                votes.setdefault(tuple(tokens[i][start:end]), Counter())[kind] += 1
-            for position, word in enumerate(tokens[i]):
-                starts.setdefault(word, []).append((i, position))
-        for name in sorted(votes, key=len, reverse=True):
-            kind = votes[name].most_common(1)[0][0]
-            for i, start in starts[name[0]]:
-                row, end = out[i], start + len(name)
-                if tuple(tokens[i][start:end]) != name or (end < len(row) and row[end].startswith("I-")):
-                    continue
-                untagged = all(tag == "O" for tag in row[start:end])
-                exact = row[start].startswith("B-") and all(tag == "I-" + row[start][2:] for tag in row[start + 1:end])
-                if untagged or exact:
-                    row[start:end] = ["B-" + kind] + ["I-" + kind] * (len(name) - 1)
-    return out
 
 
 class MentionReplacement:

@@ -60,11 +60,6 @@ class DataTrainingArguments:
     ensemble_with: list[str] | None = field(default=None, metadata={
         "help": "Evaluation and prediction only: further trained taggers (directories or Hub ids, same labels and "
                 "tokenizer) combined with --model_name_or_path's as a product of experts (scores averaged)."})
-    document_consistency: bool = field(default=False, metadata={
-        "help": "Evaluation and prediction only: after decoding, every name predicted as an entity in a document gets "
-                "the type predicted for it most often there, at all its occurrences (CoNLL files mark documents with "
-                "-DOCSTART-; a file without them is one document). Metrics and predictions files use the result; "
-                "`<split>_f1_per_sentence` keeps the F1 before it."})
     max_train_samples: int | None = field(default=None, metadata={"help": "Use only this many training sentences."})
     max_eval_samples: int | None = field(default=None, metadata={"help": "Use only this many validation sentences."})
     max_predict_samples: int | None = field(default=None, metadata={"help": "Use only this many test sentences."})
@@ -131,11 +126,6 @@ def main(argv=None):
         model_args.config_overrides = DEMO_CONFIG_OVERRIDES
 
     raw = load_raw_datasets(data_args, training_args)
-    if data_args.document_consistency:
-        scored = [s for s, on in (("validation", training_args.do_eval), ("test", training_args.do_predict)) if on]
-        if undivided := [s for s in scored if s in raw and "document" not in raw[s].column_names]:
-            raise ValueError(f"--document_consistency needs documents: the {undivided[0]} split comes without them "
-                             "(give a CoNLL column file; JSON lines and Hub datasets have no documents).")
     if "train" in raw:
         label_list = label_list_from(raw["train"]["ner_tags"],
                                      {k: v["ner_tags"] for k, v in raw.items() if k != "train"})
@@ -237,9 +227,7 @@ def main(argv=None):
                 [[label_list[t] for t in row[k]] for row, k in zip(labels, keep)])
 
     def compute_metrics(eval_preds):
-        return tag_metrics(*to_word_tags(*eval_preds))
-
-    def tag_metrics(pred_tags, gold_tags):
+        pred_tags, gold_tags = to_word_tags(*eval_preds)
         scores = seqeval.compute(predictions=pred_tags, references=gold_tags)
         flat = {k: v for k, v in scores.items() if k.startswith("overall_")}
         for name, values in scores.items():
@@ -266,16 +254,11 @@ def main(argv=None):
         if not enabled or split not in tokenized:
             continue
         predictions, label_ids, metrics = predict_split(trainer, tokenized[split], prefix, compute_metrics)
-        pred_tags, gold_tags = to_word_tags(predictions, label_ids)
-        if data_args.document_consistency:
-            words = [sentence[:len(tags)] for sentence, tags in zip(raw[split]["tokens"], pred_tags)]
-            pred_tags = vt_data.consistent_within_documents(words, pred_tags, raw[split]["document"])
-            metrics[f"{prefix}_f1_per_sentence"] = metrics[f"{prefix}_f1"]
-            metrics.update({f"{prefix}_{k}": v for k, v in tag_metrics(pred_tags, gold_tags).items()})
         trainer.log_metrics(prefix, metrics)
         trainer.save_metrics(prefix, metrics)
         all_metrics.update(metrics)
         if trainer.is_world_process_zero():
+            pred_tags, _ = to_word_tags(predictions, label_ids)
             path = os.path.join(training_args.output_dir, f"predictions_{split}.txt")
             with open(path, "w", encoding="utf-8") as f:  # CoNLL: token gold predicted; words cut by truncation -> O
                 for words, gold, pred in zip(raw[split]["tokens"], raw[split]["ner_tags"], pred_tags):
