@@ -27,6 +27,24 @@ TASKS = {
         uses="Tagging entities of the types {labels} in text like the training data. Trained from scratch: accuracy "
              "drops on other domains; review its output before relying on it.",
     ),
+    "fill-mask": dict(
+        pipeline_tag="fill-mask", task_type="fill-mask", task_name="Masked language modelling",
+        metrics=[("accuracy", "masked-word accuracy"), ("perplexity", "perplexity")],
+        description="an encoder pretrained to fill in masked words, the starting point of a tagger "
+                    "(`vanilla-transformer train-ner --model_name_or_path` this model).",
+        uses="A starting point for fine-tuning on text like the training data (a new head is added). Trained from "
+             "scratch on a small corpus: it is not a general-purpose language model.",
+    ),
+}
+AUTO_CLASSES = {"translation": "AutoModelForSeq2SeqLM", "token-classification": "AutoModelForTokenClassification",
+                "fill-mask": "AutoModelForMaskedLM"}
+EXAMPLES = {
+    "translation": "inputs = tokenizer([\"...\"], return_tensors=\"pt\", return_token_type_ids=False)\n"
+                   "print(tokenizer.batch_decode(model.generate(**inputs, num_beams=4), skip_special_tokens=True))",
+    "token-classification": "from transformers import pipeline\ntagger = pipeline(\"token-classification\", model=model, "
+                            "tokenizer=tokenizer, aggregation_strategy=\"simple\")\nprint(tagger(\"...\"))",
+    "fill-mask": "from transformers import pipeline\nfill = pipeline(\"fill-mask\", model=model, tokenizer=tokenizer)\n"
+                 "print(fill(f\"... {tokenizer.mask_token} ...\"))",
 }
 
 CONFIG_FIELDS = ["d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads", "encoder_ffn_dim",
@@ -100,14 +118,7 @@ def render_card(model_dir: str, repo_id: str | None = None) -> ModelCard:
         model_name=name, eval_results=eval_results or None,
     )
     n_params = _count_parameters(model_dir)
-    auto = "AutoModelForSeq2SeqLM" if task == "translation" else "AutoModelForTokenClassification"
-    if task == "translation":
-        example = ("inputs = tokenizer([\"...\"], return_tensors=\"pt\", return_token_type_ids=False)\n"
-                   "print(tokenizer.batch_decode(model.generate(**inputs, num_beams=4), skip_special_tokens=True))")
-    else:
-        example = ("from transformers import pipeline\n"
-                   "tagger = pipeline(\"token-classification\", model=model, tokenizer=tokenizer, "
-                   "aggregation_strategy=\"simple\")\nprint(tagger(\"...\"))")
+    auto, example = AUTO_CLASSES[task], EXAMPLES[task]
     head = f"from transformers import AutoTokenizer, {auto}\n\ntokenizer = AutoTokenizer.from_pretrained(\"{name}\")\n"
     wall = info.get("wall_seconds")
     card = ModelCard.from_template(
@@ -115,8 +126,8 @@ def render_card(model_dir: str, repo_id: str | None = None) -> ModelCard:
         task_description=spec["description"].format(**fmt), intended_uses=spec["uses"].format(**fmt),
         config_table=[(k, config[k]) for k in CONFIG_FIELDS if k in config], num_parameters=n_params,
         data_description=f"{info['dataset_name']}: {info.get('train_samples') or 'unknown number of'} training examples"
-                         + (f"; languages {', '.join(languages)}" if task == "translation" else f"; labels {fmt['labels']}")
-                         + ".",
+                         + {"translation": f"; languages {', '.join(languages)}",
+                            "token-classification": f"; labels {fmt['labels']}"}.get(task, "") + ".",
         hyperparameters=sorted(info.get("hyperparameters", {}).items()),
         steps=_read_json(os.path.join(model_dir, "trainer_state.json")).get("global_step", "an unknown number of"),
         wall_time=f"{wall / 60:.1f} minutes" if wall else "unknown time", hardware=info.get("hardware", "unknown"),

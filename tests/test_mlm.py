@@ -5,6 +5,7 @@ import random
 
 import pytest
 import torch
+from huggingface_hub import ModelCard
 from safetensors.torch import load_file
 from transformers import AutoModelForMaskedLM, AutoModelForTokenClassification, AutoTokenizer, pipeline
 
@@ -94,6 +95,11 @@ def test_pretraining_learns_and_the_tagger_starts_from_it(tmp_path):
                                     "--max_steps", "800", "--learning_rate", "3e-3", "--warmup_steps", "20",
                                     "--validation_split_percentage", "10", "--mlm_probability", "0.2"))
     assert metrics["eval_accuracy"] > 0.6  # chance: 1 in 12 words
+    card = ModelCard.load(out / "README.md")  # the model card, as the other training commands write it
+    assert card.data.pipeline_tag == "fill-mask" and card.data.datasets == [tmp_path.name]
+    scores = {r.metric_type: r.metric_value for r in card.data.eval_results}
+    assert scores == pytest.approx({"accuracy": metrics["eval_accuracy"], "perplexity": metrics["eval_perplexity"]})
+    assert "AutoModelForMaskedLM.from_pretrained" in card.text and "--train_conll_file" in card.text
     tokenizer = AutoTokenizer.from_pretrained(out)
     assert tokenizer.mask_token == "<mask>"
     fill = pipeline("fill-mask", model=AutoModelForMaskedLM.from_pretrained(out), tokenizer=tokenizer)

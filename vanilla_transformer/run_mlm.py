@@ -26,8 +26,10 @@ from .training import (
     get_tokenizer,
     move_label_smoothing_into_model,
     paper_training_defaults,
+    dataset_label,
     parse_run_arguments,
     train_and_save,
+    write_card_and_push,
 )
 
 logger = logging.getLogger("run_mlm")
@@ -157,6 +159,9 @@ def main(argv=None):
         trainer.log_metrics("eval", scores)
         trainer.save_metrics("eval", scores)
         metrics.update(scores)
+    if training_args.do_train:
+        write_card_and_push(trainer, training_args, model, "fill-mask", dataset_label(data_args), len(splits["train"]),
+                            wall_seconds=metrics.get("train_wall_seconds"), argv=argv)
     if trainer.is_world_process_zero():
         print("\nMetrics:", {k: round(v, 4) if isinstance(v, float) else v for k, v in metrics.items()})
     return metrics

@@ -358,11 +358,15 @@ def train_and_save(trainer, train_dataset, resume_from=None) -> dict:
 
 
 def dataset_label(data_args) -> str:
-    """A name for the training data in the model card: the Hub dataset, or the training file's folder."""
-    if data_args.dataset_name:
+    """A name for the training data in the model card: the Hub dataset, or the training files' folders."""
+    if getattr(data_args, "dataset_name", None):
         return data_args.dataset_name
-    path = data_args.train_file
-    return os.path.basename(os.path.dirname(os.path.abspath(path))) if path else "demo"
+    paths = []
+    for name in ("train_file", "train_conll_file"):  # one path, or a list of them (run_mlm.py)
+        value = getattr(data_args, name, None) or []
+        paths += [value] if isinstance(value, str) else value
+    folders = dict.fromkeys(os.path.basename(os.path.dirname(os.path.abspath(path))) for path in paths)
+    return " + ".join(folders) or "demo"
 
 
 def parse_run_arguments(dataclass_types, argv=None, logger=None, defaults_for=None):
