@@ -14,7 +14,9 @@ CARD_INFO = "card_info.json"
 TASKS = {
     "translation": dict(
         pipeline_tag="translation", task_type="translation", task_name="Translation",
-        metrics=[("bleu", "sacreBLEU (cased, detokenized, 13a)"), ("chrf", "chrF")],
+        metrics=[("bleu", "sacreBLEU (cased, detokenized, 13a)"), ("chrf", "chrF")], auto="AutoModelForSeq2SeqLM",
+        example="inputs = tokenizer([\"...\"], return_tensors=\"pt\", return_token_type_ids=False)\n"
+                "print(tokenizer.batch_decode(model.generate(**inputs, num_beams=4), skip_special_tokens=True))",
         description="an encoder-decoder translating {source} to {target}.",
         uses="Translating short {source} sentences of the training domain into {target}. Trained from scratch on a "
              "small corpus: expect errors on long or out-of-domain input; do not use it where mistranslation causes "
@@ -23,28 +25,23 @@ TASKS = {
     "token-classification": dict(
         pipeline_tag="token-classification", task_type="token-classification", task_name="Named-entity recognition",
         metrics=[("f1", "seqeval entity F1"), ("precision", "seqeval precision"), ("recall", "seqeval recall")],
+        auto="AutoModelForTokenClassification",
+        example="from transformers import pipeline\ntagger = pipeline(\"token-classification\", model=model, "
+                "tokenizer=tokenizer, aggregation_strategy=\"simple\")\nprint(tagger(\"...\"))",
         description="a Transformer encoder tagging named entities ({labels}).",
         uses="Tagging entities of the types {labels} in text like the training data. Trained from scratch: accuracy "
              "drops on other domains; review its output before relying on it.",
     ),
     "fill-mask": dict(
         pipeline_tag="fill-mask", task_type="fill-mask", task_name="Masked language modelling",
-        metrics=[("accuracy", "masked-word accuracy"), ("perplexity", "perplexity")],
+        metrics=[("accuracy", "masked-word accuracy"), ("perplexity", "perplexity")], auto="AutoModelForMaskedLM",
+        example="from transformers import pipeline\nfill = pipeline(\"fill-mask\", model=model, tokenizer=tokenizer)\n"
+                "print(fill(f\"... {tokenizer.mask_token} ...\"))",
         description="an encoder pretrained to fill in masked words, the starting point of a tagger "
                     "(`vanilla-transformer train-ner --model_name_or_path` this model).",
         uses="A starting point for fine-tuning on text like the training data (a new head is added). Trained from "
              "scratch on a small corpus: it is not a general-purpose language model.",
     ),
-}
-AUTO_CLASSES = {"translation": "AutoModelForSeq2SeqLM", "token-classification": "AutoModelForTokenClassification",
-                "fill-mask": "AutoModelForMaskedLM"}
-EXAMPLES = {
-    "translation": "inputs = tokenizer([\"...\"], return_tensors=\"pt\", return_token_type_ids=False)\n"
-                   "print(tokenizer.batch_decode(model.generate(**inputs, num_beams=4), skip_special_tokens=True))",
-    "token-classification": "from transformers import pipeline\ntagger = pipeline(\"token-classification\", model=model, "
-                            "tokenizer=tokenizer, aggregation_strategy=\"simple\")\nprint(tagger(\"...\"))",
-    "fill-mask": "from transformers import pipeline\nfill = pipeline(\"fill-mask\", model=model, tokenizer=tokenizer)\n"
-                 "print(fill(f\"... {tokenizer.mask_token} ...\"))",
 }
 
 CONFIG_FIELDS = ["d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads", "encoder_ffn_dim",
@@ -118,7 +115,7 @@ def render_card(model_dir: str, repo_id: str | None = None) -> ModelCard:
         model_name=name, eval_results=eval_results or None,
     )
     n_params = _count_parameters(model_dir)
-    auto, example = AUTO_CLASSES[task], EXAMPLES[task]
+    auto, example = spec["auto"], spec["example"]
     head = f"from transformers import AutoTokenizer, {auto}\n\ntokenizer = AutoTokenizer.from_pretrained(\"{name}\")\n"
     wall = info.get("wall_seconds")
     card = ModelCard.from_template(
