@@ -18,6 +18,7 @@ set -euo pipefail
 DATA=${1:-../shared/data}; OUT=${2:-outputs/conll}; shift $(( $# < 2 ? $# : 2 ))
 PY=${PY:-python}
 [ -f "$DATA/conll2003/train.txt" ] || { echo "error: $DATA/conll2003/train.txt not found: give the data directory as the first argument (make recipe-conll DATA=path)" >&2; exit 2; }
+source "$(dirname "$0")/tcmalloc.sh"
 # bf16 autocast where the CPU has native bf16 matrix products (AVX-512/AMX); fp32 elsewhere (~60x faster there)
 BF16=${BF16:-$("$PY" -c "from vanilla_transformer.training import native_bf16; print(str(native_bf16()).lower())")}
 read -r -a SEEDS <<< "${SEEDS:-42 7}"

@@ -7,6 +7,7 @@ set -euo pipefail
 DATA=${1:-../shared/data}; OUT=${2:-outputs/multi30k}; shift $(( $# < 2 ? $# : 2 ))
 PY=${PY:-python}
 [ -f "$DATA/multi30k/train.de" ] || { echo "error: $DATA/multi30k/train.de not found: give the data directory as the first argument (make recipe-multi30k DATA=path)" >&2; exit 2; }
+source "$(dirname "$0")/tcmalloc.sh"
 # bf16 autocast where the CPU has native bf16 matrix products (AVX-512/AMX); fp32 elsewhere (~60x faster there)
 BF16=${BF16:-$("$PY" -c "from vanilla_transformer.training import native_bf16; print(str(native_bf16()).lower())")}
 # small preset (d_model 256, 3+3 layers, 4 heads, d_ff 1024), joint BPE 8000, pre-LN (a deviation from the paper's
