@@ -50,20 +50,44 @@ def test_demo_that_did_not_learn_fails_loudly(tmp_path):
     assert "eval_bleu" not in metrics  # word n-grams of unspaced strings measure nothing
 
 
-@pytest.mark.parametrize("native", [True, False])
-def test_bf16_where_the_cpu_has_it(tmp_path, monkeypatch, caplog, native):
-    """The demo trains in bf16 only on CPUs with native bf16 matrix products; elsewhere an explicit --bf16 true warns
-    (such a CPU runs bf16 autocast many times slower than fp32)."""
+@pytest.mark.parametrize("fast", [True, False])
+def test_demo_trains_in_bf16_where_it_pays(monkeypatch, fast):
+    """The demo's --bf16 default follows the measurement; a run given data or a model gets no demo flags."""
+    monkeypatch.setattr(run_translation, "fast_bf16", lambda device_type="cpu": fast)
+    demo = run_translation.demo_defaults(["--output_dir", "x"])
+    assert demo[demo.index("--bf16") + 1] == str(fast).lower()
+    assert run_translation.demo_defaults(["--train_file=data/train.json"]) == []
+    assert run_translation.demo_defaults(["--config_name", "small"]) == []
+
+
+@pytest.mark.parametrize("native,speedup,warning", [(False, 0.0, "no native bf16"), (True, 0.55, "0.55x as fast"),
+                                                     (True, 2.0, None)])
+def test_explicit_bf16_warns_where_it_does_not_pay(tmp_path, monkeypatch, caplog, native, speedup, warning):
+    """--bf16 true on a CPU where bf16 matrix products are emulated or measure slower than fp32 warns, saying which."""
     from vanilla_transformer import training
 
-    demo = run_translation.DEMO_ARGS
-    assert demo[demo.index("--bf16") + 1] == str(training.native_bf16()).lower()
     monkeypatch.setattr(training, "native_bf16", lambda device_type="cpu": native)
+    monkeypatch.setattr(training, "bf16_matmul_speedup", lambda: speedup)
     with caplog.at_level("WARNING"):
         training.parse_run_arguments(
             (training.ModelArguments, run_translation.DataTrainingArguments, run_translation.TranslationTrainingArguments),
             ["--output_dir", str(tmp_path), "--bf16", "true"])
-    assert ("no native bf16" in caplog.text) == (not native)
+    assert ("pass --bf16 false" in caplog.text) == (warning is not None)
+    assert warning is None or warning in caplog.text
+
+
+def test_bf16_measurement_leaves_the_seed_alone():
+    """Measuring bf16 against fp32 draws from its own generator: a seeded run draws the same numbers after it. It is 0
+    where bf16 has no native kernel, a positive ratio elsewhere."""
+    from vanilla_transformer import training
+
+    torch.manual_seed(0)
+    expected = torch.rand(3)
+    torch.manual_seed(0)
+    speedup = training.bf16_matmul_speedup.__wrapped__()
+    assert torch.equal(torch.rand(3), expected)
+    assert (speedup > 0) == training.native_bf16("cpu")
+    assert training.fast_bf16("cpu") == (training.bf16_matmul_speedup() >= training.BF16_MIN_SPEEDUP)
 
 
 def test_run_translation_on_tab_separated_pairs(tmp_path):

@@ -2,6 +2,7 @@
 the tokenizer, the paper's optimizer defaults and resuming."""
 
 import ast
+import functools
 import logging
 import json
 import os
@@ -138,8 +139,8 @@ def build_model(model_args: ModelArguments, tokenizer, task: str, **task_fields)
 
 
 def native_bf16(device_type: str = "cpu") -> bool:
-    """Whether bf16 matrix products run natively here. CPUs without AVX-512 (e.g. AVX2-only laptops) compute them in
-    a reference kernel: measured on an AVX2 EPYC, a bf16 matmul ran ~60x slower than fp32 (1.3 vs 77 GFLOP/s)."""
+    """Whether bf16 matrix products have native kernels here. CPUs without AVX-512 (e.g. AVX2-only laptops) compute
+    them in a reference kernel: measured on an AVX2 EPYC, a bf16 matmul ran ~60x slower than fp32 (1.3 vs 77 GFLOP/s)."""
     if device_type == "cuda":
         return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
     if device_type != "cpu":
@@ -150,11 +151,50 @@ def native_bf16(device_type: str = "cpu") -> bool:
         return False
 
 
+BF16_MIN_SPEEDUP = 1.2  # below this, bf16 autocast's casts eat the gain: train in fp32
+
+
+@functools.cache
+def bf16_matmul_speedup() -> float:
+    """How many times faster a bf16 matrix product of the small preset's size runs than an fp32 one on this CPU
+    (best of 5 each; about 0.05 s). 0 where bf16 has no native kernel."""
+    if not native_bf16("cpu"):
+        return 0.0
+    generator = torch.Generator().manual_seed(0)  # the global seed stays untouched
+    a, b = torch.rand(1024, 1024, generator=generator), torch.rand(1024, 256, generator=generator)
+
+    def best_seconds(x, y):
+        x @ y  # warm-up: kernel selection, first-touch memory
+        times = []
+        for _ in range(5):
+            start = time.perf_counter()
+            x @ y
+            times.append(time.perf_counter() - start)
+        return min(times)
+
+    return best_seconds(a, b) / best_seconds(a.bfloat16(), b.bfloat16())
+
+
+def fast_bf16(device_type: str = "cpu") -> bool:
+    """Whether bf16 autocast pays here: the recipes' and the demo's default for `--bf16`. On a CPU a native bf16
+    kernel is not enough, the product must also run at least BF16_MIN_SPEEDUP times faster than fp32: a 2-core Xeon
+    with AVX512-BF16 but no AMX ran it at 0.55x fp32 and a Multi30k training step 1.36x slower in bf16, where a
+    2-core AMD EPYC (Zen 5, AVX512-BF16) trained 2.3x faster in bf16 (docs/results.md)."""
+    if device_type != "cpu":
+        return native_bf16(device_type)
+    return bf16_matmul_speedup() >= BF16_MIN_SPEEDUP
+
+
 def warn_if_slow_bf16(training_args, logger=None) -> None:
-    if training_args.bf16 and training_args.device.type == "cpu" and not native_bf16("cpu"):
-        (logger or logging.getLogger(__name__)).warning(
-            "--bf16 true: this CPU has no native bf16 matrix products (no AVX-512/AMX), so bf16 autocast runs many "
-            "times slower than fp32 here; pass --bf16 false.")
+    if not (training_args.bf16 and training_args.device.type == "cpu") or fast_bf16("cpu"):
+        return
+    if native_bf16("cpu"):
+        why = (f"a bf16 matrix product runs {bf16_matmul_speedup():.2f}x as fast as fp32 here, so bf16 autocast "
+               "(which adds casts) gains nothing")
+    else:
+        why = ("this CPU has no native bf16 matrix products (no AVX-512/AMX), so bf16 autocast runs many times slower "
+               "than fp32 here")
+    (logger or logging.getLogger(__name__)).warning(f"--bf16 true: {why}; pass --bf16 false.")
 
 
 # The paper's optimizer (section 5.3: Adam with beta2 0.98, eps 1e-9, linear warm-up then inverse square root decay),
