@@ -798,3 +798,7 @@ def test_translation_pipeline_equals_generate(small_demo_model):
     assert "seem to have been set" not in log.out
     with pytest.raises(TypeError, match="takes strings, got int"):
         translator(3)
+    # From a saved directory the registered task is used (the config's custom pipeline is for remote code only)
+    from_dir = pipeline(TRANSLATION_TASK, model=small_demo_model)
+    assert type(from_dir) is type(translator)
+    assert from_dir(sources, num_beams=2, max_new_tokens=12) == many

@@ -769,7 +769,7 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
     def __init__(self, config: VanillaTransformerConfig):
         super().__init__(config)
         # Recorded in config.json: `pipeline(model=saved_dir, trust_remote_code=True)` then needs no task name.
-        config.custom_pipelines = {TRANSLATION_TASK: TRANSLATION_PIPELINE}
+        config.custom_pipelines = {REMOTE_TRANSLATION_TASK: TRANSLATION_PIPELINE}
         self.model = VanillaTransformerModel(config)
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         self.post_init()
@@ -1196,7 +1196,11 @@ class VanillaTransformerForMaskedLM(VanillaTransformerPreTrainedModel):
 # Translation pipeline. transformers 5 removed its "translation" pipeline; ours lives in this file (not a file of its
 # own) so that every saved seq2seq model carries it and `pipeline(model=dir, trust_remote_code=True)` finds it.
 
-TRANSLATION_TASK = "vanilla-translation"
+TRANSLATION_TASK = "vanilla-translation"  # registered by our package: `pipeline(TRANSLATION_TASK, model=dir)`
+# The name in config.json's custom_pipelines, for remote code. It must differ from TRANSLATION_TASK: transformers'
+# `pipeline()` looks a task up in the config's custom_pipelines before its registry, and a custom pipeline asks for
+# trust_remote_code even where our package is imported.
+REMOTE_TRANSLATION_TASK = "translation"
 TRANSLATION_PIPELINE = {
     "impl": "modeling_vanilla_transformer.VanillaTranslationPipeline",
     "pt": ["AutoModelForSeq2SeqLM"],
