@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from transformers import AutoModel, AutoModelForMaskedLM, AutoModelForSeq2SeqLM, AutoModelForTokenClassification
+from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, AutoModelForSeq2SeqLM, AutoModelForTokenClassification
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
 from conftest import BLOCK_PACKAGE, randomize_deviations, subprocess_env, tagging_accuracy_after_training
@@ -218,6 +218,17 @@ def test_auto_classes(tiny_config, tmp_path):
     assert type(AutoModelForTokenClassification.from_pretrained(tmp_path / "tok")) is VanillaTransformerForTokenClassification
     VanillaTransformerForMaskedLM(tiny_config).save_pretrained(tmp_path / "mlm")
     assert type(AutoModelForMaskedLM.from_pretrained(tmp_path / "mlm")) is VanillaTransformerForMaskedLM
+
+
+def test_config_renames_the_old_pipeline_entry(tiny_config, tmp_path):
+    """A config saved with the remote-code pipeline under the registered task name loads with it as "translation"."""
+    seq2seq(tiny_config).save_pretrained(tmp_path)
+    path = tmp_path / "config.json"
+    saved = json.loads(path.read_text())
+    assert set(saved["custom_pipelines"]) == {"translation"}
+    entry = saved["custom_pipelines"]["translation"]
+    path.write_text(json.dumps({**saved, "custom_pipelines": {"vanilla-translation": entry}}))
+    assert AutoConfig.from_pretrained(tmp_path).custom_pipelines == {"translation": entry}
 
 
 REMOTE_CODE_CHILD = BLOCK_PACKAGE + textwrap.dedent("""

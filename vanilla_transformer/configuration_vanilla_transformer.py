@@ -115,6 +115,11 @@ class VanillaTransformerConfig(PreTrainedConfig):
             self.label2id = {label: i for i, label in self.id2label.items()}
         # Every saved model names all our Auto classes, so `trust_remote_code=True` loads any head from any checkpoint.
         self.auto_map = {**AUTO_MAP, **(getattr(self, "auto_map", None) or {})}
+        # Older saved models name their remote-code pipeline "vanilla-translation", the task our package registers;
+        # transformers' `pipeline()` would take that entry first and ask for trust_remote_code.
+        pipelines = getattr(self, "custom_pipelines", None) or {}
+        if "vanilla-translation" in pipelines:
+            self.custom_pipelines = {"translation": pipelines["vanilla-translation"]}
         self.validate_vanilla_transformer()
 
     @classmethod
