@@ -15,6 +15,10 @@ AUTO_MAP = {
     "AutoModelForTokenClassification": "modeling_vanilla_transformer.VanillaTransformerForTokenClassification",
     "AutoModelForMaskedLM": "modeling_vanilla_transformer.VanillaTransformerForMaskedLM",
 }
+# The translation pipeline's names (the pipeline: modeling_vanilla_transformer.py). Our package registers
+# TRANSLATION_TASK; config.json's custom_pipelines records it, for remote code, as REMOTE_TRANSLATION_TASK.
+TRANSLATION_TASK = "vanilla-translation"
+REMOTE_TRANSLATION_TASK = "translation"
 
 # Table 3 of the paper: "base" and "big"; "small" fits a laptop; "tiny" is for tests.
 PRESETS = {
@@ -115,11 +119,11 @@ class VanillaTransformerConfig(PreTrainedConfig):
             self.label2id = {label: i for i, label in self.id2label.items()}
         # Every saved model names all our Auto classes, so `trust_remote_code=True` loads any head from any checkpoint.
         self.auto_map = {**AUTO_MAP, **(getattr(self, "auto_map", None) or {})}
-        # Older saved models name their remote-code pipeline "vanilla-translation", the task our package registers;
+        # Older saved models name their remote-code pipeline TRANSLATION_TASK, the task our package registers;
         # transformers' `pipeline()` would take that entry first and ask for trust_remote_code.
         pipelines = getattr(self, "custom_pipelines", None) or {}
-        if "vanilla-translation" in pipelines:
-            self.custom_pipelines = {"translation": pipelines["vanilla-translation"]}
+        if TRANSLATION_TASK in pipelines:
+            self.custom_pipelines = {REMOTE_TRANSLATION_TASK: pipelines[TRANSLATION_TASK]}
         self.validate_vanilla_transformer()
 
     @classmethod

@@ -30,7 +30,7 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, PreTrainedModel
 from transformers.pipelines import Pipeline
 from transformers.utils.deprecation import deprecate_kwarg
 
-from .configuration_vanilla_transformer import VanillaTransformerConfig
+from .configuration_vanilla_transformer import REMOTE_TRANSLATION_TASK, TRANSLATION_TASK, VanillaTransformerConfig
 
 # transformers 5.24 renamed the cache argument and output field `past_key_values` to `cache`. Ours is `cache`;
 # `past_key_values` (what older releases' `generate` passes) is renamed to it, and outputs use the installed name.
@@ -1195,12 +1195,9 @@ class VanillaTransformerForMaskedLM(VanillaTransformerPreTrainedModel):
 # ----------------------------------------------------------------------------------------------------------------------
 # Translation pipeline. transformers 5 removed its "translation" pipeline; ours lives in this file (not a file of its
 # own) so that every saved seq2seq model carries it and `pipeline(model=dir, trust_remote_code=True)` finds it.
-
-TRANSLATION_TASK = "vanilla-translation"  # registered by our package: `pipeline(TRANSLATION_TASK, model=dir)`
-# The name in config.json's custom_pipelines, for remote code. It must differ from TRANSLATION_TASK: transformers'
-# `pipeline()` looks a task up in the config's custom_pipelines before its registry, and a custom pipeline asks for
-# trust_remote_code even where our package is imported.
-REMOTE_TRANSLATION_TASK = "translation"
+# Its name in config.json (REMOTE_TRANSLATION_TASK) differs from the task our package registers (TRANSLATION_TASK):
+# transformers' `pipeline()` looks a task up in the config's custom_pipelines before its registry, and a custom
+# pipeline asks for trust_remote_code even where our package is imported.
 TRANSLATION_PIPELINE = {
     "impl": "modeling_vanilla_transformer.VanillaTranslationPipeline",
     "pt": ["AutoModelForSeq2SeqLM"],
