@@ -3,8 +3,9 @@
 # 10% of the training documents are held out as a tuning split (`vanilla-transformer split-documents`, seed 0), the
 # taggers train on the rest and every choice is scored on the tuning split; validation is scored once, at the end.
 # One tagger per seed in SEEDS (default two) trains at the same time, each on its own core; they are evaluated as one
-# ensemble (`run_ner.py --ensemble_with`: the members' emission and transition scores averaged). Each member also
-# learns the file's POS and chunk columns (--auxiliary_columns, training only). Results: docs/results.md.
+# ensemble (`run_ner.py --ensemble_with`: the members' emission and transition scores averaged), whose predictions are
+# then made consistent within each document (--document_consistency: a repeated name takes its majority type). Each
+# member also learns the file's POS and chunk columns (--auxiliary_columns, training only). Results: docs/results.md.
 # Usage: [SEEDS="42 7"] [THREADS=cores/members] recipes/conll.sh [DATA_DIR] [OUTPUT_DIR] [extra run_ner.py flags...]
 # DATA_DIR holds conll2003/{train,validation}.txt (default ../shared/data). Extra flags go to every member's training
 # (a repeated flag replaces the recipe's). Writes OUTPUT_DIR/split/{train,tune}.txt, OUTPUT_DIR/member1.. (model,
@@ -68,7 +69,7 @@ others=()
 for i in $(seq 2 "$MEMBERS"); do others+=("$OUT/member$i"); done
 ensemble=(--model_name_or_path "$OUT/member1" ${others[@]+--ensemble_with "${others[@]}"})
 evaluate() {  # FILE DIR: the ensemble's scores on FILE, overall and for entities seen / unseen in training
-  "$PY" scripts/run_ner.py "${ensemble[@]}" --validation_file "$1" --do_eval --output_dir "$2"
+  "$PY" scripts/run_ner.py "${ensemble[@]}" --validation_file "$1" --document_consistency true --do_eval --output_dir "$2"
   "$PY" -m vanilla_transformer.cli ner-report "$2/predictions_validation.txt" --train_file "$SPLIT/train.txt" \
     --json "$2/seen_unseen.json"
 }

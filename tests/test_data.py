@@ -151,6 +151,23 @@ def test_mention_spans():
         (0, 2, "PER"), (3, 4, "LOC"), (4, 5, "LOC"), (5, 6, "ORG")]
 
 
+def test_document_consistency_gives_a_word_sequence_its_majority_type_within_a_document():
+    tokens = [["Magna", "rose", "."], ["Magna", "'s", "chief", "Ann", "Lee"], ["Magna", "fell"], ["Ann", "Lee", "Ann"],
+              ["Magna", "rose"]]
+    tags = [["B-ORG", "O", "O"], ["B-PER", "O", "O", "B-PER", "I-PER"], ["B-ORG", "O"], ["O", "O", "B-LOC"],
+            ["B-PER", "O"]]
+    documents = [0, 0, 0, 0, 1]
+    fixed = data.document_consistency(tokens, tags, documents)
+    assert fixed[:3] == [["B-ORG", "O", "O"], ["B-ORG", "O", "O", "B-PER", "I-PER"], ["B-ORG", "O"]]  # 2 ORG : 1 PER
+    assert fixed[3] == ["B-PER", "I-PER", "B-LOC"]  # an untagged "Ann Lee" tagged; the longer sequence first
+    assert fixed[4] == ["B-PER", "O"]  # another document keeps its own
+    assert tags[1][0] == "B-PER"  # the input is not modified
+    tie = data.document_consistency([["Ulm", "x"], ["Ulm"], ["Ulm"]], [["B-LOC", "O"], ["B-ORG"], ["O"]], [0, 0, 0])
+    assert tie == [["B-LOC", "O"], ["B-ORG"], ["B-LOC"]]  # a tie keeps each mention's type; untagged: the first's
+    # without documents each sentence is its own
+    assert data.document_consistency([["Ulm"], ["Ulm"]], [["B-LOC"], ["O"]], range(2)) == [["B-LOC"], ["O"]]
+
+
 def test_mention_replacement_swaps_mentions_of_the_same_type_inside_the_sentence():
     rows = data.Dataset.from_dict({
         "tokens": [["ctx", "Anna", "Lee", "met", "Bob", "in", "Rome", "ctx2"], ["Ulm", "is", "small"]],

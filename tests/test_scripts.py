@@ -13,10 +13,11 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForSeq2SeqLM, AutoModelForTokenClassification, AutoTokenizer
 
-from conftest import ROOT, SHARED_DATA, f1_of_predictions_file, ner_args, translation_args, write_conll, write_parallel
+from conftest import NER_SENTENCES, ROOT, SHARED_DATA, f1_of_predictions_file, ner_args, translation_args, write_conll, write_parallel
 from vanilla_transformer import VanillaTransformerForConditionalGeneration
 
 from vanilla_transformer import average_checkpoints, run_ner, run_translation
+from vanilla_transformer import data
 from vanilla_transformer.data import DataError
 
 def test_run_translation_end_to_end(tmp_path):
@@ -158,6 +159,39 @@ def test_run_ner_end_to_end(tmp_path, extra):
     from transformers import pipeline
     tagger = pipeline("token-classification", model=model, tokenizer=tokenizer, aggregation_strategy="simple")
     assert isinstance(tagger("Anna lives in Berlin ."), list)
+
+
+def read_predictions(path):
+    """A predictions file's sentences as (words, predicted tags)."""
+    blocks = [block.splitlines() for block in path.read_text().split("\n\n") if block.strip()]
+    return [([line.split()[0] for line in block], [line.split()[2] for line in block]) for block in blocks]
+
+
+def test_run_ner_document_consistency(tmp_path, monkeypatch):
+    """--document_consistency hands the predicted tags with their words and documents to
+    `data.document_consistency` (tested in test_data.py), writes what it returns and reports that file's F1. A stand-in
+    that tags every word B-PER makes the hand-over visible."""
+    run_ner.main(ner_args(tmp_path, tmp_path / "m", "--do_train", "--max_steps", "1"))
+    write_conll(tmp_path / "doc.txt", NER_SENTENCES * 2)
+    (tmp_path / "docs.txt").write_text((tmp_path / "doc.txt").read_text() * 2)  # two documents of six sentences
+    calls = []
+
+    def every_word_a_person(words, tags, documents):
+        calls.append((words, tags, list(documents)))
+        return [["B-PER"] * len(row) for row in tags]
+
+    monkeypatch.setattr(data, "document_consistency", every_word_a_person)
+    runs = {}
+    for flag in ("false", "true"):
+        out = tmp_path / flag
+        metrics = run_ner.main(["--model_name_or_path", str(tmp_path / "m"), "--validation_file",
+                                str(tmp_path / "docs.txt"), "--do_eval", "--document_consistency", flag,
+                                "--output_dir", str(out), "--disable_tqdm", "true"])
+        f1, n = f1_of_predictions_file(out / "predictions_validation.txt")
+        assert (metrics["eval_f1"], metrics["eval_samples"]) == (pytest.approx(f1), n)
+        runs[flag] = read_predictions(out / "predictions_validation.txt")
+    assert calls == [([w for w, _ in runs["false"]], [t for _, t in runs["false"]], [0] * 6 + [1] * 6)]
+    assert all(set(tags) == {"B-PER"} for _, tags in runs["true"])
 
 
 def test_run_ner_unseen_validation_label(tmp_path):

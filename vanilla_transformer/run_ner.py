@@ -60,6 +60,11 @@ class DataTrainingArguments:
     ensemble_with: list[str] | None = field(default=None, metadata={
         "help": "Evaluation and prediction only: further trained taggers (directories or Hub ids, same labels and "
                 "tokenizer) combined with --model_name_or_path's as a product of experts (scores averaged)."})
+    document_consistency: bool = field(default=False, metadata={
+        "help": "Evaluation and prediction: within each document (CoNLL files: -DOCSTART- blocks; other data: each "
+                "sentence), a word sequence predicted as a mention takes the type most of its mentions were given and "
+                "its untagged occurrences are tagged too. The final scores and predictions files come after it; the "
+                "evaluations during training do not."})
     max_train_samples: int | None = field(default=None, metadata={"help": "Use only this many training sentences."})
     max_eval_samples: int | None = field(default=None, metadata={"help": "Use only this many validation sentences."})
     max_predict_samples: int | None = field(default=None, metadata={"help": "Use only this many test sentences."})
@@ -226,14 +231,16 @@ def main(argv=None):
         return ([[label_list[p] for p in row[k]] for row, k in zip(preds, keep)],
                 [[label_list[t] for t in row[k]] for row, k in zip(labels, keep)])
 
-    def compute_metrics(eval_preds):
-        pred_tags, gold_tags = to_word_tags(*eval_preds)
+    def tag_metrics(pred_tags, gold_tags):
         scores = seqeval.compute(predictions=pred_tags, references=gold_tags)
         flat = {k: v for k, v in scores.items() if k.startswith("overall_")}
         for name, values in scores.items():
             if isinstance(values, dict):
                 flat[f"{name}_f1"] = values["f1"]
         return {k.replace("overall_", ""): v for k, v in flat.items()}
+
+    def compute_metrics(eval_preds):
+        return tag_metrics(*to_word_tags(*eval_preds))
 
     trainer = AtomicTrainer(
         model=model,
@@ -254,11 +261,17 @@ def main(argv=None):
         if not enabled or split not in tokenized:
             continue
         predictions, label_ids, metrics = predict_split(trainer, tokenized[split], prefix, compute_metrics)
+        pred_tags, gold_tags = to_word_tags(predictions, label_ids)
+        if data_args.document_consistency:
+            rows = raw[split]
+            documents = rows["document"] if "document" in rows.column_names else range(len(rows))
+            words = [w[:len(p)] for w, p in zip(rows["tokens"], pred_tags)]  # words cut by truncation stay O
+            pred_tags = vt_data.document_consistency(words, pred_tags, documents)
+            metrics.update({f"{prefix}_{k}": v for k, v in tag_metrics(pred_tags, gold_tags).items()})
         trainer.log_metrics(prefix, metrics)
         trainer.save_metrics(prefix, metrics)
         all_metrics.update(metrics)
         if trainer.is_world_process_zero():
-            pred_tags, _ = to_word_tags(predictions, label_ids)
             path = os.path.join(training_args.output_dir, f"predictions_{split}.txt")
             with open(path, "w", encoding="utf-8") as f:  # CoNLL: token gold predicted; words cut by truncation -> O
                 for words, gold, pred in zip(raw[split]["tokens"], raw[split]["ner_tags"], pred_tags):
