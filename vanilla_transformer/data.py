@@ -211,12 +211,17 @@ def mention_spans(tags: list[str]) -> list[tuple[int, int, str]]:
     return spans
 
 
-def document_consistency(tokens: list[list[str]], tags: list[list[str]], documents: list[int]) -> list[list[str]]:
+def mention_tags(kind: str, length: int) -> list[str]:
+    """A mention of `length` words -> its IOB2 tags."""
+    return ["B-" + kind] + ["I-" + kind] * (length - 1)
+
+
+def document_consistency(tokens: list[list[str]], tags: list[list[str]], documents) -> list[list[str]]:
     """Predicted IOB2 tags made consistent within each document (label consistency, in the spirit of Krishnan &
-    Manning, 2006): a word sequence predicted as a mention takes the type most of its mentions in the document were
-    given (a tie keeps each mention's own), and its occurrences left untagged there become mentions of that type (on a
-    tie, the type it was given first; longest sequences first). A name the tagger has never seen is often typed right where its context is clear and
-    wrong elsewhere ("Magna was up 1/8"); the document's majority repairs the rest."""
+    Manning, 2006). A word sequence predicted as a mention takes the type most of its mentions in the document were
+    given (a tie keeps each mention's own); its occurrences left untagged become mentions of that type (on a tie, the
+    type it was first given; longest sequences first). A name the tagger never saw is often typed right where its
+    context is clear and wrong elsewhere ("Magna was up 1/8"): the document's majority repairs the rest."""
     tags = [list(row) for row in tags]
     by_document = {}
     for i, document in enumerate(documents):
@@ -228,18 +233,18 @@ def document_consistency(tokens: list[list[str]], tags: list[list[str]], documen
                 counts = votes.setdefault(tuple(tokens[i][start:end]), {})
                 counts[kind] = counts.get(kind, 0) + 1
         majority = {words: max(counts, key=counts.get) for words, counts in votes.items()}
+        longest_first = sorted(majority, key=len, reverse=True)
         for i in rows:
             row, words = tags[i], tokens[i]
             for start, end, kind in mention_spans(row):
-                counts = votes[tuple(words[start:end])]
-                best = majority[tuple(words[start:end])]
-                if counts[best] > counts[kind]:
-                    row[start:end] = ["B-" + best] + ["I-" + best] * (end - start - 1)
-            for sequence in sorted(majority, key=len, reverse=True):
+                sequence = tuple(words[start:end])
+                if votes[sequence][majority[sequence]] > votes[sequence][kind]:
+                    row[start:end] = mention_tags(majority[sequence], end - start)
+            for sequence in longest_first:
                 n = len(sequence)
                 for start in range(len(row) - n + 1):
                     if tuple(words[start:start + n]) == sequence and all(t == "O" for t in row[start:start + n]):
-                        row[start:start + n] = ["B-" + majority[sequence]] + ["I-" + majority[sequence]] * (n - 1)
+                        row[start:start + n] = mention_tags(majority[sequence], n)
     return tags
 
 
@@ -279,7 +284,7 @@ class MentionReplacement:
             if self.rng.random() < self.prob:
                 mention = self.rng.choice(self.pool[kind])
             out_words += mention[0]
-            out_tags += ["B-" + kind] + ["I-" + kind] * (len(mention[0]) - 1)
+            out_tags += mention_tags(kind, len(mention[0]))
             if aux:
                 out_aux += aux[done:start] + mention[1]
             done = end
