@@ -151,7 +151,7 @@ def test_mention_spans():
         (0, 2, "PER"), (3, 4, "LOC"), (4, 5, "LOC"), (5, 6, "ORG")]
 
 
-def test_document_consistency_gives_a_word_sequence_its_majority_type_within_a_document():
+def test_document_consistency_gives_a_name_one_type_within_a_document():
     tokens = [["Magna", "rose", "."], ["Magna", "'s", "chief", "Ann", "Lee"], ["Magna", "fell"], ["Ann", "Lee", "Ann"],
               ["Magna", "rose"]]
     tags = [["B-ORG", "O", "O"], ["B-PER", "O", "O", "B-PER", "I-PER"], ["B-ORG", "O"], ["O", "O", "B-LOC"],
@@ -159,11 +159,16 @@ def test_document_consistency_gives_a_word_sequence_its_majority_type_within_a_d
     documents = [0, 0, 0, 0, 1]
     fixed = data.document_consistency(tokens, tags, documents)
     assert fixed[:3] == [["B-ORG", "O", "O"], ["B-ORG", "O", "O", "B-PER", "I-PER"], ["B-ORG", "O"]]  # 2 ORG : 1 PER
-    assert fixed[3] == ["B-PER", "I-PER", "B-LOC"]  # an untagged "Ann Lee" tagged; the longer sequence first
+    assert fixed[3] == ["B-PER", "I-PER", "B-PER"]  # an untagged "Ann Lee" tagged (the longer sequence first), and
+    # the lone "Ann" is a word of a person mention of the document
     assert fixed[4] == ["B-PER", "O"]  # another document keeps its own
     assert tags[1][0] == "B-PER"  # the input is not modified
     tie = data.document_consistency([["Ulm", "x"], ["Ulm"], ["Ulm"]], [["B-LOC", "O"], ["B-ORG"], ["O"]], [0, 0, 0])
     assert tie == [["B-LOC", "O"], ["B-ORG"], ["B-LOC"]]  # a tie keeps each mention's type; untagged: the first's
+    # a one-word mention that is a capitalised word of a longer person mention is that person; not so for other types
+    tokens = [["Jeffrey", "Lurie", "of", "Bank", "of", "Spain"], ["Lurie", "and", "Spain", "and", "of"]]
+    tags = [["B-PER", "I-PER", "O", "B-ORG", "I-ORG", "I-ORG"], ["B-ORG", "O", "B-LOC", "O", "B-MISC"]]
+    assert data.document_consistency(tokens, tags, [0, 0])[1] == ["B-PER", "O", "B-LOC", "O", "B-MISC"]
     # without documents each sentence is its own
     assert data.document_consistency([["Ulm"], ["Ulm"]], [["B-LOC"], ["O"]], range(2)) == [["B-LOC"], ["O"]]
 

@@ -216,12 +216,17 @@ def mention_tags(kind: str, length: int) -> list[str]:
     return ["B-" + kind] + ["I-" + kind] * (length - 1)
 
 
+PERSON_TYPES = ("PER", "PERSON")  # CoNLL's and OntoNotes' names for the person type
+
+
 def document_consistency(tokens: list[list[str]], tags: list[list[str]], documents) -> list[list[str]]:
     """Predicted IOB2 tags made consistent within each document (label consistency, in the spirit of Krishnan &
     Manning, 2006). A word sequence predicted as a mention takes the type most of its mentions in the document were
     given (a tie keeps each mention's own); its occurrences left untagged become mentions of that type (on a tie, the
-    type it was first given; longest sequences first). A name the tagger never saw is often typed right where its
-    context is clear and wrong elsewhere ("Magna was up 1/8"): the document's majority repairs the rest."""
+    type it was first given; longest sequences first). Then a one-word mention that is a capitalised word of a longer
+    person mention (type PER or PERSON) of the document becomes a person: news names a person in full, then by one
+    name ("Jeffrey Lurie ... Lurie"). A name the tagger never saw is often typed right where its context is clear and
+    wrong elsewhere ("Magna was up 1/8"): the document repairs the rest."""
     tags = [list(row) for row in tags]
     by_document = {}
     for i, document in enumerate(documents):
@@ -245,6 +250,12 @@ def document_consistency(tokens: list[list[str]], tags: list[list[str]], documen
                 for start in range(len(row) - n + 1):
                     if tuple(words[start:start + n]) == sequence and all(t == "O" for t in row[start:start + n]):
                         row[start:start + n] = mention_tags(majority[sequence], n)
+        names = {word: kind for i in rows for start, end, kind in mention_spans(tags[i])
+                 if kind in PERSON_TYPES and end - start > 1 for word in tokens[i][start:end] if word[:1].isupper()}
+        for i in rows:
+            for start, end, kind in mention_spans(tags[i]):
+                if end - start == 1 and tokens[i][start] in names:
+                    tags[i][start] = "B-" + names[tokens[i][start]]
     return tags
 
 
