@@ -62,9 +62,10 @@ class DataTrainingArguments:
                 "tokenizer) combined with --model_name_or_path's as a product of experts (scores averaged)."})
     document_consistency: bool = field(default=False, metadata={
         "help": "Evaluation and prediction: within each document (CoNLL files: -DOCSTART- blocks; other data: each "
-                "sentence), a word sequence predicted as a mention takes the type most of its mentions were given and "
-                "its untagged occurrences are tagged too. The final scores and predictions files come after it; the "
-                "evaluations during training do not."})
+                "sentence), a word sequence predicted as a mention takes the type most of its mentions were given, "
+                "its untagged occurrences are tagged too, and a one-word mention that is a word of a longer person "
+                "mention becomes a person. The final scores and predictions files come after it; the evaluations "
+                "during training do not."})
     max_train_samples: int | None = field(default=None, metadata={"help": "Use only this many training sentences."})
     max_eval_samples: int | None = field(default=None, metadata={"help": "Use only this many validation sentences."})
     max_predict_samples: int | None = field(default=None, metadata={"help": "Use only this many test sentences."})
