@@ -5,7 +5,8 @@
 # One tagger per seed in SEEDS (default two) trains at the same time, each on its own core; they are evaluated as one
 # ensemble (`run_ner.py --ensemble_with`: the members' emission and transition scores averaged), whose predictions are
 # then made consistent within each document (--document_consistency: a repeated name takes its majority type, a lone
-# surname its person's). Each member also learns the file's POS and chunk columns (--auxiliary_columns, training only). Results: docs/results.md.
+# surname its person's). Each member also learns the file's POS and chunk columns (--auxiliary_columns, training
+# only). Results: docs/results.md.
 # Usage: [SEEDS="42 7"] [THREADS=cores/members] recipes/conll.sh [DATA_DIR] [OUTPUT_DIR] [extra run_ner.py flags...]
 # DATA_DIR holds conll2003/{train,validation}.txt (default ../shared/data). Extra flags go to every member's training
 # (a repeated flag replaces the recipe's). Writes OUTPUT_DIR/split/{train,tune}.txt, OUTPUT_DIR/member1.. (model,
