@@ -2,15 +2,16 @@
 # CoNLL-2003 English NER from random initialization on a 2-core CPU, tuned without looking at the validation split:
 # 10% of the training documents are held out as a tuning split (`vanilla-transformer split-documents`, seed 0), the
 # taggers train on the rest and every choice is scored on the tuning split; validation is scored once, at the end.
-# One tagger per seed in SEEDS (default two) trains at the same time, each on its own core; they are evaluated as one
-# ensemble (`run_ner.py --ensemble_with`: the members' emission and transition scores averaged), whose predictions are
-# then made consistent within each document (--document_consistency: a repeated name takes its majority type, a lone
-# surname its person's). Each member also learns the file's POS and chunk columns (--auxiliary_columns, training
-# only). Results: docs/results.md.
+# One tagger per seed in SEEDS (default two) trains at the same time, each on its own core, with stochastic weight
+# averaging (below); they are evaluated as one ensemble (`run_ner.py --ensemble_with`: the members' emission and
+# transition scores averaged), whose predictions are then made consistent within each document
+# (--document_consistency: a repeated name takes its majority type, a lone surname its person's). Each member also
+# learns the file's POS and chunk columns (--auxiliary_columns, training only). Results: docs/results.md.
 # Usage: [SEEDS="42 7"] [THREADS=cores/members] recipes/conll.sh [DATA_DIR] [OUTPUT_DIR] [extra run_ner.py flags...]
 # DATA_DIR holds conll2003/{train,validation}.txt (default ../shared/data). Extra flags go to every member's training
 # (a repeated flag replaces the recipe's). Writes OUTPUT_DIR/split/{train,tune}.txt, OUTPUT_DIR/member1.. (model,
-# tokenizer, model card, tuning-split metrics; its log in OUTPUT_DIR/memberN.log), the ensemble's tuning-split scores
+# tokenizer, model card, tuning-split metrics, the weight-averaged tagger in averaged/; its log in
+# OUTPUT_DIR/memberN.log), the ensemble's tuning-split scores
 # in OUTPUT_DIR/tune and its validation scores in OUTPUT_DIR (eval_results.json: seqeval entity-level F1, IOB2;
 # predictions_validation.txt; seen_unseen.json: F1 on entities whose words were / were not seen in training).
 # SEEDS=42 trains and evaluates a single model. PRETRAIN=true first pretrains the encoder on the training split's text
@@ -54,9 +55,10 @@ for i in $(seq 1 "$MEMBERS"); do
     --train_file "$SPLIT/train.txt" --validation_file "$SPLIT/tune.txt" --vocab_size 8000 \
     --config_name small --config_overrides "$ENCODER,dropout=0.3,attention_dropout=0.1,use_crf=true,token_dropout=0.25" \
     --mention_replacement 0.3 --auxiliary_columns true \
-    --per_device_train_batch_size 16 --learning_rate 5e-4 --warmup_steps 2000 --lr_scheduler_type cosine \
+    --per_device_train_batch_size 16 --learning_rate 5e-4 --warmup_steps 2000 \
+    --lr_scheduler_type cosine_with_min_lr --lr_scheduler_kwargs '{"min_lr_rate": 0.2}' \
     --label_all_tokens true --weight_decay 0.01 --max_grad_norm 1.0 --num_train_epochs 25 --train_sampling_strategy group_by_length --bf16 "$BF16" \
-    --save_strategy epoch --save_total_limit 2 --logging_steps 200 --seed ${SEEDS[$(( i - 1 ))]} \
+    --save_strategy epoch --save_total_limit 5 --logging_steps 200 --seed ${SEEDS[$(( i - 1 ))]} \
     ${init[@]+"${init[@]}"} --do_train --do_eval --output_dir "$OUT/member$i" "$@" > "$OUT/member$i.log" 2>&1 &
   pids+=("$!")
   echo "member $i: training on $THREADS thread(s), log $OUT/member$i.log"
@@ -66,9 +68,20 @@ for i in $(seq 1 "$MEMBERS"); do
   grep -ho "'train_wall_seconds': [0-9.]*" "$OUT/member$i.log" | sed "s/^/member $i: /"
 done
 
-others=()
-for i in $(seq 2 "$MEMBERS"); do others+=("$OUT/member$i"); done
-ensemble=(--model_name_or_path "$OUT/member1" ${others[@]+--ensemble_with "${others[@]}"})
+# Stochastic weight averaging (Izmailov et al., 2018): the learning rate ends at a fifth of its peak instead of zero,
+# and each member is the mean of its last five epoch checkpoints (OUTPUT_DIR/memberN/averaged; a run that saved no
+# checkpoints keeps its final weights).
+taggers=()
+for i in $(seq 1 "$MEMBERS"); do
+  if ls -d "$OUT/member$i"/checkpoint-* > /dev/null 2>&1; then
+    "$PY" -m vanilla_transformer.cli average-checkpoints "$OUT/member$i" --last 5 --output_dir "$OUT/member$i/averaged"
+    taggers+=("$OUT/member$i/averaged")
+  else
+    echo "member $i: no checkpoints saved, its final weights are evaluated"
+    taggers+=("$OUT/member$i")
+  fi
+done
+ensemble=(--model_name_or_path "${taggers[0]}" ${taggers[1]+--ensemble_with "${taggers[@]:1}"})
 evaluate() {  # FILE DIR: the ensemble's scores on FILE, overall and for entities seen / unseen in training
   "$PY" scripts/run_ner.py "${ensemble[@]}" --validation_file "$1" --document_consistency true --do_eval --output_dir "$2"
   "$PY" -m vanilla_transformer.cli ner-report "$2/predictions_validation.txt" --train_file "$SPLIT/train.txt" \
