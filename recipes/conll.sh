@@ -10,10 +10,10 @@
 # Usage: [SEEDS="42 7"] [THREADS=cores/members] recipes/conll.sh [DATA_DIR] [OUTPUT_DIR] [extra run_ner.py flags...]
 # DATA_DIR holds conll2003/{train,validation}.txt (default ../shared/data). Extra flags go to every member's training
 # (a repeated flag replaces the recipe's). Writes OUTPUT_DIR/split/{train,tune}.txt, OUTPUT_DIR/member1.. (model,
-# tokenizer, model card, tuning-split metrics, the weight-averaged tagger in averaged/; its log in
-# OUTPUT_DIR/memberN.log), the ensemble's tuning-split scores
-# in OUTPUT_DIR/tune and its validation scores in OUTPUT_DIR (eval_results.json: seqeval entity-level F1, IOB2;
-# predictions_validation.txt; seen_unseen.json: F1 on entities whose words were / were not seen in training).
+# tokenizer, model card, tuning-split metrics of the final weights, the weight-averaged tagger in averaged/; its log in
+# OUTPUT_DIR/memberN.log), the ensemble's tuning-split scores in OUTPUT_DIR/tune and its validation scores in
+# OUTPUT_DIR (eval_results.json: seqeval entity-level F1, IOB2; predictions_validation.txt; seen_unseen.json: F1 on
+# entities whose words were / were not seen in training).
 # SEEDS=42 trains and evaluates a single model. PRETRAIN=true first pretrains the encoder on the training split's text
 # and, when DATA has it, Multi30k's English side (`scripts/run_mlm.py`: masked whole words, PRETRAIN_EPOCHS epochs,
 # default 6, on all cores; OUTPUT_DIR/encoder, its log OUTPUT_DIR/encoder.log); the members then start from it.
