@@ -138,22 +138,21 @@ def ner_args(tmp_path, out, *extra):
             "--save_strategy", "no", "--disable_tqdm", "true", *extra]
 
 
+def read_predictions_file(path) -> list[tuple[list[str], list[str], list[str]]]:
+    """A predictions file (`token gold predicted` per line, a blank line between sentences) as (words, gold tags,
+    predicted tags) per sentence."""
+    blocks = [block.splitlines() for block in open(path, encoding="utf-8").read().split("\n\n") if block.strip()]
+    return [tuple(map(list, zip(*(line.split() for line in block)))) for block in blocks]
+
+
 def f1_of_predictions_file(path) -> float:
-    """seqeval's strict IOB2 entity F1 of a predictions file (`token gold predicted` per line, a blank line between
-    sentences), computed independently of the training command's metric."""
+    """seqeval's strict IOB2 entity F1 of a predictions file, computed independently of the training command's
+    metric."""
     from seqeval.metrics import f1_score
     from seqeval.scheme import IOB2
 
-    gold, pred = [[]], [[]]
-    for line in open(path, encoding="utf-8"):
-        if line.strip():
-            _, g, p = line.split()
-            gold[-1].append(g)
-            pred[-1].append(p)
-        elif gold[-1]:
-            gold.append([])
-            pred.append([])
-    gold, pred = [s for s in gold if s], [s for s in pred if s]
+    sentences = read_predictions_file(path)
+    gold, pred = [g for _, g, _ in sentences], [p for _, _, p in sentences]
     return f1_score(gold, pred, mode="strict", scheme=IOB2), len(gold)
 
 

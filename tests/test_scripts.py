@@ -13,7 +13,8 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForSeq2SeqLM, AutoModelForTokenClassification, AutoTokenizer
 
-from conftest import NER_SENTENCES, ROOT, SHARED_DATA, f1_of_predictions_file, ner_args, translation_args, write_conll, write_parallel
+from conftest import (NER_SENTENCES, ROOT, SHARED_DATA, f1_of_predictions_file, ner_args, read_predictions_file,
+                      translation_args, write_conll, write_parallel)
 from vanilla_transformer import VanillaTransformerForConditionalGeneration
 
 from vanilla_transformer import average_checkpoints, run_ner, run_translation
@@ -161,12 +162,6 @@ def test_run_ner_end_to_end(tmp_path, extra):
     assert isinstance(tagger("Anna lives in Berlin ."), list)
 
 
-def read_predictions(path):
-    """A predictions file's sentences as (words, predicted tags)."""
-    blocks = [block.splitlines() for block in path.read_text().split("\n\n") if block.strip()]
-    return [([line.split()[0] for line in block], [line.split()[2] for line in block]) for block in blocks]
-
-
 def test_run_ner_document_consistency(tmp_path, monkeypatch):
     """--document_consistency hands the predicted tags with their words and documents to
     `data.document_consistency` (tested in test_data.py), writes what it returns and reports that file's F1. A stand-in
@@ -189,7 +184,7 @@ def test_run_ner_document_consistency(tmp_path, monkeypatch):
                                 "--output_dir", str(out), "--disable_tqdm", "true"])
         f1, n = f1_of_predictions_file(out / "predictions_validation.txt")
         assert (metrics["eval_f1"], metrics["eval_samples"]) == (pytest.approx(f1), n)
-        runs[flag] = read_predictions(out / "predictions_validation.txt")
+        runs[flag] = [(w, p) for w, _, p in read_predictions_file(out / "predictions_validation.txt")]
     assert calls == [([w for w, _ in runs["false"]], [t for _, t in runs["false"]], [0] * 6 + [1] * 6)]
     assert all(set(tags) == {"B-PER"} for _, tags in runs["true"])
 
