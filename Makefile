@@ -21,8 +21,9 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 
 setup: $(VENV)/.installed
 
+# TCMalloc where it is installed, as in the recipes (recipes/tcmalloc.sh)
 demo: setup
-	$(VENV)/bin/vanilla-transformer train-translation --output_dir outputs/demo
+	. recipes/tcmalloc.sh && $(VENV)/bin/vanilla-transformer train-translation --output_dir outputs/demo
 
 test: setup
 	$(PY) -m pytest -q tests

@@ -351,23 +351,27 @@ def test_evaluation_keeps_dataset_order_under_group_by_length(tmp_path, tiny_con
     assert seen == lengths
 
 
-def source_tcmalloc(tmp_path, tcmalloc: str, preload: str = ""):
-    """Source recipes/tcmalloc.sh the way the recipes do; returns (exit code, LD_PRELOAD after it, stderr)."""
-    script = (f"set -euo pipefail; LD_PRELOAD='{preload}'; source '{ROOT}/recipes/tcmalloc.sh' >/dev/null; "
+def source_tcmalloc(tmp_path, tcmalloc: str, preload: str = "", shell: str = "bash"):
+    """Source recipes/tcmalloc.sh the way the recipes (bash) and `make demo` (sh) do; returns (exit code,
+    LD_PRELOAD after it, stderr)."""
+    strict = "set -euo pipefail" if shell == "bash" else "set -eu"
+    script = (f"{strict}; LD_PRELOAD='{preload}'; . '{ROOT}/recipes/tcmalloc.sh' >/dev/null; "
               'printf %s "$LD_PRELOAD"')
     env = {**os.environ, "TCMALLOC": tcmalloc}
-    done = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, cwd=tmp_path)
+    done = subprocess.run([shell, "-c", script], env=env, capture_output=True, text=True, cwd=tmp_path)
     return done.returncode, done.stdout, done.stderr
 
 
-def test_recipes_preload_the_chosen_allocator(tmp_path):
+@pytest.mark.parametrize("shell", ["bash", "sh"])
+def test_recipes_preload_the_chosen_allocator(tmp_path, shell):
     library = tmp_path / "libtcmalloc_minimal.so.4"
     library.write_bytes(b"")
-    assert source_tcmalloc(tmp_path, str(library)) == (0, str(library), "")
-    assert source_tcmalloc(tmp_path, str(library), preload="/other.so")[1] == f"{library}:/other.so"
-    assert source_tcmalloc(tmp_path, "", preload="/other.so") == (0, "/other.so", "")  # TCMALLOC= : none
+    assert source_tcmalloc(tmp_path, str(library), shell=shell) == (0, str(library), "")
+    assert source_tcmalloc(tmp_path, str(library), preload="/other.so", shell=shell)[1] == f"{library}:/other.so"
+    assert source_tcmalloc(tmp_path, "", preload="/other.so", shell=shell) == (0, "/other.so", "")  # TCMALLOC= : none
 
 
-def test_recipes_reject_a_missing_allocator(tmp_path):
-    code, preload, err = source_tcmalloc(tmp_path, str(tmp_path / "missing.so"))
+@pytest.mark.parametrize("shell", ["bash", "sh"])
+def test_recipes_reject_a_missing_allocator(tmp_path, shell):
+    code, preload, err = source_tcmalloc(tmp_path, str(tmp_path / "missing.so"), shell=shell)
     assert code == 2 and "missing.so: no such file" in err and preload == ""
