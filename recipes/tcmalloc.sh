@@ -1,7 +1,8 @@
-# Sourced by the recipes: run Python with TCMalloc instead of glibc's malloc where it is installed (Debian/Ubuntu:
-# apt install libtcmalloc-minimal4). glibc hands large freed blocks (such as the 8000 x 256 embedding gradient made
-# afresh at every step) back to the operating system and page-faults them in again at the next step; TCMalloc keeps
-# them. Same numbers, about 1.1x faster training (docs/results.md). TCMALLOC=path chooses the library, TCMALLOC= none.
+# Sourced by the recipes and `make demo` (POSIX sh): run Python with TCMalloc instead of glibc's malloc where it is
+# installed (Debian/Ubuntu: apt install libtcmalloc-minimal4). glibc hands large freed blocks (such as the 8000 x 256
+# embedding gradient made afresh at every step) back to the operating system and page-faults them in again at the next
+# step; TCMalloc keeps them. Same numbers, about 1.1x faster training (docs/results.md). TCMALLOC=path chooses the
+# library, TCMALLOC= none.
 if [ -z "${TCMALLOC+set}" ]; then
   TCMALLOC=""
   for lib in /usr/lib/*/libtcmalloc_minimal.so.4 /usr/lib64/libtcmalloc_minimal.so.4 /usr/local/lib/libtcmalloc_minimal.so.4; do
