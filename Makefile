@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 # The tested torch (a CPU build); pyproject.toml keeps a range for users. Override: make TORCH_PIN=torch==X.Y.Z ...
 TORCH_PIN ?= torch==2.13.0
 
-.PHONY: setup demo test test-latest test-slow benchmark recipe-multi30k recipe-conll recipe-multi30k-best \
+.PHONY: setup demo test test-latest test-gpu test-slow benchmark recipe-multi30k recipe-conll recipe-multi30k-best \
 	recipe-conll-best clean
 DATA ?= ../shared/data
 
@@ -35,6 +35,10 @@ test-latest:
 	$(LATEST_VENV)/bin/python -m pip install -q --upgrade --upgrade-strategy eager "$(TORCH_PIN)" -e ".[$(EXTRAS)]"
 	$(LATEST_VENV)/bin/python -m pip list 2>/dev/null | grep -iE "^(transformers|accelerate|datasets|tokenizers) "
 	$(LATEST_VENV)/bin/python -m pytest -q tests
+
+# The CUDA tests (tests marked cuda; they skip without a GPU): install a CUDA build of torch into $(VENV) first.
+test-gpu: setup
+	$(PY) -m pytest -q -m cuda tests
 
 test-slow: setup
 	VT_SLOW=1 $(PY) -m pytest -q tests -m slow

@@ -54,8 +54,8 @@ def build(name: str, shape: dict, dropout: float = 0.0):
     from vanilla_transformer import (VanillaTransformerConfig, VanillaTransformerForConditionalGeneration,
                                      VanillaTransformerForTokenClassification)
 
-    d, n, h, f = shape["d_model"], shape["layers"], shape["heads"], shape["ffn"]
-    common = dict(vocab_size=VOCAB, d_model=d, encoder_layers=n, decoder_layers=n, encoder_attention_heads=h,
+    d, n, h, f, vocab = shape["d_model"], shape["layers"], shape["heads"], shape["ffn"], shape.get("vocab", VOCAB)
+    common = dict(vocab_size=vocab, d_model=d, encoder_layers=n, decoder_layers=n, encoder_attention_heads=h,
                   decoder_attention_heads=h, encoder_ffn_dim=f, decoder_ffn_dim=f, activation_function="relu",
                   dropout=dropout, attention_dropout=0.0, activation_dropout=0.0, max_position_embeddings=512,
                   scale_embedding=True, pad_token_id=0, eos_token_id=2, decoder_start_token_id=1, bos_token_id=1,
@@ -69,7 +69,7 @@ def build(name: str, shape: dict, dropout: float = 0.0):
     if name == "bart":
         return BartForConditionalGeneration(BartConfig(**common, forced_eos_token_id=None))
     if name == "bert":
-        return BertForTokenClassification(BertConfig(vocab_size=VOCAB, hidden_size=d, num_hidden_layers=n,
+        return BertForTokenClassification(BertConfig(vocab_size=vocab, hidden_size=d, num_hidden_layers=n,
                                                      num_attention_heads=h, intermediate_size=f, hidden_act="relu",
                                                      hidden_dropout_prob=dropout, attention_probs_dropout_prob=0.0,
                                                      max_position_embeddings=512, num_labels=9))
@@ -77,10 +77,12 @@ def build(name: str, shape: dict, dropout: float = 0.0):
 
 
 def analytic_flops(task: str, shape: dict, batch: int, src: int, tgt: int) -> float:
-    """Matmul FLOPs of one measured unit (a training step, a generate call, a tagging forward)."""
-    d, n, f = shape["d_model"], shape["layers"], shape["ffn"]
+    """Matmul FLOPs of one measured unit (a training step, a generate call, a tagging forward): per layer and token,
+    2 x (attention projections + FFN) + 2 x 2 x (keys attended) x d_model for scores and values, the output projection
+    over the vocabulary spread over the decoder layers; training = 3 x forward (backward = 2 x forward)."""
+    d, n, f, vocab = shape["d_model"], shape["layers"], shape["ffn"], shape.get("vocab", VOCAB)
     enc_tok = 2 * (4 * d * d + 2 * d * f) + 2 * 2 * src * d           # projections + FFN + scores/values
-    dec_tok = 2 * (8 * d * d + 2 * d * f) + 2 * 2 * (tgt + src) * d + 2 * d * VOCAB / n
+    dec_tok = 2 * (8 * d * d + 2 * d * f) + 2 * 2 * (tgt + src) * d + 2 * d * vocab / n
     if task == "token_classification":
         return batch * src * n * enc_tok
     forward = batch * n * (src * enc_tok + tgt * dec_tok)
@@ -145,14 +147,14 @@ def tensor_peak_mb(step, existing) -> float:
     return live[1] / 2**20
 
 
-def word_tokenizer(pad_last: bool = False):
+def word_tokenizer(pad_last: bool = False, vocab: int = VOCAB):
     """A tokenizer with one made-up word per id (`<pad> <s> </s> <unk> t4 ... t7999`): what the CTranslate2
     converters read (the vocabulary and special tokens) for models with random weights. `pad_last`: Marian's layout,
     `<pad>` as the last id (CTranslate2's Marian converter drops it)."""
     from tokenizers import Tokenizer, models
     from transformers import PreTrainedTokenizerFast
 
-    tokens = ["<pad>", "<s>", "</s>", "<unk>"] + [f"t{i}" for i in range(4, VOCAB)]
+    tokens = ["<pad>", "<s>", "</s>", "<unk>"] + [f"t{i}" for i in range(4, vocab)]
     if pad_last:
         tokens = ["t0"] + tokens[1:-1] + ["<pad>"]
     vocab = {t: i for i, t in enumerate(tokens)}
@@ -160,8 +162,9 @@ def word_tokenizer(pad_last: bool = False):
                                    pad_token="<pad>", bos_token="<s>", eos_token="</s>", unk_token="<unk>")
 
 
-def ctranslate2_translator(name: str, shape: dict, compute_type: str, threads: int):
-    """Our model (our converter) or Marian (CTranslate2's own converter) with random weights, in CTranslate2."""
+def ctranslate2_translator(name: str, shape: dict, compute_type: str, threads: int, device: str = "cpu"):
+    """Our model (our converter) or Marian (CTranslate2's own converter) with random weights, in CTranslate2. The
+    export goes to a temporary folder, deleted once the engine has read it."""
     import tempfile
 
     import ctranslate2
@@ -169,13 +172,14 @@ def ctranslate2_translator(name: str, shape: dict, compute_type: str, threads: i
 
     from vanilla_transformer.ctranslate2_converter import model_spec
 
-    model, tokenizer = build(name, shape).eval(), word_tokenizer(pad_last=name == "marian")
+    model = build(name, shape).eval()
+    tokenizer = word_tokenizer(pad_last=name == "marian", vocab=shape.get("vocab", VOCAB))
     spec = model_spec(model, tokenizer) if name == "ours" else MarianMTLoader()(model, tokenizer)
     spec.validate()
     spec.optimize(quantization=compute_type)
-    directory = tempfile.mkdtemp(prefix="benchmark-ct2-")
-    spec.save(directory)
-    return ctranslate2.Translator(directory, device="cpu", compute_type=compute_type, intra_threads=threads)
+    with tempfile.TemporaryDirectory(prefix="benchmark-ct2-") as directory:
+        spec.save(directory)
+        return ctranslate2.Translator(directory, device=device, compute_type=compute_type, intra_threads=threads)
 
 
 def run_child(spec: dict) -> dict:
@@ -191,8 +195,9 @@ def run_child(spec: dict) -> dict:
     g = torch.Generator().manual_seed(1)
     batch = {"train": 32, "greedy": 32, "beam": 8, "token_classification": 32}[task]
     src_len, tgt_len = (128, 0) if tagger else (32, 32)
-    src = torch.randint(4, VOCAB, (batch, src_len), generator=g)
-    tgt = torch.randint(4, VOCAB, (batch, tgt_len), generator=g)
+    vocab = shape.get("vocab", VOCAB)
+    src = torch.randint(4, vocab, (batch, src_len), generator=g)
+    tgt = torch.randint(4, vocab, (batch, tgt_len), generator=g)
     mask = torch.ones_like(src)
     if spec.get("engine") == "ctranslate2":
         translator = ctranslate2_translator(name, shape, spec["compute_type"], torch.get_num_threads())
@@ -297,6 +302,186 @@ def in_process_ab(presets, tasks, engines=("pytorch",), compute_types=("int8",),
     return 0
 
 
+# Dense bf16 matrix-product peaks from the vendors' datasheets (TFLOP/s, no sparsity), by device name: what the model
+# FLOPs utilisation (MFU) on a GPU is measured against. A GPU not listed gets MFU against the measured matmul rate only.
+DENSE_BF16_PEAK_TFLOPS = [("H100 PCIe", 756.0), ("H100 NVL", 835.0), ("H100", 989.4), ("H200", 989.4), ("H20", 148.0),
+                          ("GH200", 989.4), ("B200", 2250.0), ("A100", 312.0), ("L40S", 362.0), ("L4", 121.0)]
+
+
+def datasheet_peak(device_name: str) -> float | None:
+    for key, tflops in DENSE_BF16_PEAK_TFLOPS:
+        if key in device_name:
+            return tflops * 1e12
+    return None
+
+
+def device_matmul_rate(device: str) -> float:
+    """bf16 FLOP/s of an 8192^3 matrix product on a GPU (256^3 on a CPU check), random data, median of 10 after 3
+    warm-ups."""
+    import torch
+
+    n = 8192 if device == "cuda" else 256
+    a, b = (torch.randn(n, n, device=device, dtype=torch.bfloat16) for _ in range(2))
+    return 2 * n**3 / timed(lambda: a @ b, device, warmup=3, reps=10)
+
+
+def timed(step, device: str, warmup: int, reps: int) -> float:
+    """Median seconds of `step` after `warmup` calls, synchronising the device around each call."""
+    import torch
+
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    for _ in range(warmup):
+        step()
+    sync()
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        step()
+        sync()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def device_training_case(name: str, shape: dict, device: str, batch: int, length: int, compile_model: bool,
+                         reps: int, dropout: float = 0.1) -> dict:
+    """Training tokens/s (source + target, no padding: every sequence is `length` tokens) of `name` ("ours" or
+    "marian") with bf16 autocast and fused AdamW, optionally under `torch.compile`; peak device memory."""
+    import torch
+
+    torch.manual_seed(0)
+    model = build(name, shape, dropout).to(device).train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device == "cuda")
+    forward = torch.compile(model) if compile_model else model
+    g = torch.Generator().manual_seed(1)
+    vocab = shape.get("vocab", VOCAB)
+    src, tgt = (torch.randint(4, vocab, (batch, length), generator=g).to(device) for _ in range(2))
+    mask = torch.ones_like(src)
+
+    def step():
+        with torch.autocast(device, dtype=torch.bfloat16):
+            loss = forward(input_ids=src, attention_mask=mask, labels=tgt).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    start = time.perf_counter()
+    step()  # compilation happens here
+    first = time.perf_counter() - start
+    seconds = timed(step, device, warmup=2, reps=reps)
+    flops = analytic_flops("train", shape, batch, length, length)
+    return dict(tokens_per_second=batch * 2 * length / seconds, step_seconds=seconds, first_step_seconds=first,
+                flops_per_second=flops / seconds,
+                peak_memory_gb=torch.cuda.max_memory_allocated() / 1e9 if device == "cuda" else None)
+
+
+def device_inference_cases(shape: dict, device: str, task: str, compute_types, reps: int) -> dict:
+    """Sentences/s of greedy or beam-4 search, exactly 32 new tokens for 32-token sources: ours and Marian in PyTorch
+    (bf16 weights), and each served by CTranslate2 in `compute_types`. Batch 64 sentences (16 for beam)."""
+    import torch
+
+    batch, beams = (64, 1) if task == "greedy" else (16, 4)
+    vocab = shape.get("vocab", VOCAB)
+    src = torch.randint(4, vocab, (batch, 32), generator=torch.Generator().manual_seed(1))
+    out = {}
+    for name in ("ours", "marian"):
+        torch.manual_seed(0)
+        model = build(name, shape).to(device, torch.bfloat16).eval()
+        ids, mask = src.to(device), torch.ones_like(src).to(device)
+
+        def generate(model=model, ids=ids, mask=mask):
+            with torch.inference_mode():
+                model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=32, min_new_tokens=32,
+                               num_beams=beams, do_sample=False, early_stopping=False)
+        out[f"{name} pytorch bfloat16"] = batch / timed(generate, device, warmup=2, reps=reps)
+        del model
+    sources = [[f"t{i}" for i in row] for row in src.tolist()]
+    for compute_type in compute_types:
+        for name in ("ours", "marian"):
+            label = f"{name} ctranslate2 {compute_type}"
+            try:
+                translator = ctranslate2_translator(name, shape, compute_type, torch.get_num_threads(), device)
+                run = lambda: translator.translate_batch(sources, beam_size=beams, min_decoding_length=32,  # noqa: E731
+                                                         max_decoding_length=32)
+                out[label] = batch / timed(run, device, warmup=2, reps=reps)
+            except (ImportError, RuntimeError, ValueError) as error:  # no ctranslate2, or no CUDA build of it
+                print(f"  {label}: not measured ({type(error).__name__}: {str(error).splitlines()[0]})", flush=True)
+    return out
+
+
+def device_benchmark(device: str, presets, compile_modes, vocab: int, batch: int, length: int, reps: int,
+                     compute_types, time_budget: float, output: str, tasks=("train", "greedy", "beam")) -> int:
+    """Ours against MarianMTModel of the same shape on one device (a CUDA GPU; the CPU for a check), in one process:
+    training tokens/s and MFU in bf16, eager and compiled; greedy and beam sentences/s in PyTorch and CTranslate2.
+    Cases run in order of importance and stop starting once `time_budget` seconds have passed."""
+    import torch
+
+    started = time.perf_counter()
+    name = torch.cuda.get_device_name() if device == "cuda" else "CPU"
+    peak, measured = datasheet_peak(name), device_matmul_rate(device)
+    print(f"device: {name}; bf16 matmul measured {measured / 1e12:.1f} TFLOP/s, datasheet dense bf16 "
+          f"{'unknown' if peak is None else f'{peak / 1e12:.0f} TFLOP/s'}; torch {torch.__version__}", flush=True)
+    result = dict(device=name, torch=torch.__version__, matmul_tflops=measured / 1e12,
+                  datasheet_tflops=None if peak is None else peak / 1e12, vocab=vocab, batch=batch, length=length,
+                  training=[], inference=[], skipped=[])
+    plan = []  # (what, preset, compile): inference on the first shape only, before the slow compiled cases
+    for preset in presets:
+        plan += [("train", preset, False)] if "train" in tasks else []
+        plan += [(task, preset, False) for task in ("greedy", "beam") if task in tasks and preset == presets[0]]
+        plan += [("train", preset, True)] if "train" in tasks and True in compile_modes else []
+    if False not in compile_modes:
+        plan = [case for case in plan if case[0] != "train" or case[2]]
+
+    def save():
+        with open(output, "w") as f:
+            json.dump(result, f, indent=2)
+
+    for what, preset, compiled in plan:
+        if time.perf_counter() - started > time_budget:
+            result["skipped"].append(dict(task=what, preset=preset, compiled=compiled))
+            print(f"{preset} {what}{' compiled' if compiled else ''}: skipped (time budget)", flush=True)
+            continue
+        shape = dict(shape_of(preset), vocab=vocab)
+        if what == "train":
+            rows = {}
+            for model_name in ("ours", "marian"):
+                try:
+                    rows[model_name] = device_training_case(model_name, shape, device, batch, length, compiled, reps)
+                except Exception as error:  # noqa: BLE001 - one failed case (e.g. out of memory) is reported
+                    print(f"{preset} train {model_name}: failed ({type(error).__name__}: "
+                          f"{str(error).splitlines()[0] if str(error) else ''})", flush=True)
+                if device == "cuda":
+                    torch.cuda.empty_cache()
+            for model_name, row in rows.items():
+                row.update(preset=preset, model=model_name, compiled=compiled, dtype="bf16",
+                           mfu=None if peak is None else row["flops_per_second"] / peak,
+                           matmul_fraction=row["flops_per_second"] / measured)
+                result["training"].append(row)
+            ratio = rows["ours"]["tokens_per_second"] / rows["marian"]["tokens_per_second"] if len(rows) == 2 else None
+            for model_name, row in rows.items():
+                mfu = "" if row["mfu"] is None else f"MFU {row['mfu'] * 100:.1f}%  "
+                print(f"{preset:4s} train bf16{' compiled' if compiled else '         '} {model_name:6s} "
+                      f"{row['tokens_per_second']:10.0f} tokens/s  {mfu}(of measured matmul "
+                      f"{row['matmul_fraction'] * 100:.1f}%)  step {row['step_seconds'] * 1000:.1f} ms  "
+                      f"first step {row['first_step_seconds']:.1f} s  peak "
+                      f"{row['peak_memory_gb'] or 0:.1f} GB", flush=True)
+            if ratio is not None:
+                print(f"{preset:4s} train bf16{' compiled' if compiled else ''}: ours / Marian {ratio:.2f}x", flush=True)
+        else:
+            rates = device_inference_cases(shape, device, what, compute_types, reps)
+            reference = rates.get("marian pytorch bfloat16")
+            for label, rate in rates.items():
+                result["inference"].append(dict(preset=preset, task=what, case=label, sentences_per_second=rate,
+                                                ratio_to_marian_pytorch=rate / reference if reference else None))
+                print(f"{preset:4s} {what:6s} {label:32s} {rate:9.1f} sentences/s  "
+                      f"{rate / reference:5.2f}x Marian in PyTorch", flush=True)
+        save()
+    save()
+    print(f"wrote {output} ({time.perf_counter() - started:.0f} s)")
+    return 0
+
+
 def measure(spec: dict) -> dict:
     proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--_child", json.dumps(spec)],
                           capture_output=True, text=True, env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
@@ -307,7 +492,22 @@ def measure(spec: dict) -> dict:
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--presets", nargs="+", default=["small", "base"], choices=["tiny", "small", "base"])
+    parser.add_argument("--presets", nargs="+", default=None, choices=["tiny", "small", "base", "big"],
+                        help="Model shapes (default: small base on the CPU, base big with --device cuda)")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                        help="cuda: the GPU cases (training tokens/s and MFU in bf16, eager and torch.compile; "
+                             "greedy/beam in PyTorch and CTranslate2), ours vs Marian in one process")
+    parser.add_argument("--compile", nargs="+", default=["false", "true"], choices=["false", "true"],
+                        help="--device cuda: training without and/or with torch.compile")
+    parser.add_argument("--vocab_size", type=int, default=None,
+                        help=f"Vocabulary of every model (default {VOCAB}; 37000, the paper's shared BPE, with --device "
+                             "cuda)")
+    parser.add_argument("--batch_size", type=int, default=200,
+                        help="--device cuda training: sentence pairs per step (with --length 64: 25,600 tokens, the "
+                             "paper's batch)")
+    parser.add_argument("--length", type=int, default=64, help="--device cuda training: tokens per sentence")
+    parser.add_argument("--time_budget", type=float, default=float("inf"),
+                        help="--device cuda: start no case after this many seconds")
     parser.add_argument("--quick", action="store_true", help="CI-sized: tiny preset, 5 repetitions, one round")
     parser.add_argument("--rounds", type=int, default=2, help="Alternations ours/reference per case")
     parser.add_argument("--reps", type=int, default=5, help="Timed repetitions per child (>= 5)")
@@ -331,10 +531,21 @@ def main(argv=None):
         return 0
     if args.reps < 5:
         parser.error("--reps must be at least 5")
+    if args.device != "cpu":
+        import torch
+
+        if not torch.cuda.is_available():
+            parser.error("--device cuda: PyTorch sees no CUDA GPU")
+        compute_types = [{"float32": "float16", "int8": "int8_float16"}.get(c, c) for c in args.compute_types]
+        tasks = args.tasks or ["train", "greedy", "beam"]
+        return device_benchmark(args.device, args.presets or ["base", "big"], [c == "true" for c in args.compile],
+                                args.vocab_size or 37000, args.batch_size, args.length, max(args.reps, 10),
+                                compute_types if "ctranslate2" in args.engines else [], args.time_budget,
+                                args.output, tasks)
     if args.in_process:
-        return in_process_ab(["tiny"] if args.quick else args.presets, args.tasks or ["greedy", "beam"], args.engines,
+        return in_process_ab(["tiny"] if args.quick else args.presets or ["small", "base"], args.tasks or ["greedy", "beam"], args.engines,
                              args.compute_types)
-    presets = ["tiny"] if args.quick else args.presets
+    presets = ["tiny"] if args.quick else args.presets or ["small", "base"]
     rounds = 1 if args.quick else args.rounds
     from vanilla_transformer.training import native_bf16
 
@@ -353,7 +564,7 @@ def main(argv=None):
     print("matmul peak: " + ", ".join(f"{dt} {peak / 1e9:.0f} GFLOP/s" for dt, peak in peaks.items()))
     results = []
     for preset in presets:
-        shape = shape_of(preset)
+        shape = dict(shape_of(preset), vocab=args.vocab_size or VOCAB)
         for task, dtype, reference, engine, compute_type in CASES:
             if (args.tasks and task not in args.tasks) or dtype not in dtypes or engine not in engines or (
                     compute_type is not None and compute_type not in args.compute_types):

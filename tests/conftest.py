@@ -18,6 +18,7 @@ torch.set_num_threads(min(2, torch.get_num_threads()))
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: longer runs on real data (opt-in: VT_SLOW=1 or -m slow)")
+    config.addinivalue_line("markers", "cuda: needs a CUDA GPU (make test-gpu; skipped without one)")
 
 
 def pytest_collection_modifyitems(config, items):

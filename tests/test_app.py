@@ -145,7 +145,7 @@ def test_demo_command(capsys, tmp_path, monkeypatch):
     monkeypatch.setattr(demo_app, "build_app", lambda *models: launched.append(models) or FakeApp())
     (tmp_path / "outputs" / "demo").mkdir(parents=True)
     assert cli.main(["demo", "--port", "7999"]) == 0
-    assert launched == [("outputs/demo", None, None), {"server_name": "127.0.0.1", "server_port": 7999}]
+    assert launched == [("outputs/demo", None, None, "auto"), {"server_name": "127.0.0.1", "server_port": 7999}]
 
 
 # ------------------------------------------------------------------------------------------------ in a browser

@@ -104,3 +104,40 @@ def test_dropout_acts_in_every_model_in_training(name):
         model = build(name, shape_of("tiny"), dropout).train()
         first, second = model(**inputs).logits, model(**inputs).logits
         assert torch.equal(first, second) == (dropout == 0.0)
+
+
+def test_device_benchmark_runs_every_case_on_the_cpu(tmp_path):
+    """The GPU benchmark's code (`--device cuda`) on the CPU with a tiny shape: ours and Marian in training, greedy in
+    PyTorch and CTranslate2; a spent time budget skips and lists the rest."""
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    from benchmark import datasheet_peak, device_benchmark
+
+    out = tmp_path / "gpu.json"
+    compute_types = ["int8"] if CTRANSLATE2 else []
+    assert device_benchmark("cpu", ["tiny"], [False], 300, 2, 6, 10, compute_types, float("inf"), str(out),
+                            tasks=("train", "greedy")) == 0
+    result = json.loads(out.read_text())
+    assert result["device"] == "CPU" and result["datasheet_tflops"] is None and result["skipped"] == []
+    assert [(r["model"], r["preset"], r["compiled"]) for r in result["training"]] == [
+        ("ours", "tiny", False), ("marian", "tiny", False)]
+    for row in result["training"]:
+        assert row["tokens_per_second"] > 0 and row["mfu"] is None and 0 < row["matmul_fraction"]
+    cases = {r["case"]: r for r in result["inference"]}
+    assert set(cases) == {"ours pytorch bfloat16", "marian pytorch bfloat16"} | (
+        {"ours ctranslate2 int8", "marian ctranslate2 int8"} if CTRANSLATE2 else set())
+    assert cases["marian pytorch bfloat16"]["ratio_to_marian_pytorch"] == 1.0
+    assert device_benchmark("cpu", ["tiny"], [False], 300, 2, 6, 10, [], 0.0, str(out), tasks=("train",)) == 0
+    assert json.loads(out.read_text())["skipped"] == [dict(task="train", preset="tiny", compiled=False)]
+    assert datasheet_peak("NVIDIA H100 80GB HBM3") == 989.4e12 and datasheet_peak("NVIDIA H100 PCIe") == 756e12
+    assert datasheet_peak("NVIDIA H200") == 989.4e12 and datasheet_peak("Tesla T4") is None
+
+
+def test_device_cuda_without_a_gpu_is_a_usage_error():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA GPU is present")
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "benchmark.py"), "--device", "cuda"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "--device cuda: PyTorch sees no CUDA GPU" in proc.stderr
+    assert "Traceback" not in proc.stderr

@@ -142,3 +142,14 @@ def test_translate_bad_input_is_named(small_demo_model, tmp_path, capsys):
         read_lines(str(bad))
     assert cli(["export-ctranslate2", str(small_demo_model), str(tmp_path)]) == 2  # exists: not overwritten
     assert "already exists" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA GPU is present (tests/test_gpu.py covers it)")
+@pytest.mark.parametrize("engine,why", [("pytorch", "PyTorch sees no CUDA GPU"),
+                                        ("ctranslate2", "CTranslate2 sees no CUDA GPU")])
+def test_translate_device_cuda_without_a_gpu_is_named(small_demo_model, capsys, engine, why):
+    """`--device cuda` without a GPU is one error line; `--device auto` (the default) falls back to the CPU."""
+    assert cli(["translate", str(small_demo_model), "--input", "-", "--engine", engine, "--device", "cuda"]) == 2
+    assert f"error: --device cuda: {why}" in capsys.readouterr().err
+    translate = make_translator(small_demo_model, engine, device="auto", max_new_tokens=16)
+    assert translate(["abc"]) == [data.demo_translate("abc")]

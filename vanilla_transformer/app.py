@@ -59,15 +59,15 @@ def failure(what: str, error: Exception) -> str:
 class TranslationDemo:
     """Translation by `generate` (PyTorch) or CTranslate2, and the cross-attention of the result."""
 
-    def __init__(self, model_name_or_path: str, ctranslate2_model: str | None = None):
+    def __init__(self, model_name_or_path: str, ctranslate2_model: str | None = None, device: str = "cpu"):
         from .modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
-        from .translate import check_translation_model_dir
+        from .translate import check_translation_model_dir, resolve_device
 
         check_translation_model_dir(model_name_or_path)
-        self.name = model_name_or_path
+        self.name, self.device = model_name_or_path, resolve_device(device, "pytorch")
         self.tokenizer = load_tokenizer(model_name_or_path)
         self.model = VanillaTransformerForConditionalGeneration.from_pretrained(
-            model_name_or_path, attn_implementation="eager").eval()  # eager: the attention weights are returned
+            model_name_or_path, attn_implementation="eager").to(self.device).eval()  # eager: returns the weights
         self.limit = input_limit(self.tokenizer, self.model.config)
         self.ctranslate2_model, self._ctranslate2 = ctranslate2_model, None
         self.engines = ["PyTorch"]
@@ -92,7 +92,11 @@ class TranslationDemo:
         if self._ctranslate2 is None:
             from .translate import CTranslate2Translator
 
-            self._ctranslate2 = CTranslate2Translator(self.ctranslate2_model or self.name, compute_type="int8")
+            from .translate import resolve_device
+
+            device = "cpu" if self.device == "cpu" else resolve_device("auto", "ctranslate2")
+            self._ctranslate2 = CTranslate2Translator(self.ctranslate2_model or self.name, device=device,
+                                                      compute_type="int8" if device == "cpu" else "int8_float16")
         return self._ctranslate2
 
     @torch.inference_mode()
@@ -101,12 +105,12 @@ class TranslationDemo:
         message = check_text(text, self.tokenizer, self.limit, "translate")
         if message:
             return {"message": message}
-        enc = self.tokenizer([text.strip()], return_tensors="pt", return_token_type_ids=False)
+        enc = self.tokenizer([text.strip()], return_tensors="pt", return_token_type_ids=False).to(self.device)
         if engine == "CTranslate2":
             ids = self.ctranslate2().translate_ids([text.strip()], beam_size=int(num_beams),
                                                    max_decoding_length=int(max_new_tokens))[0]
             start = self.model.generation_config.decoder_start_token_id
-            generated = torch.tensor([[start, *ids]])
+            generated = torch.tensor([[start, *ids]], device=self.device)
         else:
             generated = self.model.generate(**enc, num_beams=int(num_beams), max_new_tokens=int(max_new_tokens),
                                             max_length=None, do_sample=False)  # the slider replaces max_length
@@ -118,7 +122,7 @@ class TranslationDemo:
                                                      clean_up_tokenization_spaces=False),
                 "source_tokens": self.tokenizer.convert_ids_to_tokens(enc["input_ids"][0]),
                 "target_tokens": self.tokenizer.convert_ids_to_tokens(generated[0, 1:]),
-                "attention": attention.float().numpy()}
+                "attention": attention.float().cpu().numpy()}
 
 
 def attention_figure(result: dict | None, layer: str = AVERAGE, head: str = AVERAGE):
@@ -148,10 +152,11 @@ def attention_figure(result: dict | None, layer: str = AVERAGE, head: str = AVER
 class NerDemo:
     """The token-classification pipeline: entity spans (grouped) and per-token labels."""
 
-    def __init__(self, model_name_or_path: str):
+    def __init__(self, model_name_or_path: str, device: str = "cpu"):
         from transformers import pipeline
 
         from .modeling_vanilla_transformer import VanillaTransformerForTokenClassification
+        from .translate import resolve_device
 
         self.name = model_name_or_path
         self.tokenizer = load_tokenizer(model_name_or_path)
@@ -160,7 +165,8 @@ class NerDemo:
             raise ValueError(f"{model_name_or_path!r} holds a {', '.join(model.config.architectures)}, not a tagger "
                              f"({type(model).__name__}).")
         self.limit = input_limit(self.tokenizer, model.config)
-        self.pipeline = pipeline("token-classification", model=model, tokenizer=self.tokenizer, device="cpu")
+        self.pipeline = pipeline("token-classification", model=model, tokenizer=self.tokenizer,
+                                 device=resolve_device(device, "pytorch"))
 
     def tag(self, text: str) -> dict:
         """{"entities": [{"entity", "start", "end", "word", "score"}], "tokens": [[token, label, score]]} or
@@ -190,8 +196,8 @@ def load_demo(cls, name, *args):
         return None, failure(f"Loading the model {name!r}", error)
 
 
-def translate_tab(gr, name, ctranslate2_model=None):
-    demo, error = load_demo(TranslationDemo, name, ctranslate2_model)
+def translate_tab(gr, name, ctranslate2_model=None, device="cpu"):
+    demo, error = load_demo(TranslationDemo, name, ctranslate2_model, device)
     if error:
         gr.Markdown(error, elem_id="translate-status")
         return
@@ -231,8 +237,8 @@ def translate_tab(gr, name, ctranslate2_model=None):
         chooser.change(attention_figure, [result, layer, head], plot, api_name=False)
 
 
-def ner_tab(gr, name):
-    demo, error = load_demo(NerDemo, name)
+def ner_tab(gr, name, device="cpu"):
+    demo, error = load_demo(NerDemo, name, device)
     if error:
         gr.Markdown(error, elem_id="ner-status")
         return
@@ -264,8 +270,9 @@ def ner_tab(gr, name):
 
 
 def build_app(translation_model: str | None = None, ner_model: str | None = None,
-              ctranslate2_model: str | None = None):
-    """The Gradio Blocks page: a Translate tab and/or a Tag entities tab."""
+              ctranslate2_model: str | None = None, device: str = "cpu"):
+    """The Gradio Blocks page: a Translate tab and/or a Tag entities tab; `device` "auto" or "cuda" runs the models
+    on a CUDA GPU."""
     gr = require_gradio()
     if not translation_model and not ner_model:
         raise ValueError("Give a translation model (MODEL_DIR or --translation_model) and/or --ner_model; with "
@@ -275,10 +282,10 @@ def build_app(translation_model: str | None = None, ner_model: str | None = None
         with gr.Tabs():
             if translation_model:
                 with gr.Tab("Translate", id="translate"):
-                    translate_tab(gr, translation_model, ctranslate2_model)
+                    translate_tab(gr, translation_model, ctranslate2_model, device)
             if ner_model:
                 with gr.Tab("Tag entities", id="ner"):
-                    ner_tab(gr, ner_model)
+                    ner_tab(gr, ner_model, device)
     return app
 
 
@@ -295,6 +302,8 @@ def main(argv=None) -> int:
                              "default: converted on first use (int8) when ctranslate2 is installed.")
     parser.add_argument("--host", default="127.0.0.1", help="Address to serve on (default: this machine only).")
     parser.add_argument("--port", type=int, default=7860)
+    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
+                        help="auto (default): a CUDA GPU where there is one, else the CPU.")
     args = parser.parse_args(argv)
     if args.model_dir and args.translation_model and args.model_dir != args.translation_model:
         parser.error("give the translation model once: MODEL_DIR or --translation_model")
@@ -306,7 +315,7 @@ def main(argv=None) -> int:
                   file=sys.stderr)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
-        app = build_app(translation_model, ner_model, args.ctranslate2_model)
+        app = build_app(translation_model, ner_model, args.ctranslate2_model, args.device)
     except (ImportError, ValueError) as error:
         print(f"vanilla-transformer demo: error: {error}", file=sys.stderr)
         return 2

@@ -18,7 +18,7 @@ def translate_command(args) -> None:
 
     stats = translate_file(args.model_dir, args.input, args.output, engine=args.engine, batch_size=args.batch_size,
                            progress=not args.quiet, num_beams=args.num_beams, max_new_tokens=args.max_new_tokens,
-                           compute_type=args.compute_type)
+                           compute_type=args.compute_type, device=args.device)
     print(f"{stats['sentences']} sentences in {stats['seconds']:.2f} s: {stats['sentences_per_second']:.1f} "
           "sentences/s", file=sys.stderr)
     if args.stats:
@@ -87,7 +87,10 @@ def build_parser() -> argparse.ArgumentParser:
                                 "CTranslate2).")
     translate.add_argument("--batch_size", type=int, default=64, help="Sentences per batch.")
     translate.add_argument("--compute_type", default="default",
-                           help="CTranslate2 only: int8, int8_float32, float32, ... (default: the export's type).")
+                           help="CTranslate2 only: int8, int8_float32, float32, ... (default: the export's type); on "
+                                "a GPU float16, int8_float16, bfloat16.")
+    translate.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
+                           help="auto (default): a CUDA GPU where the engine sees one, else the CPU.")
     translate.add_argument("--quiet", action="store_true", help="No progress bar.")
     translate.add_argument("--stats", action="store_true", help="Also print the counts and speed as JSON (stderr).")
     translate.set_defaults(func=translate_command)

@@ -50,8 +50,10 @@ def check_token_ids(name: str, ids: torch.Tensor, vocab_size: int) -> None:
         raise ValueError(f"{name} must have shape (batch, length), got {tuple(ids.shape)}.")
     if ids.shape[0] == 0 or ids.shape[1] == 0:
         raise ValueError(f"{name} is empty: shape {tuple(ids.shape)}.")
-    if torch.compiler.is_compiling():  # traced or exported: no data-dependent check (a host sync on GPUs)
+    if torch.compiler.is_compiling():  # traced or exported: no data-dependent check
         return
+    if ids.device.type != "cpu" and torch.is_grad_enabled():  # training on a GPU: no host sync per step (the
+        return  # tokenizer's ids are checked against the config before training starts)
     lo, hi = int(ids.min()), int(ids.max())
     if lo < 0 or hi >= vocab_size:
         bad = lo if lo < 0 else hi
@@ -84,11 +86,12 @@ def apply_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
 
     The same as `F.dropout`, but the mask comes from 64-bit random integers, 16 bits per element (p rounded to a
     multiple of 2^-16, the scale exact for it): on CPUs `F.dropout` draws one Bernoulli sample per element, 3-5x
-    slower, which was a fifth of a training step of the small model.
+    slower, which was a fifth of a training step of the small model. Elsewhere (GPUs, compiled) `F.dropout`: one fused
+    kernel, or masks the compiler draws itself.
     """
     if not training or p == 0.0:
         return x
-    if torch.compiler.is_compiling():  # compiled: F.dropout, whose masks the compiler draws itself (no graph break)
+    if x.device.type != "cpu" or torch.compiler.is_compiling():
         return F.dropout(x, p, training=True)
     dropped = round(p * 65536)
     bits = torch.empty((x.numel() + 3) // 4, dtype=torch.int64, device=x.device).random_(-2**63, 2**63 - 1)
@@ -615,8 +618,14 @@ def token_loss(logits: torch.Tensor, labels: torch.Tensor, num_items_in_batch=No
     """
     if labels.shape != logits.shape[:-1]:
         raise ValueError(f"labels have shape {tuple(labels.shape)} but the logits have shape {tuple(logits.shape[:-1])}.")
-    return FusedCrossEntropy.apply(logits, labels.to(logits.device), float(label_smoothing),
-                                   item_count(labels, num_items_in_batch, logits.device))
+    labels, count = labels.to(logits.device), item_count(labels, num_items_in_batch, logits.device)
+    if logits.device.type == "cpu" and not torch.compiler.is_compiling():
+        return FusedCrossEntropy.apply(logits, labels, float(label_smoothing), count)
+    # GPUs and compiled graphs: the library's loss, which a GPU runs as a few large kernels without host syncs (the
+    # fused path's row chunks are sized for a CPU cache: thousands of small launches there)
+    loss = F.cross_entropy(logits.float().flatten(0, -2), labels.flatten(), ignore_index=-100, reduction="sum",
+                           label_smoothing=label_smoothing)
+    return loss / count
 
 
 def item_count(labels: torch.Tensor, num_items_in_batch=None, device=None):
@@ -1047,7 +1056,10 @@ class VanillaTransformerCRF(nn.Module):
 
 
 def check_label_ids(ids: torch.Tensor, num_labels: int, name: str) -> None:
-    """Raise a ValueError naming the first id of `ids` that is neither -100 nor in [0, num_labels)."""
+    """Raise a ValueError naming the first id of `ids` that is neither -100 nor in [0, num_labels). Not while training
+    on a GPU (a host sync per step; the labels come from the label list the config was built from)."""
+    if torch.compiler.is_compiling() or (ids.device.type != "cpu" and torch.is_grad_enabled()):
+        return
     invalid = (ids != -100) & ((ids < 0) | (ids >= num_labels))
     if invalid.any():
         raise ValueError(f"{name} contain {ids[invalid][0].item()}, outside [0, {num_labels}) and not -100.")

@@ -175,12 +175,13 @@ def bf16_matmul_speedup() -> float:
     return best_seconds(a, b) / best_seconds(a.bfloat16(), b.bfloat16())
 
 
-def fast_bf16(device_type: str = "cpu") -> bool:
+def fast_bf16(device_type: str | None = None) -> bool:
     """Whether bf16 autocast pays here: the recipes' and the demo's default for `--bf16`. On a CPU a native bf16
     kernel is not enough, the product must also run at least BF16_MIN_SPEEDUP times faster than fp32: a 2-core Xeon
     with AVX512-BF16 but no AMX ran it at 0.61x fp32 and the Multi30k recipe's steps 1.36x slower in bf16, where a
     2-core AMD EPYC (Zen 5, AVX512-BF16) trained the recipes 1.8-2.3x faster in bf16 (docs/results.md, "bf16 or
-    fp32")."""
+    fp32"). `device_type` None: the accelerator the Trainer will pick, else the CPU."""
+    device_type = device_type or accelerator_type() or "cpu"
     if device_type != "cpu":
         return native_bf16(device_type)
     return bf16_matmul_speedup() >= BF16_MIN_SPEEDUP
@@ -204,10 +205,25 @@ PAPER_TRAINING_DEFAULTS = dict(
     output_dir="outputs/run", learning_rate=1e-3, adam_beta2=0.98, adam_epsilon=1e-9, lr_scheduler_type="inverse_sqrt",
     warmup_steps=400, label_smoothing_factor=0.1, per_device_train_batch_size=64, per_device_eval_batch_size=128,
     num_train_epochs=10.0, logging_steps=50, save_strategy="epoch", save_total_limit=2, report_to="none",
-    # Without an accelerator, accelerate only forms a multi-process (gloo) group under torchrun when told it runs on
-    # CPUs; otherwise every process silently trains alone. It also lets --bf16 run on a CPU.
-    use_cpu=not (torch.cuda.is_available() or torch.backends.mps.is_available()),
 )
+
+
+def accelerator_type() -> str | None:
+    """"cuda" or "mps" when this process can use one, else None (decided when a command starts, not at import)."""
+    if torch.cuda.is_available():
+        return "cuda"
+    if torch.backends.mps.is_available():
+        return "mps"
+    return None
+
+
+def with_device_default(args: list[str]) -> list[str]:
+    """`--use_cpu true` first when no accelerator exists and the command line does not say: without an accelerator,
+    accelerate only forms a multi-process (gloo) group under torchrun when told it runs on CPUs (otherwise every
+    process silently trains alone), and it lets --bf16 run on a CPU. With a GPU the Trainer takes it."""
+    if accelerator_type() or any(a.split("=")[0] in ("--use_cpu", "--no_use_cpu") for a in args):
+        return args
+    return ["--use_cpu", "true", *args]
 
 
 def paper_training_defaults(cls, name: str, module: str, **extra_defaults):
@@ -418,9 +434,13 @@ def parse_run_arguments(dataclass_types, argv=None, logger=None, defaults_for=No
     parser = HfArgumentParser(dataclass_types)
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) == 1 and args[0].endswith(".json"):
-        model_args, data_args, training_args = parser.parse_json_file(os.path.abspath(args[0]))
+        with open(args[0], encoding="utf-8") as f:
+            values = json.load(f)
+        if accelerator_type() is None:
+            values.setdefault("use_cpu", True)
+        model_args, data_args, training_args = parser.parse_dict(values)
     else:
-        args = (defaults_for(args) if defaults_for else []) + args
+        args = with_device_default((defaults_for(args) if defaults_for else []) + args)
         model_args, data_args, training_args = parser.parse_args_into_dataclasses(args=args)
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO,
                         handlers=[logging.StreamHandler(sys.stdout)])
@@ -429,6 +449,9 @@ def parse_run_arguments(dataclass_types, argv=None, logger=None, defaults_for=No
     if not (training_args.do_train or training_args.do_eval or training_args.do_predict):
         training_args.do_train = training_args.do_eval = training_args.do_predict = True
     warn_if_slow_bf16(training_args, logger)
+    (logger or logging.getLogger(__name__)).info(
+        "Device: %s x %d process(es), %s", training_args.device, training_args.world_size,
+        "bf16 autocast" if training_args.bf16 else "fp16 autocast" if training_args.fp16 else "fp32")
     set_seed(training_args.seed)
     resume_from = last_checkpoint(training_args)
     if resume_from is not None:

@@ -14,6 +14,26 @@ import torch
 from .tokenization import load_tokenizer, looks_local
 
 ENGINES = ("auto", "pytorch", "ctranslate2")
+DEVICES = ("auto", "cpu", "cuda")
+
+
+def resolve_device(device: str, engine: str) -> str:
+    """"auto" -> "cuda" where the engine sees a CUDA GPU, else "cpu"; "cuda" without one is a clear error."""
+    if device not in DEVICES:
+        raise ValueError(f"device must be one of {DEVICES}, got {device!r}.")
+    if device == "cpu":
+        return device
+    if engine == "ctranslate2":
+        from .ctranslate2_converter import require_ctranslate2
+
+        found = require_ctranslate2().get_cuda_device_count() > 0
+        where = "CTranslate2 sees no CUDA GPU (its wheels need CUDA 12's cuBLAS)"
+    else:
+        found = torch.cuda.is_available()
+        where = "PyTorch sees no CUDA GPU (a CPU build of torch, or no driver)"
+    if device == "cuda" and not found:
+        raise ValueError(f"--device cuda: {where}.")
+    return "cuda" if found else "cpu"
 
 
 def is_ctranslate2_dir(path) -> bool:
@@ -63,7 +83,7 @@ class CTranslate2Translator:
     """CTranslate2's `Translator` on an exported directory, or on a saved PyTorch model converted on the fly."""
 
     def __init__(self, model_dir, num_beams: int = 1, max_new_tokens: int | None = None, compute_type: str = "default",
-                 threads: int = 0):
+                 threads: int = 0, device: str = "cpu"):
         from .ctranslate2_converter import export_ctranslate2, require_ctranslate2
 
         ctranslate2 = require_ctranslate2()
@@ -72,7 +92,7 @@ class CTranslate2Translator:
             self._tmp = tempfile.TemporaryDirectory(prefix="vanilla-ct2-")
             model_dir = export_ctranslate2(model_dir, os.path.join(self._tmp.name, "model"))
         self.tokenizer = load_tokenizer(model_dir)
-        self.translator = ctranslate2.Translator(model_dir, device="cpu", compute_type=compute_type,
+        self.translator = ctranslate2.Translator(model_dir, device=device, compute_type=compute_type,
                                                  intra_threads=threads or torch.get_num_threads())
         self.options = dict(beam_size=num_beams, min_decoding_length=0, max_decoding_length=max_new_tokens or 256,
                             max_input_length=self.tokenizer.model_max_length if self.tokenizer.model_max_length < 1e6
@@ -90,12 +110,14 @@ class CTranslate2Translator:
                                            clean_up_tokenization_spaces=False)
 
 
-def make_translator(model_dir, engine: str = "auto", **kwargs):
+def make_translator(model_dir, engine: str = "auto", device: str = "cpu", **kwargs):
+    """A callable translating a list of sentences; `device` "auto" takes a CUDA GPU where the engine sees one."""
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}.")
     check_translation_model_dir(model_dir)
     if engine == "auto":
         engine = "ctranslate2" if is_ctranslate2_dir(model_dir) else "pytorch"
+    kwargs["device"] = resolve_device(device, engine)
     if engine == "pytorch":
         if is_ctranslate2_dir(model_dir):
             raise ValueError(f"{str(model_dir)!r} is an exported CTranslate2 model: use --engine ctranslate2.")
