@@ -162,17 +162,49 @@ def word_tokenizer(pad_last: bool = False, vocab: int = VOCAB):
                                    pad_token="<pad>", bos_token="<s>", eos_token="</s>", unk_token="<unk>")
 
 
+MARIAN_NAMES = [("embed.embed_tokens", "embed_tokens"), ("self_attn_sublayer.layer_norm", "self_attn_layer_norm"),
+                ("encoder_attn_sublayer.layer_norm", "encoder_attn_layer_norm"), ("ffn_sublayer.layer_norm",
+                                                                                   "final_layer_norm"),
+                ("ffn.fc1", "fc1"), ("ffn.fc2", "fc2")]
+
+
+def marian_with_weights_of(ours, shape: dict):
+    """A MarianMTModel of the same shape holding `ours`'s weights and position table (the same logits for the same
+    inputs)."""
+    # The CTranslate2 cases serve both converters' exports of the same numbers: CTranslate2's speed depends on the
+    # weights' values (on a 2-core AMD EPYC Zen 3, our export ran at 0.94x Marian's with each model's own random
+    # initialisation and at 0.98-1.03x with Marian's initialisation; docs/benchmarks.md), which would otherwise be
+    # counted as the converter's.
+    from vanilla_transformer.modeling_vanilla_transformer import VanillaTransformerPositionalEmbedding
+
+    marian = build("marian", shape)
+    state = {}
+    for name, tensor in ours.state_dict().items():
+        for old, new in MARIAN_NAMES:
+            name = name.replace(old, new)
+        state[name] = tensor
+    table = VanillaTransformerPositionalEmbedding.sinusoidal_table(512, shape["d_model"])
+    state["model.encoder.embed_positions.weight"] = state["model.decoder.embed_positions.weight"] = table
+    missing, unexpected = marian.load_state_dict(state, strict=False)
+    if unexpected or any(m != "final_logits_bias" for m in missing):
+        raise RuntimeError(f"Marian does not take our weights: missing {missing}, unexpected {unexpected}")
+    return marian
+
+
 def ctranslate2_translator(name: str, shape: dict, compute_type: str, threads: int, device: str = "cpu"):
-    """Our model (our converter) or Marian (CTranslate2's own converter) with random weights, in CTranslate2. The
-    export goes to a temporary folder, deleted once the engine has read it."""
+    """Our model (our converter) or Marian with the same weights (CTranslate2's own converter), random weights, in
+    CTranslate2. The export goes to a temporary folder, deleted once the engine has read it."""
     import tempfile
 
     import ctranslate2
+    import torch
     from ctranslate2.converters.transformers import MarianMTLoader
 
     from vanilla_transformer.ctranslate2_converter import model_spec
 
-    model = build(name, shape).eval()
+    torch.manual_seed(0)
+    model = build("ours", shape)
+    model = (model if name == "ours" else marian_with_weights_of(model, shape)).eval()
     tokenizer = word_tokenizer(pad_last=name == "marian", vocab=shape.get("vocab", VOCAB))
     spec = model_spec(model, tokenizer) if name == "ours" else MarianMTLoader()(model, tokenizer)
     spec.validate()
@@ -253,7 +285,9 @@ def run_child(spec: dict) -> dict:
     else:
         state = [v for s in (opt.state.values() if task == "train" else ()) for v in s.values() if torch.is_tensor(v)]
         peak_tensors = tensor_peak_mb(step, [*model.parameters(), *model.buffers(), *state])
+    generated = batch * 32 if task in ("greedy", "beam") else None  # every case decodes exactly 32 new tokens
     return {"value": units / seconds, "seconds": seconds, "peak_rss_mb": rss, "peak_tensor_mb": peak_tensors,
+            "us_per_token": seconds * 1e6 / generated if generated else None,
             "flops": analytic_flops(task, shape, batch, src_len, 32) / seconds}
 
 
@@ -295,10 +329,14 @@ def in_process_ab(presets, tasks, engines=("pytorch",), compute_types=("int8",),
                         times[label].append(time.perf_counter() - start)
             ms = {label: statistics.median(t[1:]) * 1000 for label, t in times.items()}
             reference = ms["marian pytorch float32"]
-            print(f"{preset} {task}, one process, {alternations} alternations (ms per call; ratio to MarianMTModel "
-                  "in PyTorch fp32):", flush=True)
+            print(f"{preset} {task}, one process, {alternations} alternations (ms per call of {batch} sentences x 32 "
+                  "new tokens; us per generated token; ratio to MarianMTModel in PyTorch fp32, and ours to Marian in "
+                  "the same engine):", flush=True)
             for label, value in ms.items():
-                print(f"  {label:28s} {value:8.1f} ms  {reference / value:5.2f}x", flush=True)
+                twin = ms.get(label.replace("ours", "marian")) if label.startswith("ours") else None
+                same_engine = f"  ours/Marian {twin / value:5.2f}x" if twin else ""
+                print(f"  {label:28s} {value:8.1f} ms {value * 1000 / (batch * 32):7.0f} us/token  "
+                      f"{reference / value:5.2f}x{same_engine}", flush=True)
     return 0
 
 
@@ -591,7 +629,10 @@ def main(argv=None):
                        reference_ctranslate2=ref_ct2, ratio_ctranslate2=ours / ref_ct2 if ref_ct2 else None,
                        peak_tensor_mb_ours=None if engine == "ctranslate2" else max(r["peak_tensor_mb"] for r in ours_runs),
                        peak_tensor_mb_reference=max(r["peak_tensor_mb"] for r in ref_runs),
-                       mfu_ours=statistics.median(r["flops"] for r in ours_runs) / peaks[dtype])
+                       mfu_ours=statistics.median(r["flops"] for r in ours_runs) / peaks[dtype],
+                       **{f"us_per_token_{side}": None if runs[0]["us_per_token"] is None else
+                          statistics.median(r["us_per_token"] for r in runs)
+                          for side, runs in (("ours", ours_runs), ("reference", ref_runs))})
             results.append(row)
             spread = [f"{min(r['value'] for r in runs):.1f}-{max(r['value'] for r in runs):.1f}"
                       for runs in (ours_runs, ref_runs)]  # across rounds: how noisy the machine was
@@ -599,7 +640,9 @@ def main(argv=None):
             versus_ct2 = "" if ref_ct2 is None else f"  vs Marian in ctranslate2 {ref_ct2:.1f}: {ours / ref_ct2:.2f}"
             tensors = ("" if row["peak_tensor_mb_ours"] is None else
                        f"tensors {row['peak_tensor_mb_ours']:.0f}/{row['peak_tensor_mb_reference']:.0f} MB  ")
-            print(f"{preset:5s} {task:20s} {dtype:4s}{served} ours {ours:9.1f} {row['unit']:11s} "
+            per_token = ("" if row["us_per_token_ours"] is None else
+                         f" ({row['us_per_token_ours']:.0f}/{row['us_per_token_reference']:.0f} us per token)")
+            print(f"{preset:5s} {task:20s} {dtype:4s}{served} ours {ours:9.1f} {row['unit']:11s}{per_token} "
                   f"{row['reference_name']:28s} {ref:9.1f}  ratio {row['ratio']:.2f}{versus_ct2}  "
                   f"RSS {row['peak_rss_mb_ours']:.0f}/{row['peak_rss_mb_reference']:.0f} MB  {tensors}"
                   f"MFU {row['mfu_ours'] * 100:.1f}%  rounds: ours {spread[0]}, reference {spread[1]}", flush=True)

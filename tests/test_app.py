@@ -142,10 +142,15 @@ def test_demo_command(capsys, tmp_path, monkeypatch):
         def launch(self, **kwargs):
             launched.append(kwargs)
 
-    monkeypatch.setattr(demo_app, "build_app", lambda *models: launched.append(models) or FakeApp())
+    monkeypatch.setattr(demo_app, "build_app", lambda *models, **options: launched.append((models, options))
+                        or FakeApp())
     (tmp_path / "outputs" / "demo").mkdir(parents=True)
-    assert cli.main(["demo", "--port", "7999"]) == 0
-    assert launched == [("outputs/demo", None, None, "auto"), {"server_name": "127.0.0.1", "server_port": 7999}]
+    assert cli.main(["demo", "--port", "7999"]) == 0  # found, not given: a model that fails shows in the page
+    assert launched == [(("outputs/demo", None, None, "auto"), {"strict": False}),
+                        {"server_name": "127.0.0.1", "server_port": 7999}]
+    launched.clear()
+    assert cli.main(["demo", "outputs/demo"]) == 0  # given: it must load before the page is served
+    assert launched[0] == (("outputs/demo", None, None, "auto"), {"strict": True})
 
 
 # ------------------------------------------------------------------------------------------------ in a browser

@@ -19,7 +19,7 @@ except ImportError:
 
 KEYS = {"task", "preset", "dtype", "engine", "compute_type", "dropout", "ours", "reference", "reference_name", "unit", "ratio",
         "reference_ctranslate2", "ratio_ctranslate2", "peak_rss_mb_ours", "peak_rss_mb_reference",
-        "peak_tensor_mb_ours", "peak_tensor_mb_reference", "mfu_ours"}
+        "peak_tensor_mb_ours", "peak_tensor_mb_reference", "mfu_ours", "us_per_token_ours", "us_per_token_reference"}
 
 
 def quick_benchmark(tmp_path, *extra):
@@ -45,6 +45,10 @@ def quick_benchmark(tmp_path, *extra):
         for side in sides:  # tensors of one repetition: something, and less than the whole process
             assert 0 < row[f"peak_tensor_mb_{side}"] < row[f"peak_rss_mb_{side}"]
         assert 0 < row["mfu_ours"] < 1
+        if row["task"] in ("greedy", "beam"):  # 32 new tokens per sentence (one round: the same run's numbers)
+            assert row["us_per_token_ours"] == pytest.approx(1e6 / (row["ours"] * 32), rel=1e-9)
+        else:
+            assert row["us_per_token_ours"] is None and row["us_per_token_reference"] is None
     return {(r["task"], r["dtype"], r["reference_name"], r["compute_type"]) for r in rows}, proc.stdout
 
 

@@ -188,16 +188,18 @@ def skip_spaces(text: str, start: int, end: int) -> int:
     return start
 
 
-def load_demo(cls, name, *args):
-    """(demo, None) or (None, message) for a model that fails to load."""
+def load_demo(cls, name, *args, strict: bool = False):
+    """(demo, None) or (None, message) for a model that fails to load; `strict`: its error is raised instead."""
+    if strict:
+        return cls(name, *args), None
     try:
         return cls(name, *args), None
     except Exception as error:  # noqa: BLE001 - any failure becomes a message in the page
         return None, failure(f"Loading the model {name!r}", error)
 
 
-def translate_tab(gr, name, ctranslate2_model=None, device="cpu"):
-    demo, error = load_demo(TranslationDemo, name, ctranslate2_model, device)
+def translate_tab(gr, name, ctranslate2_model=None, device="cpu", strict=False):
+    demo, error = load_demo(TranslationDemo, name, ctranslate2_model, device, strict=strict)
     if error:
         gr.Markdown(error, elem_id="translate-status")
         return
@@ -237,8 +239,8 @@ def translate_tab(gr, name, ctranslate2_model=None, device="cpu"):
         chooser.change(attention_figure, [result, layer, head], plot, api_name=False)
 
 
-def ner_tab(gr, name, device="cpu"):
-    demo, error = load_demo(NerDemo, name, device)
+def ner_tab(gr, name, device="cpu", strict=False):
+    demo, error = load_demo(NerDemo, name, device, strict=strict)
     if error:
         gr.Markdown(error, elem_id="ner-status")
         return
@@ -270,9 +272,9 @@ def ner_tab(gr, name, device="cpu"):
 
 
 def build_app(translation_model: str | None = None, ner_model: str | None = None,
-              ctranslate2_model: str | None = None, device: str = "cpu"):
+              ctranslate2_model: str | None = None, device: str = "cpu", strict: bool = False):
     """The Gradio Blocks page: a Translate tab and/or a Tag entities tab; `device` "auto" or "cuda" runs the models
-    on a CUDA GPU."""
+    on a CUDA GPU. A model that fails to load is a message in its tab, or with `strict` an error raised here."""
     gr = require_gradio()
     if not translation_model and not ner_model:
         raise ValueError("Give a translation model (MODEL_DIR or --translation_model) and/or --ner_model; with "
@@ -282,11 +284,18 @@ def build_app(translation_model: str | None = None, ner_model: str | None = None
         with gr.Tabs():
             if translation_model:
                 with gr.Tab("Translate", id="translate"):
-                    translate_tab(gr, translation_model, ctranslate2_model, device)
+                    translate_tab(gr, translation_model, ctranslate2_model, device, strict)
             if ner_model:
                 with gr.Tab("Tag entities", id="ner"):
-                    ner_tab(gr, ner_model, device)
+                    ner_tab(gr, ner_model, device, strict)
     return app
+
+
+def port_number(text: str) -> int:
+    """argparse type: a TCP port, 1-65535."""
+    if not text.isdigit() or not 1 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"not a port number (1-65535): {text!r}")
+    return int(text)
 
 
 def main(argv=None) -> int:
@@ -301,13 +310,14 @@ def main(argv=None) -> int:
                         help="An export of the translation model (export-ctranslate2) for the CTranslate2 engine; "
                              "default: converted on first use (int8) when ctranslate2 is installed.")
     parser.add_argument("--host", default="127.0.0.1", help="Address to serve on (default: this machine only).")
-    parser.add_argument("--port", type=int, default=7860)
+    parser.add_argument("--port", type=port_number, default=7860)
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
                         help="auto (default): a CUDA GPU where there is one, else the CPU.")
     args = parser.parse_args(argv)
     if args.model_dir and args.translation_model and args.model_dir != args.translation_model:
         parser.error("give the translation model once: MODEL_DIR or --translation_model")
     translation_model, ner_model = args.model_dir or args.translation_model, args.ner_model
+    given = bool(translation_model or ner_model)  # models named on the command line must load before serving
     if not translation_model and not ner_model:  # what `make demo` (and train-ner --output_dir outputs/demo-ner) wrote
         translation_model, ner_model = (d if os.path.isdir(d) else None for d in DEFAULT_MODELS)
         if translation_model or ner_model:
@@ -315,9 +325,9 @@ def main(argv=None) -> int:
                   file=sys.stderr)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
-        app = build_app(translation_model, ner_model, args.ctranslate2_model, args.device)
-    except (ImportError, ValueError) as error:
-        print(f"vanilla-transformer demo: error: {error}", file=sys.stderr)
+        app = build_app(translation_model, ner_model, args.ctranslate2_model, args.device, strict=given)
+    except (ImportError, ValueError, OSError) as error:
+        print(f"vanilla-transformer demo: error: {' '.join(str(error).split())}", file=sys.stderr)
         return 2
     app.launch(server_name=args.host, server_port=args.port)
     return 0

@@ -1,8 +1,29 @@
-"""The `vanilla-transformer` command: `vanilla-transformer COMMAND --help` for each command's flags."""
+"""The `vanilla-transformer` command: `vanilla-transformer COMMAND --help` for each command's flags.
+
+A user's mistake (a missing or damaged file, malformed data, an option out of range, a model of the wrong kind) ends
+with one `vanilla-transformer COMMAND: error: ...` line on stderr and exit status 2; `vanilla-transformer --debug
+COMMAND ...` (or VT_DEBUG=1) shows the full trace instead. Other exceptions are bugs and keep their trace.
+"""
 
 import argparse
 import json
+import os
 import sys
+
+# What the library raises for a user's mistake, always with a message naming the file, line, option or value: DataError
+# and other ValueErrors, missing or unreadable files (OSError), a missing optional extra (ImportError).
+USER_ERRORS = (ValueError, OSError, ImportError)
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (the option is named by argparse's own error line)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def export_ctranslate2_command(args) -> None:
@@ -54,7 +75,9 @@ def run_passthrough(name: str, argv: list[str]) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="vanilla-transformer", description=__doc__)
+    parser = argparse.ArgumentParser(prog="vanilla-transformer", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--debug", action="store_true", help="Show the full trace of an error (also: VT_DEBUG=1).")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (_, help_text) in PASSTHROUGH.items():
         commands.add_parser(name, help=help_text, add_help=False)
@@ -81,11 +104,11 @@ def build_parser() -> argparse.ArgumentParser:
     translate.add_argument("--engine", default="auto", choices=["auto", "pytorch", "ctranslate2"],
                            help="auto: CTranslate2 for an exported directory, PyTorch otherwise; ctranslate2 on a "
                                 "saved PyTorch model converts it on the fly.")
-    translate.add_argument("--num_beams", type=int, default=1, help="Beam size (1: greedy).")
-    translate.add_argument("--max_new_tokens", type=int, default=None,
+    translate.add_argument("--num_beams", type=positive_int, default=1, help="Beam size (1: greedy).")
+    translate.add_argument("--max_new_tokens", type=positive_int, default=None,
                            help="Longest translation in tokens (default: the model's generation config; 256 for "
                                 "CTranslate2).")
-    translate.add_argument("--batch_size", type=int, default=64, help="Sentences per batch.")
+    translate.add_argument("--batch_size", type=positive_int, default=64, help="Sentences per batch.")
     translate.add_argument("--compute_type", default="default",
                            help="CTranslate2 only: int8, int8_float32, float32, ... (default: the export's type); on "
                                 "a GPU float16, int8_float16, bfloat16.")
@@ -99,13 +122,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv and argv[0] in PASSTHROUGH:
-        return run_passthrough(argv[0], argv[1:])
-    args = build_parser().parse_args(argv)
+    debug = os.environ.get("VT_DEBUG", "") not in ("", "0")
+    if argv[:1] == ["--debug"]:
+        debug, argv = True, argv[1:]
+    command = argv[0] if argv else None
     try:
+        if command in PASSTHROUGH:
+            return run_passthrough(command, argv[1:])
+        args = build_parser().parse_args(argv)
         args.func(args)
-    except (OSError, ValueError, ImportError) as error:
-        print(f"vanilla-transformer {args.command}: error: {error}", file=sys.stderr)
+    except USER_ERRORS as error:
+        if debug:
+            raise
+        message = " ".join(str(error).split()) or type(error).__name__  # one line
+        print(f"vanilla-transformer {command}: error: {message}", file=sys.stderr)
         return 2
     return 0
 

@@ -78,11 +78,13 @@ def plot_quality_vs_time(run_dirs: list[str], out_dir: str, metric: str | None =
 
 
 def plot_attention(model_dir: str, text: str, out_dir: str) -> list[str]:
-    import vanilla_transformer  # noqa: F401  (registers the Auto classes)
-    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+    from .modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
+    from .tokenization import load_tokenizer
+    from .translate import check_translation_model_dir
 
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForSeq2SeqLM.from_pretrained(model_dir, attn_implementation="eager").eval()
+    check_translation_model_dir(model_dir)  # a missing or other kind of model is named before anything loads
+    tokenizer = load_tokenizer(model_dir)
+    model = VanillaTransformerForConditionalGeneration.from_pretrained(model_dir, attn_implementation="eager").eval()
     enc = tokenizer([text], return_tensors="pt", return_token_type_ids=False)
     with torch.no_grad():
         generated = model.generate(**enc, max_new_tokens=64, num_beams=1)
@@ -142,7 +144,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     out = (args.out or getattr(args, "run_dir", None) or getattr(args, "model_dir", None)
            or (getattr(args, "run_dirs", None) or ["."])[0])
-    os.makedirs(out, exist_ok=True)
+    if args.out:  # the default is an input directory: never created here (a mistyped one is named as missing)
+        os.makedirs(out, exist_ok=True)
     if args.what == "curves":
         paths = plot_curves(args.run_dir, out)
     elif args.what == "quality-vs-time":

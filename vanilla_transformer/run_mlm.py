@@ -23,6 +23,7 @@ from .training import (
     AtomicTrainer,
     ModelArguments,
     build_model,
+    check_ranges,
     dataset_label,
     get_tokenizer,
     move_label_smoothing_into_model,
@@ -50,6 +51,14 @@ class DataTrainingArguments:
     max_seq_length: int = field(default=128, metadata={"help": "Sub-tokens kept per sentence."})
     mlm_probability: float = field(default=0.15, metadata={"help": "Share of the words masked in each sentence."})
     max_train_samples: int | None = field(default=None, metadata={"help": "Use only this many training sentences."})
+
+    def __post_init__(self):
+        check_ranges(self, positive=("max_seq_length", "max_train_samples"))
+        if not 0 < self.mlm_probability < 1:
+            raise ValueError(f"--mlm_probability must lie between 0 and 1, got {self.mlm_probability}.")
+        if not 0 <= self.validation_split_percentage < 100:
+            raise ValueError(f"--validation_split_percentage must lie in [0, 100), got "
+                             f"{self.validation_split_percentage}.")
 
 
 MlmTrainingArguments = paper_training_defaults(TrainingArguments, "MlmTrainingArguments", "vanilla_transformer.run_mlm",
@@ -106,10 +115,6 @@ def main(argv=None):
         (ModelArguments, DataTrainingArguments, MlmTrainingArguments), argv, logger)
     if not (data_args.train_file or data_args.train_conll_file):
         raise ValueError("Give the text to pretrain on: --train_file (one sentence per line) and/or --train_conll_file.")
-    if not 0 < data_args.mlm_probability < 1:
-        raise ValueError(f"--mlm_probability must lie between 0 and 1, got {data_args.mlm_probability}.")
-    if not 0 <= data_args.validation_split_percentage < 100:
-        raise ValueError(f"--validation_split_percentage must lie in [0, 100), got {data_args.validation_split_percentage}.")
     sentences = load_sentences(data_args)
     if data_args.max_train_samples is not None:
         sentences = sentences[: data_args.max_train_samples]

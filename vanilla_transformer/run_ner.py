@@ -22,6 +22,7 @@ from .training import (
     ModelArguments,
     TaggingDataCollator,
     build_model,
+    check_ranges,
     get_tokenizer,
     move_label_smoothing_into_model,
     paper_training_defaults,
@@ -71,6 +72,11 @@ class DataTrainingArguments:
     max_predict_samples: int | None = field(default=None, metadata={"help": "Use only this many test sentences."})
     demo_train_examples: int = field(default=4000, metadata={"help": "Demo task: training sentences generated."})
     demo_eval_examples: int = field(default=500, metadata={"help": "Demo task: held-out sentences generated."})
+
+    def __post_init__(self):
+        check_ranges(self, positive=("max_seq_length", "max_train_samples", "max_eval_samples", "max_predict_samples",
+                                     "demo_train_examples", "demo_eval_examples"), non_negative=("context_words",),
+                     fractions=("mention_replacement",))
 
 
 NerTrainingArguments = paper_training_defaults(TrainingArguments, "NerTrainingArguments", "vanilla_transformer.run_ner",

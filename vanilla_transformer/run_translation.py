@@ -21,6 +21,7 @@ from .training import (
     AtomicSeq2SeqTrainer,
     ModelArguments,
     build_model,
+    check_ranges,
     get_tokenizer,
     move_label_smoothing_into_model,
     fast_bf16,
@@ -73,6 +74,14 @@ class DataTrainingArguments:
     demo_min_length: int = field(default=1, metadata={"help": "Demo task: shortest source string."})
     demo_max_length: int = field(default=48, metadata={"help": "Demo task: longest source string."})
     preprocessing_num_workers: int | None = field(default=None, metadata={"help": "Processes for tokenization."})
+
+    def __post_init__(self):
+        check_ranges(self, positive=("max_source_length", "max_target_length", "max_train_samples", "max_eval_samples",
+                                     "max_predict_samples", "num_beams", "demo_train_examples", "demo_eval_examples",
+                                     "demo_min_length", "demo_max_length", "preprocessing_num_workers"))
+        if self.demo_min_length > self.demo_max_length:
+            raise ValueError(f"--demo_min_length {self.demo_min_length} is above --demo_max_length "
+                             f"{self.demo_max_length}.")
 
 
 TranslationTrainingArguments = paper_training_defaults(Seq2SeqTrainingArguments, "TranslationTrainingArguments",

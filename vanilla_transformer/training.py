@@ -91,6 +91,21 @@ def parse_config_overrides(text: str | None) -> dict:
     return out
 
 
+def check_ranges(args, positive=(), non_negative=(), fractions=()) -> None:
+    """An option out of its range is a ValueError naming the flag and the value, raised while the command line is
+    parsed (`__post_init__` of the argument classes), before any data is read."""
+    for name in positive:
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise ValueError(f"--{name} must be at least 1, got {value}.")
+    for name in non_negative:
+        if getattr(args, name) < 0:
+            raise ValueError(f"--{name} must not be negative, got {getattr(args, name)}.")
+    for name in fractions:
+        if not 0.0 <= getattr(args, name) <= 1.0:
+            raise ValueError(f"--{name} must lie between 0 and 1, got {getattr(args, name)}.")
+
+
 def get_tokenizer(model_args: ModelArguments, texts_for_training, default_vocab_size: int = 8000):
     """The given tokenizer, or a BPE trained on `texts_for_training()` (a callable: only read when needed)."""
     name = model_args.tokenizer_name or model_args.model_name_or_path

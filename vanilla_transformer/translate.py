@@ -92,8 +92,16 @@ class CTranslate2Translator:
             self._tmp = tempfile.TemporaryDirectory(prefix="vanilla-ct2-")
             model_dir = export_ctranslate2(model_dir, os.path.join(self._tmp.name, "model"))
         self.tokenizer = load_tokenizer(model_dir)
-        self.translator = ctranslate2.Translator(model_dir, device=device, compute_type=compute_type,
-                                                 intra_threads=threads or torch.get_num_threads())
+        check_ctranslate2_files(model_dir)
+        try:
+            self.translator = ctranslate2.Translator(model_dir, device=device, compute_type=compute_type,
+                                                     intra_threads=threads or torch.get_num_threads())
+        except RuntimeError as error:
+            if "CUDA" in str(error) or "cuBLAS" in str(error) or "cublas" in str(error):
+                raise  # the system's CUDA set-up, not the files
+            raise ValueError(f"{os.path.join(model_dir, 'model.bin')} is truncated or corrupted ({error}); "
+                             "export the model again (vanilla-transformer export-ctranslate2 MODEL OUT --force).") \
+                from None
         self.options = dict(beam_size=num_beams, min_decoding_length=0, max_decoding_length=max_new_tokens or 256,
                             max_input_length=self.tokenizer.model_max_length if self.tokenizer.model_max_length < 1e6
                             else 1024)
@@ -108,6 +116,22 @@ class CTranslate2Translator:
     def __call__(self, sentences: list[str]) -> list[str]:
         return self.tokenizer.batch_decode(self.translate_ids(sentences), skip_special_tokens=True,
                                            clean_up_tokenization_spaces=False)
+
+
+def check_ctranslate2_files(path) -> None:
+    """A missing or damaged file of a CTranslate2 export is an error naming it (CTranslate2's own errors do not)."""
+    import json
+
+    for name in ("config.json", "shared_vocabulary.json"):
+        file = os.path.join(path, name)
+        if not os.path.isfile(file):
+            continue  # older exports: CTranslate2 says what it needs
+        try:
+            with open(file, encoding="utf-8") as f:
+                json.load(f)
+        except (ValueError, UnicodeDecodeError) as error:
+            raise ValueError(f"{file} is truncated or corrupted ({error}); export the model again "
+                             "(vanilla-transformer export-ctranslate2 MODEL OUT --force).") from None
 
 
 def make_translator(model_dir, engine: str = "auto", device: str = "cpu", **kwargs):

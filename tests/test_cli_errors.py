@@ -1,0 +1,128 @@
+"""A user's mistake on the command line ends with one `error:` line naming the culprit and exit status 2, never a
+Python trace; `--debug` shows the trace."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from conftest import ROOT
+from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForTokenClassification
+from vanilla_transformer.cli import main as cli
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """Broken inputs of every kind, in one folder."""
+    d = tmp_path_factory.mktemp("mistakes")
+    (d / "pairs.tsv").write_text("Hallo\tHello\nJa\tYes\nkein Tab hier\n", encoding="utf-8")
+    (d / "empty").mkdir()
+    for step, size in (("checkpoint-1", 4), ("checkpoint-2", 5)):  # checkpoints of different shapes
+        (d / "run" / step).mkdir(parents=True)
+        save_file({"w": torch.zeros(size)}, str(d / "run" / step / "model.safetensors"))
+    VanillaTransformerForTokenClassification(VanillaTransformerConfig.from_preset("tiny", num_labels=3)).save_pretrained(
+        d / "tagger")
+    (d / "conll.txt").write_text("EU B-ORG\nrejects O\n\nbad line without tag\n", encoding="utf-8")
+    return d
+
+
+def run(capsys, argv):
+    """(exit status, stderr) of `vanilla-transformer ARGV` in this process; argparse's own exits included."""
+    try:
+        status = cli(argv)
+    except SystemExit as exit_:
+        status = exit_.code
+    return status, capsys.readouterr().err
+
+
+CASES = [  # (argv with {d} for the folder of broken inputs, what stderr must name)
+    ("train-translation --train_file {d}/pairs.tsv --source_lang de --target_lang en --output_dir {d}/out",
+     "pairs.tsv, line 3"),
+    ("train-translation --train_file {d}/missing.tsv --source_lang de --target_lang en --output_dir {d}/out",
+     "missing.tsv"),
+    ("train-translation --num_beams 0 --output_dir {d}/out", "--num_beams must be at least 1, got 0"),
+    ("train-translation --demo_min_length 9 --demo_max_length 3 --output_dir {d}/out", "--demo_min_length 9"),
+    ("train-translation --max_source_lenght 64 --output_dir {d}/out", "--max_source_lenght"),
+    ("train-translation --model_name_or_path {d}/empty --output_dir {d}/out", "empty"),
+    ("train-ner --mention_replacement 1.5 --output_dir {d}/out", "--mention_replacement must lie between 0 and 1"),
+    ("train-ner --context_words -1 --output_dir {d}/out", "--context_words must not be negative"),
+    ("train-ner --train_file {d}/conll.txt --validation_file {d}/conll.txt --output_dir {d}/out", "conll.txt"),
+    ("pretrain-encoder --mlm_probability 0 --output_dir {d}/out", "--mlm_probability"),
+    ("average-checkpoints {d}/empty --output_dir {d}/avg", "No checkpoint-* directory"),
+    ("average-checkpoints {d}/run --output_dir {d}/avg", "has shape (5,), not (4,)"),
+    ("average-checkpoints {d}/run --last 0 --output_dir {d}/avg", "--last must be at least 1"),
+    ("translate {d}/missing --input -", "does not exist"),
+    ("translate {d}/tagger --input -", "not a translation model"),
+    ("translate {d}/tagger --num_beams 0", "argument --num_beams: must be at least 1, got 0"),
+    ("translate {d}/tagger --batch_size x", "argument --batch_size: not an integer: 'x'"),
+    ("export-ctranslate2 {d}/tagger {d}/ct2", "not a translation model"),
+    ("plot curves {d}/empty", "trainer_state.json not found"),
+    ("plot attention {d}/missing abc", "missing"),
+    ("demo {d}/missing", "does not exist"),
+    ("demo {d}/tagger", "not a translation model"),
+    ("demo {d}/tagger --port 70000", "not a port number"),
+    ("push {d}/empty me/model", "config.json is missing"),
+]
+
+
+@pytest.mark.parametrize("command,culprit", CASES, ids=[c.split()[0] + "-" + str(i) for i, (c, _) in enumerate(CASES)])
+def test_mistakes_end_in_one_error_line(files, capsys, command, culprit):
+    status, err = run(capsys, command.format(d=files).split())
+    assert status == 2, err
+    assert culprit in err, err
+    assert "Traceback" not in err
+    assert "error: " in err.strip().splitlines()[-1]
+
+
+@pytest.fixture(scope="module")
+def exported(small_demo_model, tmp_path_factory):
+    pytest.importorskip("ctranslate2")
+    from vanilla_transformer.ctranslate2_converter import export_ctranslate2
+
+    return export_ctranslate2(small_demo_model, tmp_path_factory.mktemp("ct2") / "model")
+
+
+@pytest.mark.parametrize("name,damage", [
+    ("model.bin", lambda p: open(p, "r+b").truncate(os.path.getsize(p) // 2)),
+    ("config.json", lambda p: p.write_text('{"bos_token": ')),
+    ("shared_vocabulary.json", lambda p: p.write_text('["<pad>", ')),
+])
+def test_damaged_ctranslate2_export_names_the_file(exported, tmp_path, capsys, name, damage):
+    import shutil
+
+    broken = tmp_path / "broken"
+    shutil.copytree(exported, broken)
+    damage(broken / name)
+    status, err = run(capsys, ["translate", str(broken), "--input", os.devnull])
+    assert status == 2 and str(broken / name) in err and "Traceback" not in err
+    assert name == "config.json" or "is truncated or corrupted" in err and "export the model again" in err
+
+
+def test_the_console_command_prints_no_trace_unless_debug(files):
+    """The installed entry point: one line and status 2; with --debug (or VT_DEBUG=1) the trace for a bug report."""
+    argv = [sys.executable, "-m", "vanilla_transformer.cli", "average-checkpoints", str(files / "run"), "--output_dir",
+            str(files / "avg")]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    plain = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+    assert plain.returncode == 2 and "Traceback" not in plain.stderr
+    assert plain.stderr.strip().splitlines()[-1].startswith("vanilla-transformer average-checkpoints: error: ")
+    for debug_argv, debug_env in ((argv[:3] + ["--debug"] + argv[3:], env), (argv, {**env, "VT_DEBUG": "1"})):
+        debug = subprocess.run(debug_argv, capture_output=True, text=True, cwd=ROOT, env=debug_env, timeout=300)
+        assert debug.returncode == 1 and "Traceback" in debug.stderr and "has shape (5,)" in debug.stderr
+
+
+def test_a_bug_keeps_its_trace(monkeypatch, files):
+    """Errors that are not a user's mistake (here a TypeError from inside a command) are not turned into a line."""
+    from vanilla_transformer import average_checkpoints
+
+    def broken(*args, **kwargs):
+        raise TypeError("a bug")
+
+    monkeypatch.setattr(average_checkpoints, "average", broken)
+    with pytest.raises(TypeError, match="a bug"):
+        cli(["average-checkpoints", str(files / "run"), "--output_dir", str(files / "avg")])
+    assert json.dumps(CASES)  # the table stays plain data
