@@ -520,6 +520,54 @@ def device_benchmark(device: str, presets, compile_modes, vocab: int, batch: int
     return 0
 
 
+def padding_report(prefix: str, source_lang: str, target_lang: str, budgets, batch_size: int = 64,
+                   vocab_size: int = 8000, seed: int = 42, multiple: int = 1) -> list[dict]:
+    """The share of padding in one epoch's training batches of a parallel corpus (`prefix`.src/.tgt), tokenized with a
+    joint BPE of `vocab_size` and padded to a multiple of `multiple` (the translation command pads to 8 on a GPU, to
+    the longest on a CPU): sentence batches of `batch_size` in random order and grouped by length (Trainer's
+    `--train_sampling_strategy group_by_length`), and token-budget batches (`--max_tokens`) for each budget. Padding
+    counts on both sides (source and target)."""
+    import numpy as np
+    import torch
+    from transformers.trainer_pt_utils import LengthGroupedSampler
+
+    from vanilla_transformer.data import load_parallel_text
+    from vanilla_transformer.tokenization import train_tokenizer
+    from vanilla_transformer.training import TokenBudgetBatchSampler
+
+    pairs = load_parallel_text(prefix, source_lang, target_lang)["translation"]
+    sources, targets = [p[source_lang] for p in pairs], [p[target_lang] for p in pairs]
+    tokenizer = train_tokenizer(sources + targets, vocab_size=vocab_size)
+    lengths = [np.array([len(ids) for ids in tokenizer(texts, truncation=True, max_length=128)["input_ids"]])
+               for texts in (sources, targets)]
+
+    def share(batches):
+        real = padded = 0
+        for batch in batches:
+            for side in lengths:
+                real += side[batch].sum()
+                padded += len(batch) * (-(-side[batch].max() // multiple) * multiple)
+        return dict(batches=len(batches), padding=1 - real / padded,
+                    mean_tokens=padded / len(batches) / 2)  # padded tokens per batch and side
+
+    n = len(lengths[0])
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(seed)).tolist()
+    grouped = list(LengthGroupedSampler(batch_size, lengths=lengths[0].tolist(),
+                                        generator=torch.Generator().manual_seed(seed)))
+    rows = [dict(batching=f"random, {batch_size} pairs", **share([order[i:i + batch_size]
+                                                                  for i in range(0, n, batch_size)])),
+            dict(batching=f"group_by_length, {batch_size} pairs", **share([grouped[i:i + batch_size]
+                                                                          for i in range(0, n, batch_size)]))]
+    for budget in budgets:
+        sampler = TokenBudgetBatchSampler(*lengths, budget, seed=seed, pad_to_multiple_of=multiple)
+        rows.append(dict(batching=f"--max_tokens {budget}", **share(list(sampler))))
+    for row in rows:
+        print(f"padded to a multiple of {multiple}: {row['batching']:28s} {row['batches']:6d} batches  "
+              f"{row['mean_tokens']:7.0f} padded tokens per batch and side  padding {row['padding'] * 100:5.1f}%",
+              flush=True)
+    return rows
+
+
 def measure(spec: dict) -> dict:
     proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--_child", json.dumps(spec)],
                           capture_output=True, text=True, env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
@@ -561,6 +609,12 @@ def main(argv=None):
     parser.add_argument("--dropout", type=float, default=0.0,
                         help="Dropout on every model's embeddings and sub-layer outputs (the paper trains with 0.1); "
                              "it acts in the training cases only")
+    parser.add_argument("--padding", default=None, metavar="PREFIX",
+                        help="Only report the padding share of training batches on the parallel corpus PREFIX.SRC / "
+                             "PREFIX.TGT (--source_lang, --target_lang): sentence batches vs --max_tokens budgets")
+    parser.add_argument("--source_lang", default="de")
+    parser.add_argument("--target_lang", default="en")
+    parser.add_argument("--max_tokens", nargs="+", type=int, default=[1024, 2048, 4096])
     parser.add_argument("--output", default="results.json")
     parser.add_argument("--_child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -569,6 +623,12 @@ def main(argv=None):
         return 0
     if args.reps < 5:
         parser.error("--reps must be at least 5")
+    if args.padding:
+        rows = [dict(row, multiple=multiple) for multiple in (1, 8) for row in
+                padding_report(args.padding, args.source_lang, args.target_lang, args.max_tokens, multiple=multiple)]
+        with open(args.output, "w") as f:
+            json.dump(rows, f, indent=2, default=float)
+        return 0
     if args.device != "cpu":
         import torch
 

@@ -11,6 +11,7 @@ import sys
 import time
 from dataclasses import dataclass, field, fields, make_dataclass
 
+import numpy as np
 import torch
 
 from transformers import (AutoConfig, AutoModelForMaskedLM, AutoModelForSeq2SeqLM, AutoModelForTokenClassification,
@@ -369,11 +370,87 @@ class InOrderEvaluationMixin:
         return SequentialSampler(eval_dataset) if self.args.world_size <= 1 else None
 
 
+class TokenBudgetBatchSampler:
+    """Batches of whole examples holding at most `max_tokens` padded tokens on each side: batch size x longest source
+    <= max_tokens, and the same for the targets (fairseq's --max-tokens), lengths counted after padding to a multiple
+    of `pad_to_multiple_of`. Examples are sorted by length (ties in a seeded random order) and cut into batches once,
+    so the batches, and their number, are the same every epoch; each epoch visits them in a new order drawn from
+    (seed, epoch) (`set_epoch`, which the Trainer calls). Under several processes accelerate deals the batches out in
+    turn, every process the same number."""
+
+    def __init__(self, source_lengths, target_lengths, max_tokens: int, seed: int = 0, shuffle: bool = True,
+                 pad_to_multiple_of: int = 1):
+        source = -(-np.asarray(source_lengths, dtype=np.int64) // pad_to_multiple_of) * pad_to_multiple_of
+        target = -(-np.asarray(target_lengths, dtype=np.int64) // pad_to_multiple_of) * pad_to_multiple_of
+        longest = np.maximum(source, target)
+        too_long = np.flatnonzero(longest > max_tokens)
+        if too_long.size:
+            i = int(too_long[0])
+            raise ValueError(f"--max_tokens {max_tokens} is below training example {i}'s length ({source[i]} source, "
+                             f"{target[i]} target tokens after padding); {too_long.size} example(s) that long. Raise "
+                             "--max_tokens or lower --max_source_length / --max_target_length.")
+        ties = np.random.default_rng([seed, 2**31]).random(len(source))
+        self.batches, batch, widest = [], [], (0, 0)
+        for i in np.lexsort((ties, target, source)).tolist():  # by source length, then target length
+            grown = (max(widest[0], source[i]), max(widest[1], target[i]))
+            if batch and (len(batch) + 1) * max(grown) > max_tokens:
+                self.batches.append(batch)
+                batch, grown = [], (source[i], target[i])
+            batch.append(i)
+            widest = grown
+        if batch:
+            self.batches.append(batch)
+        self.seed, self.shuffle, self.epoch = seed, shuffle, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def __iter__(self):
+        order = (np.random.default_rng([self.seed, self.epoch]).permutation(len(self.batches)) if self.shuffle
+                 else range(len(self.batches)))
+        for i in order:
+            yield list(self.batches[i])
+
+
+def sequence_lengths(dataset, column: str):
+    """The length of every row's `column` (a list column of a `datasets.Dataset`), read through Arrow."""
+    import pyarrow.compute as pc
+
+    return np.asarray(pc.list_value_length(dataset.with_format("arrow")[:][column]))
+
+
+class TokenBudgetMixin:
+    """`max_tokens`: training batches by a token budget (TokenBudgetBatchSampler) instead of a number of sentences;
+    the dataset's `input_ids` and `labels` give the lengths. None: the Trainer's own batches."""
+
+    def __init__(self, *args, max_tokens: int | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.max_tokens = max_tokens
+
+    def get_train_dataloader(self):
+        if not self.max_tokens:
+            return super().get_train_dataloader()
+        from torch.utils.data import DataLoader
+
+        dataset = self.train_dataset
+        targets = "labels" if "labels" in dataset.column_names else "input_ids"
+        sampler = TokenBudgetBatchSampler(sequence_lengths(dataset, "input_ids"), sequence_lengths(dataset, targets),
+                                          self.max_tokens, seed=self.args.seed,
+                                          pad_to_multiple_of=getattr(self.data_collator, "pad_to_multiple_of", None)
+                                          or 1)
+        loader = DataLoader(dataset, batch_sampler=sampler, collate_fn=self.data_collator,
+                            num_workers=self.args.dataloader_num_workers, pin_memory=self.args.dataloader_pin_memory)
+        return self.accelerator.prepare(loader)
+
+
 class AtomicTrainer(InOrderEvaluationMixin, AtomicCheckpointMixin, Trainer):
     pass
 
 
-class AtomicSeq2SeqTrainer(InOrderEvaluationMixin, AtomicCheckpointMixin, Seq2SeqTrainer):
+class AtomicSeq2SeqTrainer(TokenBudgetMixin, InOrderEvaluationMixin, AtomicCheckpointMixin, Seq2SeqTrainer):
     pass
 
 
