@@ -185,3 +185,14 @@ def test_translate_command_ctranslate2_on_cuda(gpu_trained_model, tmp_path):
     assert proc.returncode == 0, proc.stderr
     outputs = proc.stdout.splitlines()
     assert sum(o == data.demo_translate(s) for o, s in zip(outputs, sources)) >= 0.95 * len(sources)
+
+
+def test_token_budget_batches_train_on_cuda(tmp_path, caplog):
+    """`--max_tokens` batches on the GPU: batches padded to a multiple of 8 there, within the budget, loss finite."""
+    from test_token_batches import FLAGS
+    from vanilla_transformer import run_translation
+
+    with caplog.at_level("INFO"):
+        metrics = run_translation.main(["--output_dir", str(tmp_path), *FLAGS])
+    assert "Device: cuda:0" in caplog.text and metrics["train_loss"] == metrics["train_loss"]  # not NaN
+    assert (tmp_path / "model.safetensors").is_file()
