@@ -2,6 +2,7 @@
 epoch, the same batches in a new order each epoch, an equal share per process, a clear error for an example that
 cannot fit, and a resumed run that sees the batches the uninterrupted run saw."""
 
+import json
 import shutil
 
 import numpy as np
@@ -71,18 +72,21 @@ def test_max_tokens_with_group_by_length_is_refused(tmp_path):
 
 
 FLAGS = ["--config_overrides", "d_model=32,encoder_ffn_dim=64,decoder_ffn_dim=64,encoder_layers=1,decoder_layers=1",
-         "--max_tokens", "192", "--demo_train_examples", "600", "--demo_max_length", "12", "--learning_rate", "1e-3",
-         "--do_train", "--do_eval", "false", "--do_predict", "false", "--save_strategy", "steps", "--save_steps", "6",
-         "--max_steps", "12", "--logging_steps", "3", "--disable_tqdm", "true", "--bf16", "false", "--seed", "3"]
+         "--max_tokens", "192", "--demo_train_examples", "120", "--demo_max_length", "12", "--learning_rate", "1e-3",
+         "--do_train", "--do_eval", "false", "--do_predict", "false", "--save_strategy", "steps", "--save_steps", "17",
+         "--max_steps", "30", "--logging_steps", "3", "--disable_tqdm", "true", "--bf16", "false", "--seed", "3"]
 
 
 def test_resumed_run_sees_the_same_batches(tmp_path):
-    """Stopped after step 6 of an epoch and resumed, a run ends with the uninterrupted run's weights."""
+    """Stopped in the middle of a later epoch and resumed, a run ends with the uninterrupted run's weights (the
+    epoch's batch order is drawn again from the seed and the epoch)."""
     whole = tmp_path / "whole"
     run_translation.main(["--output_dir", str(whole), *FLAGS])
+    state = json.loads((whole / "checkpoint-17" / "trainer_state.json").read_text())
+    assert state["epoch"] > 1 and state["epoch"] % 1  # in the middle of an epoch after the first
     resumed = tmp_path / "resumed"
     resumed.mkdir()
-    shutil.copytree(whole / "checkpoint-6", resumed / "checkpoint-6")
+    shutil.copytree(whole / "checkpoint-17", resumed / "checkpoint-17")
     run_translation.main(["--output_dir", str(resumed), *FLAGS, "--resume_from_checkpoint", "true"])
     a, b = load_file(str(whole / "model.safetensors")), load_file(str(resumed / "model.safetensors"))
     assert a.keys() == b.keys()
