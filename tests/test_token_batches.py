@@ -92,3 +92,15 @@ def test_resumed_run_sees_the_same_batches(tmp_path):
     assert a.keys() == b.keys()
     for key in a:
         torch.testing.assert_close(b[key], a[key], rtol=1e-5, atol=1e-6, msg=key)
+
+
+def test_the_epoch_reaches_the_sampler_through_a_callback(lengths):
+    """Also where accelerate's wrappers hide the sampler from the Trainer (resumed, several processes)."""
+    from types import SimpleNamespace
+
+    from vanilla_transformer.training import EpochOfSampler
+
+    sampler = TokenBudgetBatchSampler(*lengths, max_tokens=400)
+    for done, epoch in ((0.0, 0), (2.43, 2), (2.9999999, 3), (3.0, 3)):  # float sums of whole epochs round
+        EpochOfSampler(sampler).on_epoch_begin(None, SimpleNamespace(epoch=done), None)
+        assert sampler.epoch == epoch

@@ -3,6 +3,7 @@ the tokenizer, the paper's optimizer defaults and resuming."""
 
 import ast
 import functools
+import math
 import logging
 import json
 import os
@@ -443,7 +444,20 @@ class TokenBudgetMixin:
                                           or 1)
         loader = DataLoader(dataset, batch_sampler=sampler, collate_fn=self.data_collator,
                             num_workers=self.args.dataloader_num_workers, pin_memory=self.args.dataloader_pin_memory)
+        self.add_callback(EpochOfSampler(sampler))
         return self.accelerator.prepare(loader)
+
+
+class EpochOfSampler(TrainerCallback):
+    """Gives a batch sampler the epoch about to run. The Trainer reaches a batch sampler's `set_epoch` itself, except
+    under several processes on a run resumed in the middle of an epoch (where accelerate wraps it twice); then the
+    epoch's batch order would be another epoch's."""
+
+    def __init__(self, sampler):
+        self.sampler = sampler
+
+    def on_epoch_begin(self, args, state, control, **kwargs):
+        self.sampler.set_epoch(math.floor(state.epoch + 1e-6))  # epochs done, whole ones; a resumed run's partial
 
 
 class AtomicTrainer(InOrderEvaluationMixin, AtomicCheckpointMixin, Trainer):
