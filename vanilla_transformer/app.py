@@ -90,9 +90,7 @@ class TranslationDemo:
     def ctranslate2(self):
         """Loaded on first use: the exported directory if given, else converted from the PyTorch model (int8)."""
         if self._ctranslate2 is None:
-            from .translate import CTranslate2Translator
-
-            from .translate import resolve_device
+            from .translate import CTranslate2Translator, resolve_device
 
             device = "cpu" if self.device == "cpu" else resolve_device("auto", "ctranslate2")
             self._ctranslate2 = CTranslate2Translator(self.ctranslate2_model or self.name, device=device,

@@ -55,15 +55,21 @@ def load_tokenizer(name_or_path, **kwargs):
                                                                                    "tokenizer_config.json")):
             raise FileNotFoundError(f"{name_or_path!r} holds no tokenizer (tokenizer.json): not a saved model or "
                                     "tokenizer directory.")
-        for name in TOKENIZER_FILES:
-            path = os.path.join(name_or_path, name)
-            if os.path.isfile(path):
-                try:
-                    with open(path, encoding="utf-8") as f:
-                        json.load(f)
-                except (ValueError, UnicodeDecodeError) as error:
-                    raise OSError(f"{path} is truncated or corrupted (not valid JSON: {error}).") from None
+        check_json_files(name_or_path, TOKENIZER_FILES)
     return AutoTokenizer.from_pretrained(name_or_path, **kwargs)
+
+
+def check_json_files(directory, names, advice: str = "") -> None:
+    """An OSError naming the first of `names` in `directory` that exists but is not valid JSON (truncated, corrupted);
+    `advice` ("; export it again ...") ends the message."""
+    for name in names:
+        path = os.path.join(directory, name)
+        if os.path.isfile(path):
+            try:
+                with open(path, encoding="utf-8") as f:
+                    json.load(f)
+            except (ValueError, UnicodeDecodeError) as error:
+                raise OSError(f"{path} is truncated or corrupted (not valid JSON: {error}){advice}.") from None
 
 
 def check_tokenizer_matches_config(tokenizer, config) -> None:

@@ -457,7 +457,7 @@ class EpochOfSampler(TrainerCallback):
         self.sampler = sampler
 
     def on_epoch_begin(self, args, state, control, **kwargs):
-        self.sampler.set_epoch(math.floor(state.epoch + 1e-6))  # epochs done, whole ones; a resumed run's partial
+        self.sampler.set_epoch(math.floor(state.epoch + 1e-6))  # whole epochs done (state.epoch is a float sum)
 
 
 class AtomicTrainer(InOrderEvaluationMixin, AtomicCheckpointMixin, Trainer):

@@ -11,7 +11,9 @@ import time
 
 import torch
 
-from .tokenization import load_tokenizer, looks_local
+from .tokenization import check_json_files, load_tokenizer, looks_local
+
+REEXPORT = "; export the model again (vanilla-transformer export-ctranslate2 MODEL OUT --force)"
 
 ENGINES = ("auto", "pytorch", "ctranslate2")
 DEVICES = ("auto", "cpu", "cuda")
@@ -92,16 +94,16 @@ class CTranslate2Translator:
             self._tmp = tempfile.TemporaryDirectory(prefix="vanilla-ct2-")
             model_dir = export_ctranslate2(model_dir, os.path.join(self._tmp.name, "model"))
         self.tokenizer = load_tokenizer(model_dir)
-        check_ctranslate2_files(model_dir)
+        # a damaged file is named here: CTranslate2's own errors do not name it
+        check_json_files(model_dir, ("config.json", "shared_vocabulary.json"), REEXPORT)
         try:
             self.translator = ctranslate2.Translator(model_dir, device=device, compute_type=compute_type,
                                                      intra_threads=threads or torch.get_num_threads())
         except RuntimeError as error:
-            if "CUDA" in str(error) or "cuBLAS" in str(error) or "cublas" in str(error):
+            if any(word in str(error).lower() for word in ("cuda", "cublas")):
                 raise  # the system's CUDA set-up, not the files
-            raise ValueError(f"{os.path.join(model_dir, 'model.bin')} is truncated or corrupted ({error}); "
-                             "export the model again (vanilla-transformer export-ctranslate2 MODEL OUT --force).") \
-                from None
+            raise OSError(f"{os.path.join(model_dir, 'model.bin')} is truncated or corrupted ({error})"
+                          f"{REEXPORT}.") from None
         self.options = dict(beam_size=num_beams, min_decoding_length=0, max_decoding_length=max_new_tokens or 256,
                             max_input_length=self.tokenizer.model_max_length if self.tokenizer.model_max_length < 1e6
                             else 1024)
@@ -116,22 +118,6 @@ class CTranslate2Translator:
     def __call__(self, sentences: list[str]) -> list[str]:
         return self.tokenizer.batch_decode(self.translate_ids(sentences), skip_special_tokens=True,
                                            clean_up_tokenization_spaces=False)
-
-
-def check_ctranslate2_files(path) -> None:
-    """A missing or damaged file of a CTranslate2 export is an error naming it (CTranslate2's own errors do not)."""
-    import json
-
-    for name in ("config.json", "shared_vocabulary.json"):
-        file = os.path.join(path, name)
-        if not os.path.isfile(file):
-            continue  # older exports: CTranslate2 says what it needs
-        try:
-            with open(file, encoding="utf-8") as f:
-                json.load(f)
-        except (ValueError, UnicodeDecodeError) as error:
-            raise ValueError(f"{file} is truncated or corrupted ({error}); export the model again "
-                             "(vanilla-transformer export-ctranslate2 MODEL OUT --force).") from None
 
 
 def make_translator(model_dir, engine: str = "auto", device: str = "cpu", **kwargs):
