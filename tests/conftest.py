@@ -1,6 +1,9 @@
+import atexit
 import os
 import random
+import shutil
 import sys
+import tempfile
 
 import pytest
 import torch
@@ -13,6 +16,9 @@ if ROOT not in sys.path:
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+if "HF_DATASETS_CACHE" not in os.environ:  # the Arrow files of the tests' corpora: not in the user's cache
+    os.environ["HF_DATASETS_CACHE"] = tempfile.mkdtemp(prefix="vt-tests-datasets-")
+    atexit.register(shutil.rmtree, os.environ["HF_DATASETS_CACHE"], ignore_errors=True)
 torch.set_num_threads(min(2, torch.get_num_threads()))
 
 

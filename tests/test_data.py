@@ -1,4 +1,5 @@
 import json
+import os
 
 import pytest
 
@@ -217,3 +218,40 @@ def test_auxiliary_columns_follow_their_words(tmp_path):
     two_columns = tmp_path / "plain.txt"
     two_columns.write_text("Anna B-PER\n")
     assert "auxiliary_tags" not in data.load_conll(str(two_columns)).column_names
+
+
+def test_parallel_text_is_cached_and_a_changed_file_is_read_again(tmp_path):
+    """The Arrow files of a parallel corpus are reused while its text files are unchanged, and never after a change."""
+    (tmp_path / "train.de").write_text("Ein Hund.\nZwei Katzen.\n", encoding="utf-8")
+    (tmp_path / "train.en").write_text("A dog.\nTwo cats.\n", encoding="utf-8")
+    cache = str(tmp_path / "cache")
+    first = data.load_parallel_text(str(tmp_path / "train"), "de", "en", cache_dir=cache)
+    again = data.load_parallel_text(str(tmp_path / "train"), "de", "en", cache_dir=cache)
+    assert first.cache_files and [f["filename"] for f in again.cache_files] == [f["filename"] for f in first.cache_files]
+    assert all(f["filename"].startswith(cache) for f in first.cache_files)  # on disk, memory-mapped
+    (tmp_path / "train.en").write_text("A dog.\nThree cats.\n", encoding="utf-8")
+    changed = data.load_parallel_text(str(tmp_path / "train"), "de", "en", cache_dir=cache)
+    assert changed["translation"][1] == {"de": "Zwei Katzen.", "en": "Three cats."}
+
+
+def test_lines_end_only_at_line_breaks(tmp_path):
+    """A sentence holding U+2028 or a form feed stays one line (str.splitlines would split it and misalign the pair)."""
+    (tmp_path / "t.de").write_text("eins\u2028zwei\ndrei\x0cvier\n", encoding="utf-8")
+    (tmp_path / "t.en").write_text("one two\nthree four\n", encoding="utf-8")
+    ds = data.load_parallel_text(str(tmp_path / "t"), "de", "en", cache_dir=str(tmp_path / "cache"))
+    assert [p["de"] for p in ds["translation"]] == ["eins\u2028zwei", "drei\x0cvier"]
+
+
+def test_a_file_changed_under_the_same_time_is_read_again(tmp_path):
+    """datasets names its cache by path and modification time; a file rewritten with its old time (cp -p, rsync -t)
+    is still detected, and nothing derived from the old text (the pairs) is reused."""
+    (tmp_path / "train.de").write_text("Ein Hund.\nZwei Katzen.\n", encoding="utf-8")
+    (tmp_path / "train.en").write_text("A dog.\nTwo cats.\n", encoding="utf-8")
+    cache = str(tmp_path / "cache")
+    assert data.load_parallel_text(str(tmp_path / "train"), "de", "en", cache_dir=cache)["translation"][1]["en"] == (
+        "Two cats.")
+    stat = os.stat(tmp_path / "train.en")
+    (tmp_path / "train.en").write_text("A dog.\nTwo mice.\n", encoding="utf-8")
+    os.utime(tmp_path / "train.en", ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    changed = data.load_parallel_text(str(tmp_path / "train"), "de", "en", cache_dir=cache)
+    assert changed["translation"][1] == {"de": "Zwei Katzen.", "en": "Two mice."}

@@ -302,8 +302,9 @@ def test_two_processes_match_one(tmp_path):
     assert res2["eval_samples"] == res1["eval_samples"] == 7
     assert res2["train_loss"] == pytest.approx(res1["train_loss"], rel=1e-5)
     assert res2["eval_bleu"] == pytest.approx(res1["eval_bleu"], abs=1e-6)
-    # Trainer's eval_loss averages per-batch means, and batches group differently across processes: close, not equal
-    assert res2["eval_loss"] == pytest.approx(res1["eval_loss"], rel=2e-3)
+    # Trainer's eval_loss averages per-batch means, and batches group differently across processes (the last one
+    # topped up with a repeated pair): close, not equal
+    assert res2["eval_loss"] == pytest.approx(res1["eval_loss"], rel=1e-2)
     w1, w2 = load_file(one / "model.safetensors"), load_file(two / "model.safetensors")
     for name in w1:
         torch.testing.assert_close(w1[name], w2[name], rtol=1e-4, atol=1e-6)
@@ -396,3 +397,14 @@ def test_recipes_preload_the_chosen_allocator(tmp_path, shell):
 def test_recipes_reject_a_missing_allocator(tmp_path, shell):
     code, preload, err = source_tcmalloc(tmp_path, str(tmp_path / "missing.so"), shell=shell)
     assert code == 2 and "missing.so: no such file" in err and preload == ""
+
+
+def test_predictions_come_back_in_the_files_order(small_demo_model):
+    """Evaluation runs on length-sorted batches; the predictions file is in the validation set's own order (line i
+    translates source i), as the exact-match score of a model that learned the task shows line by line."""
+    from vanilla_transformer.data import make_demo_translation
+
+    pairs = make_demo_translation(200, seed=43, max_length=10)["translation"]  # the demo's validation split (seed+1)
+    lines = (small_demo_model / "generated_predictions_validation.txt").read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 200
+    assert sum(line == pair["tgt"] for line, pair in zip(lines, pairs)) >= 190

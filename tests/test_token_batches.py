@@ -10,6 +10,7 @@ import pytest
 import torch
 from accelerate.data_loader import BatchSamplerShard
 from safetensors.torch import load_file
+from transformers import AutoTokenizer
 
 from vanilla_transformer import run_translation
 from vanilla_transformer.training import TokenBudgetBatchSampler
@@ -104,3 +105,92 @@ def test_the_epoch_reaches_the_sampler_through_a_callback(lengths):
     for done, epoch in ((0.0, 0), (2.43, 2), (2.9999999, 3), (3.0, 3)):  # float sums of whole epochs round
         EpochOfSampler(sampler).on_epoch_begin(None, SimpleNamespace(epoch=done), None)
         assert sampler.epoch == epoch
+
+
+def test_tokens_trained_are_counted_without_padding(tmp_path):
+    """train_tokens_per_second counts every real source and target token once per epoch, no padding."""
+    flags = [f for f in FLAGS if f not in ("--max_steps", "30")]
+    metrics = run_translation.main(["--output_dir", str(tmp_path), *flags, "--max_steps", "-1",
+                                    "--num_train_epochs", "1", "--save_strategy", "no"])
+    state = json.loads((tmp_path / "trainer_state.json").read_text())
+    from vanilla_transformer.data import make_demo_translation
+
+    tokenizer = AutoTokenizer.from_pretrained(str(tmp_path))
+    pairs = make_demo_translation(120, seed=3, max_length=12)["translation"]
+    real = sum(len(tokenizer(p[side])["input_ids"]) for p in pairs for side in ("src", "tgt"))
+    runtime = metrics["train_runtime"]
+    assert metrics["train_tokens_per_second"] * runtime == pytest.approx(real, rel=1e-3)
+    assert state["global_step"] < 120  # several pairs a batch
+
+
+def _torchrun():
+    import os
+    import sys
+
+    path = os.path.join(os.path.dirname(sys.executable), "torchrun")
+    if not os.path.exists(path):
+        pytest.skip("torchrun not available")
+    return path
+
+
+def test_two_processes_with_accumulation_match_one(tmp_path):
+    """Token batches dealt to 2 processes that accumulate 2 each = 1 process accumulating 4: the loss of an optimizer
+    step is divided by the target tokens of all its batches on all processes (num_items_in_batch), so the weights
+    after a few SGD steps agree within float tolerance (a per-process normalisation would scale each process's
+    gradient by its own token count and move them apart)."""
+    import os
+    import subprocess
+    import sys
+
+    script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts", "run_translation.py")
+    flags = ["--config_overrides", "d_model=32,encoder_ffn_dim=64,decoder_ffn_dim=64,encoder_layers=1,"
+             "decoder_layers=1,dropout=0.0", "--label_smoothing_factor", "0.1", "--max_tokens", "96",
+             "--demo_train_examples", "400", "--demo_max_length", "24", "--optim", "sgd", "--learning_rate", "0.5",
+             "--warmup_steps", "0", "--do_train", "--do_eval", "false", "--do_predict", "false", "--save_strategy",
+             "no", "--max_steps", "4", "--disable_tqdm", "true", "--bf16", "false", "--seed", "5"]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    one, two = tmp_path / "one", tmp_path / "two"
+    r1 = subprocess.run([sys.executable, script, "--output_dir", str(one), *flags, "--gradient_accumulation_steps",
+                         "4"], env=env, capture_output=True, text=True, timeout=400)
+    assert r1.returncode == 0, r1.stderr[-3000:]
+    r2 = subprocess.run([_torchrun(), "--nproc_per_node", "2", "--master_port", str(29600 + os.getpid() % 1000),
+                         script, "--output_dir", str(two), *flags, "--gradient_accumulation_steps", "2"], env=env,
+                        capture_output=True, text=True, timeout=600)
+    assert r2.returncode == 0, r2.stderr[-3000:]
+    w1, w2 = load_file(str(one / "model.safetensors")), load_file(str(two / "model.safetensors"))
+    for name in w1:
+        torch.testing.assert_close(w2[name], w1[name], rtol=1e-4, atol=1e-6, msg=name)
+    # (the logged train_loss is not compared: Trainer averages the processes' shares of each step's loss, which
+    # depend on how the step's tokens fall between them; the gradient, and so the weights, do not)
+    for run in (one, two):
+        assert json.loads((run / "train_results.json").read_text())["train_tokens_per_second"] > 0
+
+
+def test_tokenizer_is_trained_on_an_even_sample_and_reused(tmp_path):
+    """A BPE trained on a corpus read from disk is saved beside its Arrow files and loaded by the next run; its
+    training sample is --tokenizer_train_samples pairs spread over the whole corpus."""
+    from vanilla_transformer.data import load_parallel_text
+    from vanilla_transformer.training import ModelArguments, evenly_spaced, get_tokenizer
+
+    lines = [f"satz {i}" for i in range(100)]
+    (tmp_path / "c.de").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (tmp_path / "c.en").write_text("\n".join(f"sentence {i}" for i in range(100)) + "\n", encoding="utf-8")
+    rows = load_parallel_text(str(tmp_path / "c"), "de", "en", cache_dir=str(tmp_path / "cache"))
+    assert [p["de"] for p in evenly_spaced(rows, 4)["translation"]] == ["satz 0", "satz 33", "satz 66", "satz 99"]
+    assert evenly_spaced(rows, 1000) is rows
+    seen = []
+
+    def texts(sample):
+        seen.append(len(sample))
+        return (pair[side] for pair in sample["translation"] for side in ("de", "en"))
+
+    args = ModelArguments(vocab_size=40, tokenizer_train_samples=10)
+    first = get_tokenizer(args, texts, rows)
+    second = get_tokenizer(args, texts, rows)
+    assert seen == [10]  # trained once, then loaded
+    assert second.get_vocab() == first.get_vocab()
+    assert second.name_or_path.startswith(str(tmp_path / "cache"))
+    get_tokenizer(ModelArguments(vocab_size=41, tokenizer_train_samples=10), texts, rows)
+    assert seen == [10, 10]  # other settings: trained again
+    with pytest.raises(ValueError, match="--tokenizer_train_samples must be at least 1"):
+        ModelArguments(tokenizer_train_samples=0)

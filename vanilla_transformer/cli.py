@@ -59,6 +59,7 @@ PASSTHROUGH = {
     "demo": ("app", "The demo page in the browser: translation with its attention, entity tagging (Gradio)."),
     "split-documents": ("ner_analysis:split_main", "Hold out a tuning split of a CoNLL training file, by document."),
     "ner-report": ("ner_analysis:report_main", "Tagging scores on entities seen in training vs unseen, per type."),
+    "score": ("metrics.paper_bleu", "sacreBLEU and the paper's tokenized, compound-split BLEU of a translation file."),
 }
 
 

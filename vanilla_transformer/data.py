@@ -4,12 +4,17 @@ Translation rows use HF's format `{"translation": {SRC: ..., TGT: ...}}`; taggin
 "ner_tags": [...]}` with string tags in IOB2.
 """
 
+import codecs
+import hashlib
 import json
+import logging
 import os
 import random
+import shutil
 
-from datasets import Dataset
+from datasets import Dataset, concatenate_datasets, load_dataset
 
+logger = logging.getLogger(__name__)
 DEMO_SOURCE_LANG, DEMO_TARGET_LANG = "src", "tgt"
 DEMO_SYMBOLS = "0123456789abcdefghijklmnopqrstuvwxyz"
 
@@ -40,17 +45,89 @@ def read_lines(path: str) -> list[str]:
 # ---------------------------------------------------------------------------------------------------- translation
 
 
-def load_parallel_text(prefix: str, source_lang: str, target_lang: str) -> Dataset:
-    """`PREFIX.SRC` and `PREFIX.TGT`, one sentence per line, line i of one the translation of line i of the other."""
-    src_path, tgt_path = f"{prefix}.{source_lang}", f"{prefix}.{target_lang}"
-    src, tgt = read_lines(src_path), read_lines(tgt_path)
-    if len(src) != len(tgt):
-        raise DataError(f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}: parallel files must align.")
-    for i, (s, t) in enumerate(zip(src, tgt), start=1):
+def check_utf8(path: str) -> None:
+    """Raise DataError naming the first line of `path` that is not UTF-8 (read in blocks: any file size)."""
+    decoder, line = codecs.getincrementaldecoder("utf-8")(), 1
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            try:
+                decoder.decode(block)
+            except UnicodeDecodeError as e:
+                bad = block[: max(e.start, 0)].count(b"\n")
+                raise DataError(f"{path}, line {line + bad}: bytes that are not UTF-8 ({e.reason}).") from None
+            line += block.count(b"\n")
+
+
+def file_signature(path: str) -> dict:
+    """Size, modification time and a hash of the first and last 64 KiB of a file: what tells a changed file."""
+    stat = os.stat(path)
+    with open(path, "rb") as f:
+        head = f.read(1 << 16)
+        f.seek(max(stat.st_size - (1 << 16), 0))
+        sample = hashlib.sha256(head + f.read()).hexdigest()
+    return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sample": sample}
+
+
+def text_lines(path: str, column: str, cache_dir: str | None = None) -> Dataset:
+    """The lines of a text file as the one column `column` of a memory-mapped Dataset, read by datasets' text loader
+    into Arrow files cached on disk (the next call with the same unchanged file reuses them). Lines end at "\n",
+    "\r\n" or "\r"."""
+    if not os.path.isfile(path):
+        raise DataError(f"{path}: file not found.")
+    if os.path.getsize(path) == 0:
+        raise DataError(f"{path}: file is empty.")
+    try:
+        lines = load_dataset("text", data_files=os.path.abspath(path), split="train", cache_dir=cache_dir)
+    except Exception:
+        check_utf8(path)  # names the line when that was the problem; else the loader's own error stands
+        raise
+    return lines.rename_column("text", column)
+
+
+def cache_is_stale(lines: Dataset, path: str) -> bool:
+    """Whether the cached Arrow files of `lines` were read from another version of `path`. datasets names its cache by
+    path and modification time; a file rewritten under its old time (cp -p, rsync -t) needs `file_signature`, recorded
+    beside the files."""
+    recorded = os.path.join(os.path.dirname(lines.cache_files[0]["filename"]), "vanilla-transformer-source.json")
+    signature = file_signature(path)
+    if os.path.isfile(recorded):
+        with open(recorded) as f:
+            return json.load(f) != signature
+    with open(recorded + ".tmp", "w") as f:
+        json.dump(signature, f)
+    os.replace(recorded + ".tmp", recorded)
+    return False
+
+
+def pair_rows(batch: dict, indices: list[int], source_lang: str, target_lang: str, paths: dict) -> dict:
+    for i, s, t in zip(indices, batch[source_lang], batch[target_lang]):
         if not s.strip() or not t.strip():
-            path = src_path if not s.strip() else tgt_path
-            raise DataError(f"{path}, line {i}: empty sentence.")
-    return Dataset.from_dict({"translation": [{source_lang: s, target_lang: t} for s, t in zip(src, tgt)]})
+            raise DataError(f"{paths[source_lang if not s.strip() else target_lang]}, line {i + 1}: empty sentence.")
+    return {"translation": [{source_lang: s, target_lang: t} for s, t in zip(batch[source_lang], batch[target_lang])]}
+
+
+def load_parallel_text(prefix: str, source_lang: str, target_lang: str, cache_dir: str | None = None) -> Dataset:
+    """`PREFIX.SRC` and `PREFIX.TGT`, one sentence per line, line i of one the translation of line i of the other.
+    Read into Arrow files on disk and memory-mapped, never into Python lists, so corpora larger than memory load; the
+    files are cached (`cache_dir`, default HF_DATASETS_CACHE) and reused while the text files are unchanged."""
+    paths = {lang: f"{prefix}.{lang}" for lang in (source_lang, target_lang)}
+    sides = [text_lines(path, lang, cache_dir) for lang, path in paths.items()]
+    if any([cache_is_stale(side, path) for side, path in zip(sides, paths.values())]):
+        logger.warning("%s changed since they were cached: reading them again.", " or ".join(paths.values()))
+        folders = {os.path.dirname(side.cache_files[0]["filename"]) for side in sides}  # with all derived from them
+        del sides
+        for folder in folders:
+            shutil.rmtree(folder)
+        sides = [text_lines(path, lang, cache_dir) for lang, path in paths.items()]
+        for side, path in zip(sides, paths.values()):
+            cache_is_stale(side, path)  # records the new signatures
+    if len(sides[0]) != len(sides[1]):
+        raise DataError(f"{paths[source_lang]} has {len(sides[0])} lines but {paths[target_lang]} has "
+                        f"{len(sides[1])}: parallel files must align.")
+    return concatenate_datasets(sides, axis=1).map(
+        pair_rows, batched=True, with_indices=True, remove_columns=[source_lang, target_lang],
+        fn_kwargs={"source_lang": source_lang, "target_lang": target_lang, "paths": paths},
+        desc=f"Pairing {os.path.basename(prefix)}.{{{source_lang},{target_lang}}}")
 
 
 def load_translation_jsonl(path: str, source_lang: str, target_lang: str) -> Dataset:

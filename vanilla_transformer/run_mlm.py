@@ -119,7 +119,7 @@ def main(argv=None):
     if data_args.max_train_samples is not None:
         sentences = sentences[: data_args.max_train_samples]
 
-    tokenizer = get_tokenizer(model_args, lambda: (" ".join(words) for words in sentences))
+    tokenizer = get_tokenizer(model_args, lambda rows: (" ".join(words) for words in rows), sentences)
     if tokenizer.mask_token is None:
         tokenizer.add_special_tokens({"mask_token": MASK_TOKEN})
     model = build_model(model_args, tokenizer, "masked_lm")

@@ -157,7 +157,7 @@ def main(argv=None):
         columns = list(zip(*(word for sentence in raw["train"]["auxiliary_tags"] for word in sentence)))
         aux_label2id = [{tag: i for i, tag in enumerate(sorted(set(column)))} for column in columns]
 
-    tokenizer = get_tokenizer(model_args, lambda: (" ".join(words) for words in raw["train"]["tokens"]),
+    tokenizer = get_tokenizer(model_args, lambda rows: (" ".join(words) for words in rows["tokens"]), raw.get("train"),
                               default_vocab_size=2000 if demo else 8000)
     task_fields = {}
     if label_list is not None:

@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass, field
 
 import numpy as np
-from datasets import DatasetDict, load_dataset
+from datasets import DatasetDict, Features, List, Value, load_dataset
 from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainingArguments
 
 from . import data as vt_data
@@ -29,6 +29,7 @@ from .training import (
     parse_run_arguments,
     dataset_label,
     predict_split,
+    sequence_lengths,
     train_and_save,
     write_card_and_push,
 )
@@ -50,6 +51,8 @@ DEMO_MIN_EXACT_MATCH = 0.95  # a demo model below this on held-out strings has n
 DATA_FLAGS = ("--dataset_name", "--train_file", "--validation_file", "--test_file")
 
 
+# token ids as int32: half the disk and page cache of int64 for a tokenized corpus
+TOKEN_IDS = Features({"input_ids": List(Value("int32")), "labels": List(Value("int32"))})
 FILE_HELP = "JSON lines (.json/.jsonl), tab-separated pairs (.tsv/.txt: source first) or a parallel-text prefix."
 
 
@@ -94,22 +97,22 @@ TranslationTrainingArguments = paper_training_defaults(Seq2SeqTrainingArguments,
                                                        predict_with_generate=True)
 
 
-def load_split(path: str, src: str, tgt: str):
+def load_split(path: str, src: str, tgt: str, cache_dir: str | None = None):
     if path.endswith((".json", ".jsonl")):
         return vt_data.load_translation_jsonl(path, src, tgt)
     if path.endswith((".tsv", ".txt")):
         return vt_data.load_translation_tsv(path, src, tgt)
-    return vt_data.load_parallel_text(path, src, tgt)
+    return vt_data.load_parallel_text(path, src, tgt, cache_dir)
 
 
-def load_raw_datasets(data_args: DataTrainingArguments, training_args) -> DatasetDict:
+def load_raw_datasets(data_args: DataTrainingArguments, model_args, training_args) -> DatasetDict:
     files = {"train": data_args.train_file, "validation": data_args.validation_file, "test": data_args.test_file}
     if data_args.dataset_name:
-        raw = load_dataset(data_args.dataset_name, data_args.dataset_config_name)
+        raw = load_dataset(data_args.dataset_name, data_args.dataset_config_name, cache_dir=model_args.cache_dir)
     elif any(files.values()):
         if not (data_args.source_lang and data_args.target_lang):
             raise ValueError("Local translation files need --source_lang and --target_lang.")
-        raw = DatasetDict({split: load_split(path, data_args.source_lang, data_args.target_lang)
+        raw = DatasetDict({split: load_split(path, data_args.source_lang, data_args.target_lang, model_args.cache_dir)
                            for split, path in files.items() if path})
     else:
         logger.info("No data given: using the built-in demo task.")
@@ -123,6 +126,14 @@ def load_raw_datasets(data_args: DataTrainingArguments, training_args) -> Datase
     if data_args.source_lang is None or data_args.target_lang is None:
         raise ValueError("Set --source_lang and --target_lang.")
     return raw
+
+
+def in_order(rows: list, order) -> list:
+    """Rows produced for `dataset.select(order)` back in `dataset`'s order."""
+    restored = [None] * len(rows)
+    for row, position in zip(rows, order):
+        restored[position] = row
+    return restored
 
 
 def demo_defaults(args: list[str]) -> list[str]:
@@ -140,18 +151,19 @@ def main(argv=None):
     if data_args.max_tokens and str(training_args.train_sampling_strategy) == "group_by_length":
         raise ValueError("--max_tokens batches examples of similar length itself: drop --train_sampling_strategy "
                          "group_by_length.")
-    raw = load_raw_datasets(data_args, training_args)
+    with training_args.main_process_first(desc="reading data"):
+        raw = load_raw_datasets(data_args, model_args, training_args)
     src, tgt = data_args.source_lang, data_args.target_lang
     if training_args.do_train and "train" not in raw:
         raise ValueError("--do_train needs a training split (--train_file or --dataset_name).")
 
-    def training_texts():
-        for pair in raw["train"]["translation"]:
-            yield pair[src]
-            yield pair[tgt]
+    def training_texts(rows):
+        for batch in rows.iter(batch_size=10_000):
+            yield [pair[side] for pair in batch["translation"] for side in (src, tgt)]
 
     # Demo: characters are the units of the task, so the tokenizer stays character-level (no merges).
-    tokenizer = get_tokenizer(model_args, training_texts, default_vocab_size=8 if demo else 8000)
+    with training_args.main_process_first(desc="tokenizer"):
+        tokenizer = get_tokenizer(model_args, training_texts, raw.get("train"), default_vocab_size=8 if demo else 8000)
     model = build_model(model_args, tokenizer, "seq2seq")
     move_label_smoothing_into_model(model, training_args)
     gen = model.generation_config
@@ -161,14 +173,14 @@ def main(argv=None):
     training_args.generation_max_length, training_args.generation_num_beams = gen.max_length, gen.num_beams
     logger.info("Model: %s parameters, config %s", f"{model.num_parameters():,}", model.config.to_diff_dict())
 
-    def preprocess(batch):
+    max_source_length, max_target_length = data_args.max_source_length, data_args.max_target_length
+
+    def preprocess(batch):  # its hash (what it reads) names the tokenized-data cache: other flags leave it valid
         sources = [pair[src] for pair in batch["translation"]]
         targets = [pair[tgt] for pair in batch["translation"]]
-        features = tokenizer(sources, max_length=data_args.max_source_length, truncation=True,
-                             return_token_type_ids=False)
-        features["labels"] = tokenizer(text_target=targets, max_length=data_args.max_target_length, truncation=True,
-                                       return_token_type_ids=False)["input_ids"]
-        return features
+        plain = dict(truncation=True, return_token_type_ids=False, return_attention_mask=False)  # the collator masks
+        return {"input_ids": tokenizer(sources, max_length=max_source_length, **plain)["input_ids"],
+                "labels": tokenizer(text_target=targets, max_length=max_target_length, **plain)["input_ids"]}
 
     limits = {"train": data_args.max_train_samples, "validation": data_args.max_eval_samples,
               "test": data_args.max_predict_samples}
@@ -179,8 +191,13 @@ def main(argv=None):
                 continue
             if limits[split] is not None:
                 ds = ds.select(range(min(limits[split], len(ds))))
-            tokenized[split] = ds.map(preprocess, batched=True, remove_columns=ds.column_names,
+            tokenized[split] = ds.map(preprocess, batched=True, remove_columns=ds.column_names, features=TOKEN_IDS,
                                       num_proc=data_args.preprocessing_num_workers, desc=f"Tokenizing {split}")
+    orders = {}  # evaluation batches of similar length; the order that restores the files' order
+    for split in ("validation", "test"):
+        if split in tokenized:
+            orders[split] = np.argsort(-sequence_lengths(tokenized[split], "input_ids"), kind="stable")
+            tokenized[split] = tokenized[split].select(orders[split])
 
     bleu_chrf = load_metric("bleu_chrf")
 
@@ -238,12 +255,11 @@ def main(argv=None):
         trainer.save_metrics(prefix, metrics)
         all_metrics.update(metrics)
         if trainer.is_world_process_zero() and predictions is not None:
-            hyps = decode(predictions)
+            hyps, refs = in_order(decode(predictions), orders[split]), in_order(decode(label_ids), orders[split])
             path = os.path.join(training_args.output_dir, f"generated_predictions_{split}.txt")
             with open(path, "w", encoding="utf-8") as f:
                 f.write("\n".join(hyps) + "\n")
             sources = [pair[src] for pair in raw[split]["translation"]]
-            refs = decode(label_ids)
             print(f"\nSample {split} predictions (source -> prediction | reference):")
             for s, h, r in list(zip(sources, hyps, refs))[:5]:
                 print(f"  {s}\n    -> {h}\n     | {r}  [{'ok' if h == r else 'WRONG'}]")

@@ -13,7 +13,7 @@ SPECIAL_TOKENS = {"pad_token": "<pad>", "bos_token": "<s>", "eos_token": "</s>",
 
 
 def train_tokenizer(texts: Iterable[str], vocab_size: int = 8000, min_frequency: int = 2,
-                    model_max_length: int = 1024) -> PreTrainedTokenizerFast:
+                    model_max_length: int = 1024, show_progress: bool = False) -> PreTrainedTokenizerFast:
     """BPE over whitespace-marked words (sentencepiece-style "▁" so decoding restores the spaces exactly, as
     detokenized sacreBLEU needs). Encoding appends `</s>`; decoding drops the specials."""
     if not isinstance(vocab_size, int) or vocab_size <= len(SPECIAL_TOKENS):
@@ -23,7 +23,7 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = 8000, min_frequency:
     tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
     tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
-                                  special_tokens=list(SPECIAL_TOKENS.values()), show_progress=False)
+                                  special_tokens=list(SPECIAL_TOKENS.values()), show_progress=show_progress)
     tok.train_from_iterator(texts, trainer=trainer)
     if tok.get_vocab_size() <= len(SPECIAL_TOKENS):
         raise ValueError("The tokenizer's training text is empty: no tokens were learned.")

@@ -24,6 +24,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoin
 from .configuration_vanilla_transformer import PRESETS, VanillaTransformerConfig
 from .tokenization import check_tokenizer_matches_config, load_tokenizer, train_tokenizer
 
+logger = logging.getLogger(__name__)
 
 @dataclass
 class ModelArguments:
@@ -37,9 +38,15 @@ class ModelArguments:
         default=None, metadata={"help": "A saved tokenizer; when absent a BPE is trained on the training split."})
     vocab_size: int | None = field(
         default=None, metadata={"help": "Size of the BPE trained when no tokenizer is given (default 8000)."})
+    tokenizer_train_samples: int = field(default=500_000, metadata={
+        "help": "At most this many training examples, evenly spaced over the split, train that BPE."})
     attn_implementation: str = field(default="sdpa", metadata={"help": "'sdpa' or 'eager'."})
     trust_remote_code: bool = field(default=False, metadata={"help": "Allow code from the model's Hub repository."})
-    cache_dir: str | None = field(default=None, metadata={"help": "Where to cache Hub downloads."})
+    cache_dir: str | None = field(default=None, metadata={
+        "help": "Where to cache Hub downloads and the Arrow files of local data (default: HF_HOME's caches)."})
+
+    def __post_init__(self):
+        check_ranges(self, positive=("vocab_size", "tokenizer_train_samples"))
 
 
 class TaggingDataCollator(DataCollatorForTokenClassification):
@@ -108,12 +115,59 @@ def check_ranges(args, positive=(), non_negative=(), fractions=()) -> None:
             raise ValueError(f"--{name} must lie between 0 and 1, got {getattr(args, name)}.")
 
 
-def get_tokenizer(model_args: ModelArguments, texts_for_training, default_vocab_size: int = 8000):
-    """The given tokenizer, or a BPE trained on `texts_for_training()` (a callable: only read when needed)."""
+def evenly_spaced(rows, n: int):
+    """At most `n` of `rows` (a Dataset or a list), evenly spaced over it: a sample of every part of a corpus that
+    concatenates several sources."""
+    if n >= len(rows):
+        return rows
+    index = np.linspace(0, len(rows) - 1, n).round().astype(np.int64)
+    return rows.select(index) if hasattr(rows, "select") else [rows[i] for i in index]
+
+
+def tokenizer_cache_path(rows, vocab_size: int, samples: int) -> str | None:
+    """Where the BPE trained on `rows` is kept: beside the Arrow files of a Dataset read from disk, named by a hash of
+    those files (path, size, time: changed data gives another name) and the training settings. None for data in
+    memory, whose tokenizer is trained each time."""
+    files = [f["filename"] for f in getattr(rows, "cache_files", None) or []]
+    if not files:
+        return None
+    from datasets.fingerprint import Hasher
+
+    from . import __version__
+
+    key = Hasher.hash([[f, os.path.getsize(f), os.path.getmtime(f)] for f in files] + [vocab_size, samples, __version__])
+    return os.path.join(os.path.dirname(files[0]), f"vanilla-transformer-bpe-{key}")
+
+
+def get_tokenizer(model_args: ModelArguments, texts_for_training, rows, default_vocab_size: int = 8000):
+    """The given tokenizer, or a BPE trained on `texts_for_training(sample)`, the sample being at most
+    --tokenizer_train_samples of the training `rows`, evenly spaced. A BPE trained on a Dataset read from disk is saved
+    beside its files and loaded, not trained again, by the next run on the same data (under several processes: the
+    main process trains it first, the others load it)."""
     name = model_args.tokenizer_name or model_args.model_name_or_path
     if name:
         return load_tokenizer(name, cache_dir=model_args.cache_dir, trust_remote_code=model_args.trust_remote_code)
-    return train_tokenizer(texts_for_training(), vocab_size=model_args.vocab_size or default_vocab_size)
+    if rows is None:
+        raise ValueError("No tokenizer given (--tokenizer_name or --model_name_or_path) and no training split to train "
+                         "one on.")
+    vocab_size, samples = model_args.vocab_size or default_vocab_size, model_args.tokenizer_train_samples
+    cached = tokenizer_cache_path(rows, vocab_size, samples)
+    if cached and os.path.isfile(os.path.join(cached, "tokenizer.json")):
+        logger.info("Tokenizer: %s (trained by an earlier run on the same data)", cached)
+        return load_tokenizer(cached)
+    sample = evenly_spaced(rows, samples)
+    logger.info("Training a BPE tokenizer of %d tokens on %s of %s training examples", vocab_size, f"{len(sample):,}",
+                f"{len(rows):,}")
+    tokenizer = train_tokenizer(texts_for_training(sample), vocab_size=vocab_size, show_progress=len(sample) > 100_000)
+    if not cached:
+        return tokenizer
+    partial = f"{cached}.partial-{os.getpid()}"
+    tokenizer.save_pretrained(partial)
+    try:
+        os.replace(partial, cached)  # whole or absent, also when several runs train at once
+    except OSError:
+        shutil.rmtree(partial, ignore_errors=True)
+    return load_tokenizer(cached)  # loaded as a rerun will load it, so both hash alike for the tokenized-data cache
 
 
 def build_config(model_args: ModelArguments, tokenizer, default_preset: str = "small", **task_fields):
@@ -391,29 +445,31 @@ class TokenBudgetBatchSampler:
                              f"{target[i]} target tokens after padding); {too_long.size} example(s) that long. Raise "
                              "--max_tokens or lower --max_source_length / --max_target_length.")
         ties = np.random.default_rng([seed, 2**31]).random(len(source))
-        self.batches, batch, widest = [], [], (0, 0)
-        for i in np.lexsort((ties, target, source)).tolist():  # by source length, then target length
-            grown = (max(widest[0], source[i]), max(widest[1], target[i]))
-            if batch and (len(batch) + 1) * max(grown) > max_tokens:
-                self.batches.append(batch)
-                batch, grown = [], (source[i], target[i])
-            batch.append(i)
-            widest = grown
-        if batch:
-            self.batches.append(batch)
+        self.order = np.lexsort((ties, target, source))  # by source length, then target length
+        source, target = source[self.order], target[self.order]
+        starts, window = [0], np.arange(1, max_tokens + 1)  # a batch holds at most max_tokens examples
+        while starts[-1] < len(source):  # batch after batch: as many examples as fit, in this order
+            first, end = starts[-1], starts[-1] + max_tokens
+            widest = np.maximum(source[first:end], np.maximum.accumulate(target[first:end]))  # sources ascend
+            fits = window[:len(widest)] * widest <= max_tokens  # (n examples) x (longest so far), which only grows
+            starts.append(first + (int(np.argmin(fits)) if not fits.all() else len(fits)))
+        self.starts = np.asarray(starts, dtype=np.int64)  # numpy, not lists: small also for 10M pairs
         self.seed, self.shuffle, self.epoch = seed, shuffle, 0
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = int(epoch)
 
     def __len__(self) -> int:
-        return len(self.batches)
+        return len(self.starts) - 1
+
+    def batch(self, i: int) -> list[int]:
+        return self.order[self.starts[i]:self.starts[i + 1]].tolist()
 
     def __iter__(self):
-        order = (np.random.default_rng([self.seed, self.epoch]).permutation(len(self.batches)) if self.shuffle
-                 else range(len(self.batches)))
+        order = (np.random.default_rng([self.seed, self.epoch]).permutation(len(self)) if self.shuffle
+                 else range(len(self)))
         for i in order:
-            yield list(self.batches[i])
+            yield self.batch(i)
 
 
 def sequence_lengths(dataset, column: str):
@@ -464,7 +520,25 @@ class AtomicTrainer(InOrderEvaluationMixin, AtomicCheckpointMixin, Trainer):
     pass
 
 
-class AtomicSeq2SeqTrainer(TokenBudgetMixin, InOrderEvaluationMixin, AtomicCheckpointMixin, Seq2SeqTrainer):
+class TokenCountMixin:
+    """Counts the real (not padding) source and target tokens trained on, on the device without waiting for it:
+    `train_and_save` reports them per second (fairseq's wps), summed over processes."""
+
+    tokens_trained = 0
+
+    def training_step(self, model, inputs, num_items_in_batch=None):
+        if "attention_mask" in inputs and "labels" in inputs:
+            self.tokens_trained = self.tokens_trained + inputs["attention_mask"].sum() + (inputs["labels"] >= 0).sum()
+        return super().training_step(model, inputs, num_items_in_batch)
+
+    def tokens_trained_all_processes(self) -> int:
+        if not torch.is_tensor(self.tokens_trained):
+            return 0
+        return int(self.accelerator.reduce(self.tokens_trained.reshape(1), reduction="sum").item())
+
+
+class AtomicSeq2SeqTrainer(TokenCountMixin, TokenBudgetMixin, InOrderEvaluationMixin, AtomicCheckpointMixin,
+                           Seq2SeqTrainer):
     pass
 
 
@@ -514,6 +588,8 @@ def train_and_save(trainer, train_dataset, resume_from=None) -> dict:
     result = trainer.train(resume_from_checkpoint=resume_from)
     trainer.save_model()
     metrics = dict(result.metrics, train_samples=len(train_dataset), train_wall_seconds=time.time() - start)
+    if isinstance(trainer, TokenCountMixin):
+        metrics["train_tokens_per_second"] = trainer.tokens_trained_all_processes() / metrics["train_runtime"]
     trainer.log_metrics("train", metrics)
     trainer.save_metrics("train", metrics)
     trainer.save_state()
@@ -554,6 +630,11 @@ def parse_run_arguments(dataclass_types, argv=None, logger=None, defaults_for=No
         logger.setLevel(logging.WARNING)
     if not (training_args.do_train or training_args.do_eval or training_args.do_predict):
         training_args.do_train = training_args.do_eval = training_args.do_predict = True
+    sharding = training_args.fsdp or os.environ.get("ACCELERATE_USE_FSDP", "").lower() == "true"
+    if sharding and training_args.device.type == "cpu":  # accelerate would train unsharded, saying nothing
+        raise ValueError("--fsdp shards the model only on GPUs: accelerate runs FSDP on accelerators and trains an "
+                         "unsharded copy per process on CPUs. Drop --fsdp (or the accelerate config's FSDP section) "
+                         "to train data-parallel on CPUs (torchrun), or run on GPUs.")
     warn_if_slow_bf16(training_args, logger)
     (logger or logging.getLogger(__name__)).info(
         "Device: %s x %d process(es), %s", training_args.device, training_args.world_size,

@@ -1,0 +1,70 @@
+"""Scores of a translation file against its reference file: sacreBLEU (cased, detokenized, 13a: the comparable
+number) and the paper's own metric, tokenized BLEU with compound splitting (tensor2tensor's `get_ende_bleu.sh`, the
+script behind the paper's WMT14 English-German 27.3 / 28.4): both sides tokenized with the Moses tokenizer, every
+hyphen between two non-spaces split off as `##AT##-##AT##`, then BLEU over those tokens (multi-bleu.perl). Tokenized
+BLEU runs about one point above sacreBLEU on newstest2014 and is not comparable across tokenizations; report both.
+
+    vanilla-transformer score HYPOTHESES REFERENCES [--lang de] [--output scores.json]
+"""
+
+import argparse
+import json
+import re
+
+import sacrebleu
+
+COMPOUND_HYPHEN = re.compile(r"(\S)-(\S)")
+
+
+def read_text(path: str) -> list[str]:
+    from ..data import check_utf8, DataError
+
+    check_utf8(path)
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if not lines:
+        raise DataError(f"{path}: file is empty.")
+    return lines
+
+
+def moses_compound_split(lines: list[str], lang: str) -> list[str]:
+    try:
+        from sacremoses import MosesTokenizer
+    except ImportError:
+        raise ImportError("The paper's tokenized BLEU needs the Moses tokenizer: pip install "
+                          "'vanilla-transformer[wmt]' (sacremoses).") from None
+    tokenizer = MosesTokenizer(lang=lang)
+    split = []
+    for line in lines:
+        tokens = tokenizer.tokenize(line, return_str=True, escape=False)
+        split.append(COMPOUND_HYPHEN.sub(r"\1 ##AT##-##AT## \2", tokens))  # once, as the script's perl line
+    return split
+
+
+def score(hypotheses: list[str], references: list[str], lang: str) -> dict:
+    """sacreBLEU and the paper's tokenized, compound-split BLEU of `hypotheses` against `references` (one each)."""
+    if len(hypotheses) != len(references):
+        raise ValueError(f"{len(hypotheses)} translations but {len(references)} references: one reference a line.")
+    detokenized = sacrebleu.metrics.BLEU()
+    sacre = detokenized.corpus_score(hypotheses, [references])
+    tokenized = sacrebleu.metrics.BLEU(tokenize="none", force=True).corpus_score(
+        moses_compound_split(hypotheses, lang), [moses_compound_split(references, lang)])
+    return {"sacrebleu": sacre.score, "sacrebleu_signature": str(detokenized.get_signature()),
+            "tokenized_bleu_compound_split": tokenized.score, "sentences": len(hypotheses)}
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("hypotheses", help="translations, one a line (UTF-8)")
+    parser.add_argument("references", help="reference translations, line i for line i")
+    parser.add_argument("--lang", default="de", help="the target language, for the Moses tokenizer (default de)")
+    parser.add_argument("--output", default=None, help="also write the scores to this JSON file")
+    args = parser.parse_args(argv)
+    result = score(read_text(args.hypotheses), read_text(args.references), args.lang)
+    print(json.dumps(result, indent=2))
+    if args.output:
+        with open(args.output, "w") as f:
+            json.dump(result, f, indent=2)
+    return result
