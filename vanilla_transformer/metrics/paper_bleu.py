@@ -2,7 +2,7 @@
 number) and the paper's own metric, tokenized BLEU with compound splitting (tensor2tensor's `get_ende_bleu.sh`, the
 script behind the paper's WMT14 English-German 27.3 / 28.4): both sides tokenized with the Moses tokenizer, every
 hyphen between two non-spaces split off as `##AT##-##AT##`, then BLEU over those tokens (multi-bleu.perl). Tokenized
-BLEU runs about one point above sacreBLEU on newstest2014 and is not comparable across tokenizations; report both.
+BLEU depends on the tokenization and is not comparable with sacreBLEU; report both.
 
     vanilla-transformer score HYPOTHESES REFERENCES [--lang de] [--output scores.json]
 """
@@ -14,19 +14,6 @@ import re
 import sacrebleu
 
 COMPOUND_HYPHEN = re.compile(r"(\S)-(\S)")
-
-
-def read_text(path: str) -> list[str]:
-    from ..data import check_utf8, DataError
-
-    check_utf8(path)
-    with open(path, encoding="utf-8") as f:
-        lines = f.read().split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    if not lines:
-        raise DataError(f"{path}: file is empty.")
-    return lines
 
 
 def moses_compound_split(lines: list[str], lang: str) -> list[str]:
@@ -62,7 +49,9 @@ def main(argv=None) -> dict:
     parser.add_argument("--lang", default="de", help="the target language, for the Moses tokenizer (default de)")
     parser.add_argument("--output", default=None, help="also write the scores to this JSON file")
     args = parser.parse_args(argv)
-    result = score(read_text(args.hypotheses), read_text(args.references), args.lang)
+    from ..data import read_lines
+
+    result = score(read_lines(args.hypotheses), read_lines(args.references), args.lang)
     print(json.dumps(result, indent=2))
     if args.output:
         with open(args.output, "w") as f:
