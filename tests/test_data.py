@@ -49,6 +49,10 @@ def test_parallel_text_errors(tmp_path):
     (tmp_path / "d.en").write_text("good\nbad\n")
     with pytest.raises(DataError, match=r"d\.de, line 2: bytes that are not UTF-8"):
         data.load_parallel_text(str(tmp_path / "d"), "de", "en")
+    (tmp_path / "f.de").write_bytes(b"gut\nschlecht \xc3")  # ends inside a two-byte character
+    (tmp_path / "f.en").write_text("good\nbad\n")
+    with pytest.raises(DataError, match=r"f\.de, line 2: bytes that are not UTF-8"):
+        data.load_parallel_text(str(tmp_path / "f"), "de", "en")
     (tmp_path / "e.de").write_text("eins\n\n")
     (tmp_path / "e.en").write_text("one\ntwo\n")
     with pytest.raises(DataError, match=r"e\.de, line 2: empty sentence"):

@@ -56,6 +56,10 @@ def check_utf8(path: str) -> None:
                 bad = block[: max(e.start, 0)].count(b"\n")
                 raise DataError(f"{path}, line {line + bad}: bytes that are not UTF-8 ({e.reason}).") from None
             line += block.count(b"\n")
+    try:
+        decoder.decode(b"", final=True)
+    except UnicodeDecodeError as e:  # the file ends inside a multi-byte character
+        raise DataError(f"{path}, line {line}: bytes that are not UTF-8 ({e.reason}).") from None
 
 
 def file_signature(path: str) -> dict:
