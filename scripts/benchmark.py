@@ -416,6 +416,138 @@ def device_training_case(name: str, shape: dict, device: str, batch: int, length
                 peak_memory_gb=torch.cuda.max_memory_allocated() / 1e9 if device == "cuda" else None)
 
 
+def synthetic_lengths(pairs: int, seed: int = 0, longest: int = 128):
+    """Source and target lengths (tokens, end of sentence included) of `pairs` sentence pairs shaped like a WMT corpus
+    under a 37k BPE: log-normal sources (median 25, mean 28 tokens), each target 1.05x its source with a 15% spread,
+    2 to `longest` tokens."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    source = rng.lognormal(3.2, 0.55, pairs)
+    target = source * rng.lognormal(0.05, 0.15, pairs)
+    return tuple(np.clip(np.rint(side), 2, longest).astype(np.int64) for side in (source, target))
+
+
+def length_batches(strategy: str, source, target, max_tokens: int, seed: int = 0) -> list[list[int]]:
+    """One epoch's batches (index lists, in training order) of pairs with these lengths. "tokens": `--max_tokens`
+    (TokenBudgetBatchSampler, padded to a multiple of 8); "random": the Trainer's default, shuffled batches of a fixed
+    number of pairs, as many as the budget holds at the mean length; "grouped": the same number of pairs with
+    `--group_by_length` (transformers' LengthGroupedSampler)."""
+    import numpy as np
+    import torch
+    from transformers.trainer_pt_utils import LengthGroupedSampler
+
+    from vanilla_transformer.training import TokenBudgetBatchSampler
+
+    if strategy == "tokens":
+        return list(TokenBudgetBatchSampler(source, target, max_tokens, seed=seed, pad_to_multiple_of=8))
+    size = int(max_tokens // np.maximum(source, target).mean())
+    generator = torch.Generator().manual_seed(seed)
+    order = (torch.randperm(len(source), generator=generator).tolist() if strategy == "random" else
+             list(LengthGroupedSampler(size, lengths=source.tolist(), generator=generator)))
+    return [order[i:i + size] for i in range(0, len(order) - size + 1, size)]
+
+
+def device_lengths_case(name: str, shape: dict, device: str, strategy: str, compile_model: bool, max_tokens: int,
+                        steps: int, dropout: float = 0.1) -> dict:
+    """Training tokens/s on sentences of natural lengths (`synthetic_lengths`): real source + target tokens (padding
+    excluded) per second over `steps` batches of `strategy` (`length_batches`), bf16 autocast, fused AdamW; compiled
+    with dynamic shapes. The batches are run twice and the second pass is timed: a long run meets every batch shape
+    again and again, and the first pass pays what is paid once per shape (compilation, kernel plans, allocations).
+    MFU counts the real tokens' FLOPs."""
+    import torch
+
+    source, target = synthetic_lengths(200_000)
+    batches = length_batches(strategy, source, target, max_tokens)[:steps]
+    vocab = shape.get("vocab", VOCAB)
+    g = torch.Generator().manual_seed(1)
+
+    def padded(lengths, fill):
+        width = -(-max(lengths) // 8) * 8
+        ids = torch.full((len(lengths), width), fill, dtype=torch.long)
+        for row, n in zip(ids, lengths):
+            row[:n] = torch.randint(4, vocab, (n,), generator=g)
+        return ids.to(device)
+
+    inputs = []
+    for batch in batches:
+        src = padded(source[batch].tolist(), 0)
+        inputs.append(dict(input_ids=src, attention_mask=(src != 0).long(), labels=padded(target[batch].tolist(), -100)))
+    torch.manual_seed(0)
+    model = build(name, shape, dropout).to(device).train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device == "cuda")
+    forward = torch.compile(model, dynamic=True) if compile_model else model
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+
+    def step(batch):
+        with torch.autocast(device, dtype=torch.bfloat16):
+            loss = forward(**batch).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    start = time.perf_counter()
+    for batch in inputs:  # compilation happens here
+        step(batch)
+    sync()
+    first = time.perf_counter() - start
+    start = time.perf_counter()
+    for batch in inputs:
+        step(batch)
+    sync()
+    seconds = time.perf_counter() - start
+    real = sum(int(source[b].sum() + target[b].sum()) for b in batches)
+    padded_total = sum(batch["input_ids"].numel() + batch["labels"].numel() for batch in inputs)
+    flops = sum(analytic_flops("train", shape, 1, int(s), int(t)) for b in batches for s, t in zip(source[b], target[b]))
+    return dict(tokens_per_second=real / seconds, step_seconds=seconds / len(batches), warmup_seconds=first,
+                flops_per_second=flops / seconds, padding=1 - real / padded_total,
+                pairs_per_step=sum(len(b) for b in batches) / len(batches), shapes=len({
+                    (tuple(batch["input_ids"].shape), tuple(batch["labels"].shape)) for batch in inputs}),
+                peak_memory_gb=torch.cuda.max_memory_allocated() / 1e9 if device == "cuda" else None)
+
+
+LENGTH_CASES = [  # (model, batches, compiled, budget multiple): in order of importance
+    ("ours", "tokens", False, 1), ("marian", "random", False, 1), ("marian", "grouped", False, 1),
+    ("marian", "tokens", False, 1), ("ours", "tokens", True, 1), ("marian", "grouped", True, 1),
+    ("ours", "tokens", True, 4), ("marian", "random", True, 1)]
+
+
+def device_lengths_benchmark(shape: dict, device: str, max_tokens: int, steps: int, peak, measured,
+                             deadline: float, result: dict, save, compile_modes=(False, True)) -> None:
+    """Every LENGTH_CASES row on one device (none starts after `deadline`, a perf_counter time): ours with token
+    budgets against Marian with the Trainer's sentence batches, random or grouped by length."""
+    import torch
+
+    for name, strategy, compiled, multiple in [case for case in LENGTH_CASES if case[2] in compile_modes]:
+        label = (f"{name} {'--max_tokens' if strategy == 'tokens' else strategy + ' batches'} "
+                 f"{max_tokens * multiple}{' compiled' if compiled else ''}")
+        if time.perf_counter() > deadline:
+            result["skipped"].append(dict(task="lengths", case=label))
+            print(f"lengths {label}: skipped (time budget)", flush=True)
+            continue
+        try:
+            row = device_lengths_case(name, shape, device, strategy, compiled, max_tokens * multiple, steps)
+        except Exception as error:  # noqa: BLE001 - one failed case (e.g. out of memory) is reported
+            print(f"lengths {label}: failed ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})",
+                  flush=True)
+            continue
+        finally:
+            if device == "cuda":
+                torch.cuda.empty_cache()
+        row.update(case=label, model=name, batches=strategy, compiled=compiled, max_tokens=max_tokens * multiple,
+                   dtype="bf16", mfu=None if peak is None else row["flops_per_second"] / peak,
+                   matmul_fraction=row["flops_per_second"] / measured)
+        result["lengths"].append(row)
+        mfu = "" if row["mfu"] is None else f"MFU {row['mfu'] * 100:.1f}%  "
+        print(f"lengths {label:42s} {row['tokens_per_second']:10.0f} real tokens/s  {mfu}padding "
+              f"{row['padding'] * 100:4.1f}%  {row['pairs_per_step']:5.0f} pairs/step  {row['shapes']} shapes  step "
+              f"{row['step_seconds'] * 1000:.1f} ms  warm-up {row['warmup_seconds']:.1f} s  peak "
+              f"{row['peak_memory_gb'] or 0:.1f} GB", flush=True)
+        save()
+
+
 def device_inference_cases(shape: dict, device: str, task: str, compute_types, reps: int) -> dict:
     """Sentences/s of greedy or beam-4 search, exactly 32 new tokens for 32-token sources: ours and Marian in PyTorch
     (bf16 weights), and each served by CTranslate2 in `compute_types`. Batch 64 sentences (16 for beam)."""
@@ -451,10 +583,12 @@ def device_inference_cases(shape: dict, device: str, task: str, compute_types, r
 
 
 def device_benchmark(device: str, presets, compile_modes, vocab: int, batch: int, length: int, reps: int,
-                     compute_types, time_budget: float, output: str, tasks=("train", "greedy", "beam")) -> int:
+                     compute_types, time_budget: float, output: str, tasks=("train", "greedy", "beam"),
+                     steps: int = 40) -> int:
     """Ours against MarianMTModel of the same shape on one device (a CUDA GPU; the CPU for a check), in one process:
-    training tokens/s and MFU in bf16, eager and compiled; greedy and beam sentences/s in PyTorch and CTranslate2.
-    Cases run in order of importance and stop starting once `time_budget` seconds have passed."""
+    training tokens/s and MFU in bf16, eager and compiled, on sentences of one length ("train") and of natural lengths
+    with a budget of `batch` x `length` tokens per side ("lengths"); greedy and beam sentences/s in PyTorch and
+    CTranslate2. Cases run in order of importance and stop starting once `time_budget` seconds have passed."""
     import torch
 
     started = time.perf_counter()
@@ -464,7 +598,7 @@ def device_benchmark(device: str, presets, compile_modes, vocab: int, batch: int
           f"{'unknown' if peak is None else f'{peak / 1e12:.0f} TFLOP/s'}; torch {torch.__version__}", flush=True)
     result = dict(device=name, torch=torch.__version__, matmul_tflops=measured / 1e12,
                   datasheet_tflops=None if peak is None else peak / 1e12, vocab=vocab, batch=batch, length=length,
-                  training=[], inference=[], skipped=[])
+                  training=[], inference=[], lengths=[], skipped=[])
     plan = []  # (what, preset, compile): inference on the first shape only, before the slow compiled cases
     for preset in presets:
         plan += [("train", preset, False)] if "train" in tasks else []
@@ -477,6 +611,9 @@ def device_benchmark(device: str, presets, compile_modes, vocab: int, batch: int
         with open(output, "w") as f:
             json.dump(result, f, indent=2)
 
+    if "lengths" in tasks:
+        device_lengths_benchmark(dict(shape_of(presets[0]), vocab=vocab), device, batch * length, steps,
+                                 peak, measured, started + time_budget, result, save, compile_modes)
     for what, preset, compiled in plan:
         if time.perf_counter() - started > time_budget:
             result["skipped"].append(dict(task=what, preset=preset, compiled=compiled))
@@ -679,7 +816,8 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="CI-sized: tiny preset, 5 repetitions, one round")
     parser.add_argument("--rounds", type=int, default=2, help="Alternations ours/reference per case")
     parser.add_argument("--reps", type=int, default=5, help="Timed repetitions per child (>= 5)")
-    parser.add_argument("--tasks", nargs="+", default=None, help="Only these tasks")
+    parser.add_argument("--tasks", nargs="+", default=None,
+                        help="Only these tasks (--device cuda: train, lengths, greedy, beam; default all but lengths)")
     parser.add_argument("--engines", nargs="+", default=["pytorch", "ctranslate2"], choices=["pytorch", "ctranslate2"],
                         help="Only the cases that serve our model with these engines")
     parser.add_argument("--compute_types", nargs="+", default=["float32", "int8"], choices=["float32", "int8"],

@@ -7,7 +7,8 @@
 #   WHEELS=dir scripts/gpu_check.sh           # offline: first install the wheels in dir (pip --no-index)
 #
 # Variables: PY (default .venv/bin/python if present, else python3), OUT (default outputs/gpu-check), TEST_SECONDS
-# (default 200: the tests are stopped after this), BENCHMARK_BUDGET (default 240: no benchmark case starts later).
+# (default 200: the tests are stopped after this), TESTS (pytest -k: only these tests), BENCHMARK_BUDGET (default 240:
+# no benchmark case starts later), TASKS (default "train lengths greedy beam"), PRESETS (default "base big").
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-outputs/gpu-check}
@@ -41,10 +42,12 @@ for name in ("transformers", "accelerate", "datasets", "tokenizers", "ctranslate
 EOF
 
 echo "== $(date -u '+%H:%M:%S') CUDA tests"
-timeout "${TEST_SECONDS:-200}" "$PY" -m pytest -q -m cuda -p no:cacheprovider tests/test_gpu.py
+timeout "${TEST_SECONDS:-200}" "$PY" -m pytest -q -m cuda -p no:cacheprovider tests/test_gpu.py ${TESTS:+-k "$TESTS"}
 echo "tests exit status: $?"
 
 echo "== $(date -u '+%H:%M:%S') GPU benchmark"
-"$PY" scripts/benchmark.py --device cuda --time_budget "${BENCHMARK_BUDGET:-240}" --output "$OUT/benchmark-gpu.json"
+# shellcheck disable=SC2086 # the task list splits into words
+"$PY" scripts/benchmark.py --device cuda --time_budget "${BENCHMARK_BUDGET:-240}" --output "$OUT/benchmark-gpu.json" \
+  --tasks ${TASKS:-train lengths greedy beam} ${PRESETS:+--presets $PRESETS}
 echo "benchmark exit status: $?"
 echo "== $(date -u '+%H:%M:%S') done"

@@ -130,6 +130,16 @@ def test_device_benchmark_runs_every_case_on_the_cpu(tmp_path):
     assert set(cases) == {"ours pytorch bfloat16", "marian pytorch bfloat16"} | (
         {"ours ctranslate2 int8", "marian ctranslate2 int8"} if CTRANSLATE2 else set())
     assert cases["marian pytorch bfloat16"]["ratio_to_marian_pytorch"] == 1.0
+    assert device_benchmark("cpu", ["tiny"], [False], 300, 2, 64, 10, [], float("inf"), str(out), tasks=("lengths",),
+                            steps=3) == 0
+    rows = {row["case"]: row for row in json.loads(out.read_text())["lengths"]}
+    assert list(rows) == ["ours --max_tokens 128", "marian random batches 128", "marian grouped batches 128",
+                          "marian --max_tokens 128"]
+    for row in rows.values():
+        assert row["tokens_per_second"] > 0 and 0 <= row["padding"] < 1
+    # token budgets pad least, random sentence batches most (the lengths of a natural corpus)
+    assert rows["ours --max_tokens 128"]["padding"] < rows["marian grouped batches 128"]["padding"] < rows[
+        "marian random batches 128"]["padding"]
     assert device_benchmark("cpu", ["tiny"], [False], 300, 2, 6, 10, [], 0.0, str(out), tasks=("train",)) == 0
     assert json.loads(out.read_text())["skipped"] == [dict(task="train", preset="tiny", compiled=False)]
     assert datasheet_peak("NVIDIA H100 80GB HBM3") == 989.4e12 and datasheet_peak("NVIDIA H100 PCIe") == 756e12

@@ -151,6 +151,10 @@ def main(argv=None):
     if data_args.max_tokens and str(training_args.train_sampling_strategy) == "group_by_length":
         raise ValueError("--max_tokens batches examples of similar length itself: drop --train_sampling_strategy "
                          "group_by_length.")
+    if data_args.max_tokens and training_args.torch_compile:
+        logger.warning("--torch_compile with --max_tokens: batch shapes change from step to step, which the compiler "
+                       "meets with dynamic shapes; measured, that ran far slower than eager on an H200 and gave "
+                       "nothing on a CPU (docs/gpu.md). Leave --torch_compile off with --max_tokens.")
     with training_args.main_process_first(desc="reading data"):
         raw = load_raw_datasets(data_args, model_args, training_args)
     src, tgt = data_args.source_lang, data_args.target_lang
