@@ -9,7 +9,7 @@ TORCH_PIN ?= torch==2.13.0
 	recipe-conll-best clean
 DATA ?= ../shared/data
 
-EXTRAS := test,plot,tensorboard,ctranslate2,demo,wmt
+EXTRAS := test,plot,tensorboard,ctranslate2,demo,wmt,serve
 LATEST_VENV ?= .venv-latest
 
 # The tested versions of every dependency (constraints.txt): a reproducible set-up.

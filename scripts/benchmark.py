@@ -472,7 +472,8 @@ def device_lengths_case(name: str, shape: dict, device: str, strategy: str, comp
     inputs = []
     for batch in batches:
         src = padded(source[batch].tolist(), 0)
-        inputs.append(dict(input_ids=src, attention_mask=(src != 0).long(), labels=padded(target[batch].tolist(), -100)))
+        labels = padded(target[batch].tolist(), -100)
+        inputs.append(dict(input_ids=src, attention_mask=(src != 0).long(), labels=labels))
     torch.manual_seed(0)
     model = build(name, shape, dropout).to(device).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device == "cuda")
@@ -500,7 +501,8 @@ def device_lengths_case(name: str, shape: dict, device: str, strategy: str, comp
     seconds = time.perf_counter() - start
     real = sum(int(source[b].sum() + target[b].sum()) for b in batches)
     padded_total = sum(batch["input_ids"].numel() + batch["labels"].numel() for batch in inputs)
-    flops = sum(analytic_flops("train", shape, 1, int(s), int(t)) for b in batches for s, t in zip(source[b], target[b]))
+    flops = sum(analytic_flops("train", shape, 1, int(s), int(t))
+                for b in batches for s, t in zip(source[b], target[b]))
     return dict(tokens_per_second=real / seconds, step_seconds=seconds / len(batches), warmup_seconds=first,
                 flops_per_second=flops / seconds, padding=1 - real / padded_total,
                 pairs_per_step=sum(len(b) for b in batches) / len(batches), shapes=len({
@@ -530,8 +532,8 @@ def device_lengths_benchmark(shape: dict, device: str, max_tokens: int, steps: i
         try:
             row = device_lengths_case(name, shape, device, strategy, compiled, max_tokens * multiple, steps)
         except Exception as error:  # noqa: BLE001 - one failed case (e.g. out of memory) is reported
-            print(f"lengths {label}: failed ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})",
-                  flush=True)
+            message = str(error).splitlines()[0] if str(error) else ""
+            print(f"lengths {label}: failed ({type(error).__name__}: {message})", flush=True)
             continue
         finally:
             if device == "cuda":

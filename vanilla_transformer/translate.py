@@ -74,10 +74,17 @@ class PyTorchTranslator:
             self.generate_kwargs.update(max_new_tokens=max_new_tokens, max_length=None)
 
     @torch.inference_mode()
-    def __call__(self, sentences: list[str]) -> list[str]:
+    def __call__(self, sentences: list[str], num_beams: int | None = None,
+                 max_new_tokens: int | None = None) -> list[str]:
+        """Translations of `sentences`; `num_beams` / `max_new_tokens` override the translator's for this call."""
         batch = self.tokenizer(sentences, return_tensors="pt", padding=True, truncation=True,
                                return_token_type_ids=False).to(self.model.device)
-        output = self.model.generate(**batch, **self.generate_kwargs)
+        kwargs = dict(self.generate_kwargs)
+        if num_beams is not None:
+            kwargs["num_beams"] = num_beams
+        if max_new_tokens is not None:
+            kwargs.update(max_new_tokens=max_new_tokens, max_length=None)
+        output = self.model.generate(**batch, **kwargs)
         return self.tokenizer.batch_decode(output, skip_special_tokens=True, clean_up_tokenization_spaces=False)
 
 
@@ -109,14 +116,20 @@ class CTranslate2Translator:
                             else 1024)
 
     def translate_ids(self, sentences: list[str], **options) -> list[list[int]]:
-        """The best hypothesis of each sentence as token ids; `options` override `translate_batch`'s (beam_size, ...)."""
+        """The best hypothesis of each sentence as token ids; `options` override `translate_batch`'s (beam_size,
+        ...)."""
         sources = [self.tokenizer.convert_ids_to_tokens(ids) for ids in
                    self.tokenizer(sentences, truncation=True, return_token_type_ids=False)["input_ids"]]
         results = self.translator.translate_batch(sources, **{**self.options, **options})
         return [self.tokenizer.convert_tokens_to_ids(r.hypotheses[0]) for r in results]
 
-    def __call__(self, sentences: list[str]) -> list[str]:
-        return self.tokenizer.batch_decode(self.translate_ids(sentences), skip_special_tokens=True,
+    def __call__(self, sentences: list[str], num_beams: int | None = None,
+                 max_new_tokens: int | None = None) -> list[str]:
+        """Translations of `sentences`; `num_beams` / `max_new_tokens` override the translator's for this call."""
+        options = {} if num_beams is None else dict(beam_size=num_beams)
+        if max_new_tokens is not None:
+            options["max_decoding_length"] = max_new_tokens
+        return self.tokenizer.batch_decode(self.translate_ids(sentences, **options), skip_special_tokens=True,
                                            clean_up_tokenization_spaces=False)
 
 

@@ -1,0 +1,90 @@
+#!/usr/bin/env python
+"""Load test for `vanilla-transformer serve`: at each concurrency, that many clients send one sentence per request to
+POST /v1/translate, back to back, until `--requests` requests are answered; then throughput (sentences/s), p50 / p99
+latency, errors, and the server's resident memory (with --pid). Loopback only, bounded in count and time.
+
+    vanilla-transformer serve MODEL_DIR --port 5000 &
+    python scripts/load_test.py --url http://127.0.0.1:5000 --input sentences.txt --pid $! --concurrency 1 8 32 128
+"""
+
+import argparse
+import asyncio
+import json
+import statistics
+import time
+from urllib.parse import urlparse
+
+
+def rss_mb(pid: int | None) -> float | None:
+    if pid is None:
+        return None
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return None
+
+
+async def run_level(url: str, sentences: list[str], concurrency: int, requests: int, timeout: float) -> dict:
+    import httpx
+
+    latencies, errors, next_index = [], {}, iter(range(requests))
+
+    async def client(http):
+        for i in next_index:
+            start = time.perf_counter()
+            try:
+                response = await http.post("/v1/translate", json={"sentences": [sentences[i % len(sentences)]]})
+                if response.status_code == 200:
+                    latencies.append(time.perf_counter() - start)
+                    continue
+                key = str(response.status_code)
+            except httpx.HTTPError as error:
+                key = type(error).__name__
+            errors[key] = errors.get(key, 0) + 1
+
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=timeout) as http:
+        start = time.perf_counter()
+        await asyncio.gather(*(client(http) for _ in range(concurrency)))
+        seconds = time.perf_counter() - start
+    latencies.sort()
+    return dict(concurrency=concurrency, requests=requests, answered=len(latencies), errors=errors,
+                seconds=seconds, sentences_per_second=len(latencies) / seconds,
+                p50_ms=1000 * statistics.median(latencies) if latencies else None,
+                p99_ms=1000 * latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))] if latencies else None)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--url", default="http://127.0.0.1:5000")
+    parser.add_argument("--input", required=True, help="Sentences to send, one per line (used in turn).")
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32, 128])
+    parser.add_argument("--requests", type=int, default=400, help="Requests per concurrency level.")
+    parser.add_argument("--timeout", type=float, default=60.0, help="Seconds a request may take.")
+    parser.add_argument("--pid", type=int, default=None, help="The server's process id: report its resident memory.")
+    parser.add_argument("--output", default=None, help="Write the results as JSON here too.")
+    args = parser.parse_args(argv)
+    if urlparse(args.url).hostname not in ("127.0.0.1", "localhost", "::1"):
+        parser.error("--url must be a loopback address: this load test is not for servers of others")
+    with open(args.input, encoding="utf-8") as f:
+        sentences = [line.strip() for line in f if line.strip()]
+    if not sentences:
+        parser.error(f"{args.input}: no sentences")
+    rows = []
+    for concurrency in args.concurrency:
+        row = asyncio.run(run_level(args.url, sentences, concurrency, args.requests, args.timeout))
+        row["server_rss_mb"] = rss_mb(args.pid)
+        rows.append(row)
+        print(f"concurrency {concurrency:4d}: {row['sentences_per_second']:7.1f} sentences/s  "
+              f"p50 {row['p50_ms']:7.1f} ms"
+              f"  p99 {row['p99_ms']:7.1f} ms  errors {sum(row['errors'].values())} {row['errors'] or ''}  "
+              f"server RSS {row['server_rss_mb'] or 0:.0f} MB", flush=True)
+    if args.output:
+        with open(args.output, "w") as f:
+            json.dump(rows, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,259 @@
+"""`vanilla-transformer serve`: the API (ours and LibreTranslate's, driven by its own client), dynamic batching under
+concurrent clients, limits, faults, the API key and a graceful SIGTERM."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+pytest.importorskip("fastapi")
+pytest.importorskip("uvicorn")
+from fastapi.testclient import TestClient  # noqa: E402
+
+from vanilla_transformer import data  # noqa: E402
+from vanilla_transformer.serve import Settings, create_app  # noqa: E402
+
+
+class FakeEngine:
+    """The engine's interface without a model: a translation is the sentence reversed; `fail_on` raises for a batch
+    holding that sentence; `delay` seconds per call; `loaded` gates the loading."""
+
+    def __init__(self, delay: float = 0.0, fail_on: str | None = None):
+        self.model_dir, self.error, self.delay, self.fail_on = "fake", None, delay, fail_on
+        self.ready, self.loaded, self.batches = threading.Event(), threading.Event(), []
+        self.loaded.set()
+
+    def load(self):
+        self.loaded.wait()
+        self.ready.set()
+
+    def count_tokens(self, texts):
+        return [len(t.split()) + 1 for t in texts]
+
+    def translate(self, texts, num_beams, max_new_tokens):
+        self.batches.append(list(texts))
+        time.sleep(self.delay)
+        if self.fail_on in texts:
+            raise RuntimeError("engine crashed")
+        return [t[::-1] for t in texts]
+
+
+def client_for(engine, **settings):
+    return TestClient(create_app(engine, Settings(source_lang="de", target_lang="en", **settings)))
+
+
+def wait_ready(client):
+    for _ in range(200):
+        if client.get("/health").status_code == 200:
+            return
+        time.sleep(0.02)
+    raise AssertionError("not ready")
+
+
+def test_native_and_libretranslate_endpoints_in_order():
+    with client_for(FakeEngine()) as client:
+        wait_ready(client)
+        response = client.post("/v1/translate", json={"sentences": ["abc", "", "  hallo welt ", "x"]})
+        assert response.status_code == 200
+        assert response.json() == {"translations": ["cba", "", "tlew ollah", "x"]}  # empty stays empty, stripped
+        assert client.post("/translate", json={"q": "abc", "source": "de", "target": "en"}).json() == {
+            "translatedText": "cba"}
+        assert client.post("/translate", json={"q": ["ab", "cd"], "source": "auto", "target": "en"}).json() == {
+            "translatedText": ["ba", "dc"]}
+        form = client.post("/translate", data={"q": "abc", "source": "de", "target": "en", "format": "text"})
+        assert form.json() == {"translatedText": "cba"}
+        assert client.get("/languages").json() == [{"code": "de", "name": "German", "targets": ["en"]},
+                                                   {"code": "en", "name": "English", "targets": []}]
+        metrics = client.get("/metrics").text
+        assert 'vt_requests_total{path="/v1/translate",status="200"} 1' in metrics
+        assert "vt_sentences_total 7" in metrics and "vt_batch_sentences_count" in metrics
+
+
+@pytest.mark.parametrize("request_kwargs, status, message", [
+    (dict(url="/v1/translate", content=b"{not json", headers={"content-type": "application/json"}), 422, "JSON"),
+    (dict(url="/v1/translate", json={"sentences": "abc"}), 422, "sentences"),
+    (dict(url="/v1/translate", json={"sentences": ["a"], "num_beams": 0}), 422, "num_beams"),
+    (dict(url="/v1/translate", json={"sentences": ["a"], "beams": 2}), 422, "beams"),
+    (dict(url="/v1/translate", json={"sentences": ["a"], "num_beams": 9}), 400, "--max_beams"),
+    (dict(url="/v1/translate", json={"sentences": ["a"] * 5}), 413, "--max_sentences"),
+    (dict(url="/v1/translate", json={"sentences": ["a " * 20]}), 400, "sentence 0 has 21 tokens"),
+    (dict(url="/v1/translate", json={"sentences": ["a" * 3000]}), 413, "--max_request_bytes"),
+    (dict(url="/translate", content=b"{not json", headers={"content-type": "application/json"}), 400, "malformed JSON"),
+    (dict(url="/translate", content=b"[1]", headers={"content-type": "application/json"}), 400, "must be an object"),
+    (dict(url="/translate", json={"source": "de", "target": "en"}), 400, "missing q"),
+    (dict(url="/translate", json={"q": 5, "source": "de", "target": "en"}), 400, "q must be"),
+    (dict(url="/translate", json={"q": "a", "source": "fr", "target": "en"}), 400, "fr -> en is not available"),
+    (dict(url="/translate", json={"q": "a", "source": "de", "target": "en", "format": "html"}), 400, "only text"),
+    (dict(url="/translate", content=b"q=a", headers={"content-type": "text/plain"}), 415, "content type"),
+])
+def test_bad_requests_get_a_json_error_naming_the_problem(request_kwargs, status, message):
+    engine = FakeEngine()
+    with client_for(engine, max_sentences=4, max_sentence_tokens=16, max_request_bytes=2000, max_beams=8) as client:
+        wait_ready(client)
+        response = client.post(**request_kwargs)
+        assert response.status_code == status, response.text
+        assert message in response.json()["error"]
+        assert engine.batches == []  # nothing reached the engine
+        assert client.post("/v1/translate", json={"sentences": ["ok"]}).json() == {"translations": ["ko"]}
+
+
+def test_api_key_is_required_when_set():
+    with client_for(FakeEngine(), api_key="s3cret") as client:
+        wait_ready(client)
+        assert client.post("/v1/translate", json={"sentences": ["a"]}).status_code == 403
+        assert client.post("/v1/translate", json={"sentences": ["a"], "api_key": "wrong"}).status_code == 403
+        assert client.post("/v1/translate", json={"sentences": ["ab"]}, headers={"x-api-key": "s3cret"}).json() == {
+            "translations": ["ba"]}
+        assert client.post("/translate", data={"q": "ab", "source": "de", "target": "en"}).status_code == 403
+        assert client.post("/translate", data={"q": "ab", "source": "de", "target": "en",
+                                               "api_key": "s3cret"}).json() == {"translatedText": "ba"}
+        assert client.get("/health").status_code == 200  # not a translate call
+
+
+def test_loading_then_ready():
+    engine = FakeEngine()
+    engine.loaded.clear()
+    with client_for(engine) as client:
+        health = client.get("/health")
+        assert health.status_code == 503 and health.json() == {"status": "loading"}
+        busy = client.post("/v1/translate", json={"sentences": ["a"]})
+        assert busy.status_code == 503 and busy.headers["retry-after"] == "2"
+        engine.loaded.set()
+        wait_ready(client)
+        assert client.post("/v1/translate", json={"sentences": ["ab"]}).json() == {"translations": ["ba"]}
+
+
+def test_a_crashed_engine_call_fails_its_batch_only():
+    engine = FakeEngine(fail_on="boom")
+    with client_for(engine, max_wait_ms=0) as client:
+        wait_ready(client)
+        failed = client.post("/v1/translate", json={"sentences": ["boom"]})
+        assert failed.status_code == 500 and failed.json() == {"error": "translation failed: RuntimeError"}
+        assert client.post("/v1/translate", json={"sentences": ["ab"]}).json() == {"translations": ["ba"]}
+        assert "vt_engine_errors_total 1" in client.get("/metrics").text
+
+
+def test_full_queue_is_503_with_retry_after_and_slow_engine_is_504():
+    engine = FakeEngine(delay=0.5)
+    with client_for(engine, max_queue=2, max_wait_ms=0, request_timeout=5) as client:
+        wait_ready(client)
+        with ThreadPoolExecutor(4) as pool:
+            first = pool.submit(client.post, "/v1/translate", json={"sentences": ["a"]})  # the engine is busy
+            time.sleep(0.1)
+            second = pool.submit(client.post, "/v1/translate", json={"sentences": ["b", "c"]})  # waits: queue full
+            time.sleep(0.1)
+            third = client.post("/v1/translate", json={"sentences": ["d"]})
+            assert third.status_code == 503 and third.headers["retry-after"] == "1"
+            assert "--max_queue" in third.json()["error"]
+            assert first.result().status_code == 200 and second.result().json() == {"translations": ["b", "c"]}
+    with client_for(FakeEngine(delay=1.0), request_timeout=0.2) as client:
+        wait_ready(client)
+        late = client.post("/v1/translate", json={"sentences": ["a"]})
+        assert late.status_code == 504 and "--request_timeout" in late.json()["error"]
+
+
+def test_concurrent_requests_are_batched_and_never_mixed():
+    engine = FakeEngine(delay=0.05)
+    requests = [[f"r{r} s{s} " + "w " * ((r * 7 + s) % 5) for s in range(1 + r % 4)] for r in range(40)]
+    with client_for(engine, max_wait_ms=20) as client:
+        wait_ready(client)
+        with ThreadPoolExecutor(16) as pool:
+            responses = list(pool.map(lambda q: client.post("/v1/translate", json={"sentences": q}), requests))
+    for sentences, response in zip(requests, responses):
+        assert response.json()["translations"] == [s.strip()[::-1] for s in sentences]
+    assert len(engine.batches) < sum(map(len, requests)) / 2  # sentences of several requests shared engine calls
+    assert max(len(b) for b in engine.batches) > 4
+
+
+# ------------------------------------------------------------------------------------------ the real model and server
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(model_dir, *flags):
+    port = free_port()
+    env = {**os.environ, "VT_API_KEY": ""}
+    proc = subprocess.Popen([sys.executable, "-m", "vanilla_transformer.cli", "serve", str(model_dir), "--port",
+                             str(port), "--engine", "pytorch", "--device", "cpu", *flags],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(600):
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=1) as response:
+                if response.status == 200:
+                    return proc, url
+        except (urllib.error.URLError, ConnectionError, OSError):
+            pass
+        if proc.poll() is not None:
+            raise AssertionError(proc.stdout.read())
+        time.sleep(0.1)
+    proc.kill()
+    raise AssertionError("the server did not become ready")
+
+
+def post_json(url, body, timeout=60):
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"content-type": "application/json"})
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        return json.loads(response.read())
+
+
+@pytest.fixture(scope="module")
+def server(small_demo_model):
+    proc, url = start_server(small_demo_model, "--max_wait_ms", "20")
+    yield url
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+def test_libretranslate_client_and_many_concurrent_clients(server, small_demo_model):
+    from libretranslatepy import LibreTranslateAPI
+
+    from vanilla_transformer.translate import make_translator
+
+    sources = [pair["src"] for pair in data.make_demo_translation(96, seed=99, max_length=12)["translation"]]
+    sequential = make_translator(small_demo_model, "pytorch", "cpu")(sources)
+    client = LibreTranslateAPI(server)
+    assert client.translate(sources[0], "src", "tgt") == sequential[0]
+    assert client.languages() == [{"code": "src", "name": "src", "targets": ["tgt"]},
+                                  {"code": "tgt", "name": "tgt", "targets": []}]
+    chunks = [sources[i:i + 1 + i % 5] for i in range(0, 96, 6)]
+    with ThreadPoolExecutor(16) as pool:
+        results = list(pool.map(lambda q: post_json(server + "/v1/translate", {"sentences": q}), chunks))
+    assert [t for r in results for t in r["translations"]] == [t for i in range(0, 96, 6)
+                                                               for t in sequential[i:i + 1 + i % 5]]
+    with urllib.request.urlopen(server + "/metrics") as response:
+        metrics = response.read().decode()
+    assert "vt_batch_sentences_count" in metrics
+
+
+def test_sigterm_finishes_requests_in_flight(small_demo_model):
+    proc, url = start_server(small_demo_model, "--max_wait_ms", "1500")  # the batch waits: surely in flight
+    result = {}
+    worker = threading.Thread(target=lambda: result.update(post_json(url + "/v1/translate", {"sentences": ["ab12"]})))
+    worker.start()
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    worker.join(timeout=60)
+    assert proc.wait(timeout=60) in (0, -signal.SIGTERM)  # uvicorn re-raises the signal once it has drained
+    assert len(result["translations"]) == 1 and result["translations"][0]
+
+
+def test_serve_command_errors_are_one_line():
+    proc = subprocess.run([sys.executable, "-m", "vanilla_transformer.cli", "serve", "/no/such/model"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "vanilla-transformer serve: error: Model directory '/no/such/model' does not exist."]
