@@ -18,36 +18,52 @@ from urllib.parse import urlparse
 def rss_mb(pid: int | None) -> float | None:
     if pid is None:
         return None
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return None
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return next(int(line.split()[1]) / 1024 for line in f if line.startswith("VmRSS:"))
+    except (OSError, StopIteration):  # not Linux, or the server is gone
+        return None
+
+
+async def post(reader, writer, host: str, body: bytes) -> tuple[int, bytes]:
+    """One POST /v1/translate on a kept-alive HTTP/1.1 connection (plain asyncio streams: a client this light leaves
+    the CPU to the server)."""
+    writer.write(b"POST /v1/translate HTTP/1.1\r\nHost: " + host.encode() + b"\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+    await writer.drain()
+    head = await reader.readuntil(b"\r\n\r\n")
+    status = int(head.split(b" ", 2)[1])
+    length = next(int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                  if line.lower().startswith(b"content-length:"))
+    return status, await reader.readexactly(length)
 
 
 async def run_level(url: str, sentences: list[str], concurrency: int, requests: int, timeout: float) -> dict:
-    import httpx
-
+    parsed = urlparse(url)
     latencies, errors, next_index = [], {}, iter(range(requests))
 
-    async def client(http):
+    async def client():
+        reader = writer = None
         for i in next_index:
+            body = json.dumps({"sentences": [sentences[i % len(sentences)]]}).encode()
             start = time.perf_counter()
             try:
-                response = await http.post("/v1/translate", json={"sentences": [sentences[i % len(sentences)]]})
-                if response.status_code == 200:
+                if writer is None:
+                    reader, writer = await asyncio.open_connection(parsed.hostname, parsed.port or 80)
+                status, _ = await asyncio.wait_for(post(reader, writer, parsed.netloc, body), timeout)
+                if status == 200:
                     latencies.append(time.perf_counter() - start)
                     continue
-                key = str(response.status_code)
-            except httpx.HTTPError as error:
-                key = type(error).__name__
+                key = str(status)
+            except (OSError, asyncio.IncompleteReadError, TimeoutError) as error:
+                key, writer = type(error).__name__, None
             errors[key] = errors.get(key, 0) + 1
+        if writer is not None:
+            writer.close()
 
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=timeout) as http:
-        start = time.perf_counter()
-        await asyncio.gather(*(client(http) for _ in range(concurrency)))
-        seconds = time.perf_counter() - start
+    start = time.perf_counter()
+    await asyncio.gather(*(client() for _ in range(concurrency)))
+    seconds = time.perf_counter() - start
     latencies.sort()
     return dict(concurrency=concurrency, requests=requests, answered=len(latencies), errors=errors,
                 seconds=seconds, sentences_per_second=len(latencies) / seconds,

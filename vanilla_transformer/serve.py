@@ -13,6 +13,7 @@ errors, graceful shutdown on SIGTERM (in-flight requests finish first), and the 
 
 import argparse
 import asyncio
+import copy
 import hmac
 import json
 import logging
@@ -202,8 +203,10 @@ class Engine:
     """The model, loaded in a background thread (`/health` says 503 until it is ready): `translate(texts, num_beams,
     max_new_tokens)` on the engine's thread, `count_tokens(texts)` for limits and batching."""
 
-    def __init__(self, model_dir: str, engine: str = "auto", device: str = "auto", compute_type: str = "default"):
+    def __init__(self, model_dir: str, engine: str = "auto", device: str = "auto", compute_type: str = "default",
+                 threads: int = 0):
         self.model_dir, self.engine, self.device, self.compute_type = model_dir, engine, device, compute_type
+        self.threads = threads
         self.ready = threading.Event()
         self.error: BaseException | None = None
         self.translator = None
@@ -212,7 +215,11 @@ class Engine:
         from .translate import make_translator
 
         try:
-            self.translator = make_translator(self.model_dir, self.engine, self.device, compute_type=self.compute_type)
+            self.translator = make_translator(self.model_dir, self.engine, self.device, compute_type=self.compute_type,
+                                              threads=self.threads)
+            # the request handlers' own copy: a tokenizer call sets padding / truncation on the shared Rust tokenizer,
+            # so one used by two threads at once pads wrongly (seen under load as "Unable to create tensor")
+            self.counter = copy.deepcopy(self.translator.tokenizer)
             self.ready.set()
             logger.info("model %s loaded (%s)", self.model_dir, type(self.translator).__name__)
         except BaseException as error:  # reported by /health and the server's log
@@ -220,7 +227,7 @@ class Engine:
             logger.error("could not load %s: %s", self.model_dir, error)
 
     def count_tokens(self, texts: list[str]) -> list[int]:
-        return [len(ids) for ids in self.translator.tokenizer(texts, return_token_type_ids=False)["input_ids"]]
+        return [len(ids) for ids in self.counter(texts, return_token_type_ids=False)["input_ids"]]
 
     def translate(self, texts: list[str], num_beams: int, max_new_tokens: int | None) -> list[str]:
         return self.translator(texts, num_beams=num_beams, max_new_tokens=max_new_tokens)
@@ -254,7 +261,7 @@ class Settings:
     max_sentences: int = 128
     max_sentence_tokens: int = 256
     max_batch_tokens: int = 4096
-    max_wait_ms: float = 10.0
+    max_wait_ms: float = 0.0
     max_queue: int = 1024
     max_beams: int = 8
     request_timeout: float = 60.0
@@ -454,6 +461,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="auto: CTranslate2 for an exported directory, PyTorch otherwise.")
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     parser.add_argument("--compute_type", default="default", help="CTranslate2 only (int8, float16, ...).")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="CPU threads of one engine call (default 0: all cores). On small models 1 can be much "
+                             "faster (docs/serving.md).")
     parser.add_argument("--host", default="127.0.0.1", help="Address to listen on (default: loopback only).")
     parser.add_argument("--port", type=int, default=5000)
     parser.add_argument("--api_key", default=os.environ.get("VT_API_KEY"),
@@ -462,8 +472,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--target_lang", default=None, help="Default: the model card's last language, else 'tgt'.")
     parser.add_argument("--max_batch_tokens", type=positive_int, default=4096,
                         help="Source tokens per engine batch (sentences of concurrent requests together).")
-    parser.add_argument("--max_wait_ms", type=float, default=10.0,
-                        help="How long a batch waits for more sentences after its first.")
+    parser.add_argument("--max_wait_ms", type=float, default=0.0,
+                        help="How long a batch waits for more sentences after its first (default 0: it starts as "
+                             "soon as the engine is free; what arrives meanwhile forms the next batch).")
     parser.add_argument("--max_queue", type=positive_int, default=1024,
                         help="Sentences waiting at most; more is answered 503 with Retry-After.")
     parser.add_argument("--max_sentences", type=positive_int, default=128, help="Sentences per request at most.")
@@ -495,7 +506,7 @@ def main(argv=None) -> int:
                         max_batch_tokens=args.max_batch_tokens, max_wait_ms=args.max_wait_ms,
                         max_queue=args.max_queue, max_beams=args.max_beams, request_timeout=args.request_timeout,
                         cors_origins=tuple(args.cors_origins))
-    engine = Engine(args.model_dir, args.engine, args.device, args.compute_type)
+    engine = Engine(args.model_dir, args.engine, args.device, args.compute_type, args.threads)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logger.info("serving %s (%s -> %s) on http://%s:%d%s", args.model_dir, settings.source_lang, settings.target_lang,
                 args.host, args.port, " with an API key" if settings.api_key else "")

@@ -63,9 +63,12 @@ def check_translation_model_dir(path) -> None:
 class PyTorchTranslator:
     """`model.generate` on batches of sentences."""
 
-    def __init__(self, model_dir, num_beams: int = 1, max_new_tokens: int | None = None, device: str = "cpu"):
+    def __init__(self, model_dir, num_beams: int = 1, max_new_tokens: int | None = None, device: str = "cpu",
+                 threads: int = 0):
         from .modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
 
+        if threads:
+            torch.set_num_threads(threads)
         self.tokenizer = load_tokenizer(model_dir)
         self.model = VanillaTransformerForConditionalGeneration.from_pretrained(model_dir).to(device).eval()
         self.generate_kwargs = dict(num_beams=num_beams, do_sample=False)
