@@ -87,6 +87,8 @@ def test_native_and_libretranslate_endpoints_in_order():
     (dict(url="/v1/translate", json={"sentences": ["a"] * 5}), 413, "--max_sentences"),
     (dict(url="/v1/translate", json={"sentences": ["a " * 20]}), 400, "sentence 0 has 21 tokens"),
     (dict(url="/v1/translate", json={"sentences": ["a" * 3000]}), 413, "--max_request_bytes"),
+    (dict(url="/v1/translate", content=iter([b'{"sentences": ["', b"a" * 3000, b'"]}']),  # chunked: no length
+          headers={"content-type": "application/json"}), 413, "--max_request_bytes"),
     (dict(url="/translate", content=b"{not json", headers={"content-type": "application/json"}), 400, "malformed JSON"),
     (dict(url="/translate", content=b"[1]", headers={"content-type": "application/json"}), 400, "must be an object"),
     (dict(url="/translate", json={"source": "de", "target": "en"}), 400, "missing q"),

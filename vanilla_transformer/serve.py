@@ -278,9 +278,8 @@ def create_app(engine: Engine, settings: Settings):
     from contextlib import asynccontextmanager
 
     from fastapi import FastAPI, Request
-    from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse, PlainTextResponse
-    from pydantic import BaseModel, ConfigDict, Field
+    from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
     metrics = Metrics()
 
@@ -308,12 +307,6 @@ def create_app(engine: Engine, settings: Settings):
     @app.exception_handler(ServeError)
     async def serve_error(request, exc: ServeError):
         return error(exc.status, exc.message, exc.headers)
-
-    @app.exception_handler(RequestValidationError)
-    async def validation_error(request, exc: RequestValidationError):
-        first = exc.errors()[0] if exc.errors() else {}
-        where = ".".join(str(part) for part in first.get("loc", ())[1:]) or "body"
-        return error(422, f"{where}: {first.get('msg', 'invalid request')}")
 
     @app.exception_handler(Exception)
     async def unexpected(request, exc: Exception):  # a bug: logged with its trace, answered without it
@@ -384,7 +377,13 @@ def create_app(engine: Engine, settings: Settings):
         api_key: str | None = None
 
     @app.post("/v1/translate")
-    async def v1_translate(body: TranslateRequest, request: Request):
+    async def v1_translate(request: Request):
+        try:  # read here, not by FastAPI: the size limit then holds for bodies without a content-length too
+            body = TranslateRequest.model_validate_json(await read_body(request))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first["loc"]) or "body"
+            raise ServeError(422, f"{where}: {first['msg']}") from None
         check_api_key(body.api_key if body.api_key is not None else request.headers.get("x-api-key"))
         return {"translations": await translate(request, body.sentences, body.num_beams, body.max_new_tokens)}
 
