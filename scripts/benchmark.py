@@ -382,6 +382,17 @@ def timed(step, device: str, warmup: int, reps: int) -> float:
     return statistics.median(times)
 
 
+def bf16_training_step(forward, optimizer, device: str, batch: dict) -> None:
+    """One optimizer step on `batch` (input_ids, attention_mask, labels) with bf16 autocast."""
+    import torch
+
+    with torch.autocast(device, dtype=torch.bfloat16):
+        loss = forward(**batch).loss
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+
+
 def device_training_case(name: str, shape: dict, device: str, batch: int, length: int, compile_model: bool,
                          reps: int, dropout: float = 0.1) -> dict:
     """Training tokens/s (source + target, no padding: every sequence is `length` tokens) of `name` ("ours" or
@@ -395,14 +406,10 @@ def device_training_case(name: str, shape: dict, device: str, batch: int, length
     g = torch.Generator().manual_seed(1)
     vocab = shape.get("vocab", VOCAB)
     src, tgt = (torch.randint(4, vocab, (batch, length), generator=g).to(device) for _ in range(2))
-    mask = torch.ones_like(src)
+    inputs = dict(input_ids=src, attention_mask=torch.ones_like(src), labels=tgt)
 
     def step():
-        with torch.autocast(device, dtype=torch.bfloat16):
-            loss = forward(input_ids=src, attention_mask=mask, labels=tgt).loss
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        bf16_training_step(forward, optimizer, device, inputs)
 
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
@@ -479,13 +486,7 @@ def device_lengths_case(name: str, shape: dict, device: str, strategy: str, comp
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device == "cuda")
     forward = torch.compile(model, dynamic=True) if compile_model else model
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
-
-    def step(batch):
-        with torch.autocast(device, dtype=torch.bfloat16):
-            loss = forward(**batch).loss
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+    step = lambda batch: bf16_training_step(forward, optimizer, device, batch)  # noqa: E731
 
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
