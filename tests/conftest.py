@@ -56,7 +56,7 @@ BLOCK_PACKAGE = """
 import sys
 class _NoVanillaTransformer:
     def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in ("vanilla_transformer", "hub_card"):
+        if name.split(".")[0] == "vanilla_transformer":
             raise ImportError(f"{name} is blocked in this process")
         return None
 sys.meta_path.insert(0, _NoVanillaTransformer())

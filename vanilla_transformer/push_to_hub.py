@@ -15,7 +15,7 @@ import shutil
 import sys
 import tempfile
 
-from hub_card import push_model_dir
+from .model_card import push_model_dir
 
 PACKAGE = "vanilla-transformer"
 SPACE_EXTRAS = ("demo", "ctranslate2")

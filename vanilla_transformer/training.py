@@ -360,12 +360,9 @@ def write_card_and_push(trainer, training_args, model, task: str, dataset_name: 
     `--push_to_hub` upload the directory (`--hub_model_id`, default: the output directory's name)."""
     if not trainer.is_world_process_zero():
         return
-    try:
-        from hub_card import push_model_dir, render_card, write_card_info
-    except ImportError:  # the card lives beside the package in the repository; nothing to render without it
-        return
-    command = "python " + " ".join([sys.argv[0], *(sys.argv[1:] if argv is None else argv)])
-    write_card_info(training_args.output_dir, task, dataset_name, train_samples, command, training_args,
+    from .model_card import invoked_command, push_model_dir, render_card, write_card_info
+
+    write_card_info(training_args.output_dir, task, dataset_name, train_samples, invoked_command(argv), training_args,
                     languages=languages, labels=labels, wall_seconds=wall_seconds,
                     label_smoothing=model.config.label_smoothing)
     repo_id = training_args.hub_model_id or os.path.basename(os.path.abspath(training_args.output_dir))
