@@ -10,8 +10,6 @@ import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED_DATA = os.environ.get("VT_SHARED_DATA", os.path.join(ROOT, "..", "shared", "data"))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -78,8 +78,7 @@ def test_quick_benchmark_every_case(tmp_path):
 def test_tensor_peak_counts_what_one_step_holds_at_once():
     import torch
 
-    sys.path.insert(0, os.path.join(ROOT, "scripts"))
-    from benchmark import tensor_peak_mb
+    from vanilla_transformer.benchmark import tensor_peak_mb
 
     weight = torch.ones(2**18)  # 1 MB, existing: not counted, nor are its views
 
@@ -99,8 +98,7 @@ def test_dropout_acts_in_every_model_in_training(name):
     """--dropout reaches each library's model: two training-mode forward passes differ with it, agree without it."""
     import torch
 
-    sys.path.insert(0, os.path.join(ROOT, "scripts"))
-    from benchmark import build, shape_of
+    from vanilla_transformer.benchmark import build, shape_of
 
     ids = torch.randint(4, 100, (2, 6))
     inputs = dict(input_ids=ids) if name == "bert" else dict(input_ids=ids, decoder_input_ids=ids)
@@ -113,8 +111,7 @@ def test_dropout_acts_in_every_model_in_training(name):
 def test_device_benchmark_runs_every_case_on_the_cpu(tmp_path):
     """The GPU benchmark's code (`--device cuda`) on the CPU with a tiny shape: ours and Marian in training, greedy in
     PyTorch and CTranslate2; a spent time budget skips and lists the rest."""
-    sys.path.insert(0, os.path.join(ROOT, "scripts"))
-    from benchmark import datasheet_peak, device_benchmark
+    from vanilla_transformer.benchmark import datasheet_peak, device_benchmark
 
     out = tmp_path / "gpu.json"
     compute_types = ["int8"] if CTRANSLATE2 else []

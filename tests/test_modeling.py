@@ -409,20 +409,22 @@ def test_beam_search_and_sampling(tiny_config):
 
 
 def test_beam_search_reorders_only_the_self_attention_cache(tiny_config):
-    """Our `_reorder_cache` skips the cross-attention keys/values (shared by a sentence's beams): same beams and scores
-    as reordering everything and as beam search without a cache, on a padded batch of different sentences."""
+    """generate's BeamSearchCache skips the cross-attention keys/values (shared by a sentence's beams): same beams and
+    scores as transformers' EncoderDecoderCache, which reorders everything, and as beam search without a cache, on a
+    padded batch of different sentences."""
+    from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+
+    from vanilla_transformer.modeling_vanilla_transformer import BeamSearchCache
+
     model = seq2seq(tiny_config)
     ids, mask, _ = batch(tiny_config)
     kwargs = dict(input_ids=ids, attention_mask=mask, num_beams=4, num_return_sequences=2, max_new_tokens=10,
                   min_new_tokens=10, output_scores=True, return_dict_in_generate=True)
     ours = model.generate(**kwargs)
-
-    def reorder_everything(cache, beam_idx):
-        cache.reorder_cache(beam_idx)
-        return cache
-
-    model._reorder_cache = reorder_everything
-    default = model.generate(**kwargs)
+    assert type(ours.past_key_values) is BeamSearchCache
+    everything = EncoderDecoderCache(DynamicCache(config=model.config), DynamicCache(config=model.config))
+    default = model.generate(**kwargs, cache=everything)
+    assert type(default.past_key_values) is EncoderDecoderCache
     uncached = model.generate(**kwargs, use_cache=False)
     for other in (default, uncached):
         assert torch.equal(ours.sequences, other.sequences)

@@ -770,6 +770,16 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
         return out if return_dict else out.to_tuple()
 
 
+class BeamSearchCache(EncoderDecoderCache):
+    """The decoder's cache during `generate`. Beam search keeps, for each sentence, beams of that same sentence; all of
+    them share the sentence's encoder output, so the cross-attention keys and values are already in beam order and
+    only the self-attention cache is reordered (EncoderDecoderCache reorders both: a copy of every encoder key and
+    value at every step)."""
+
+    def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
+        self.self_attention_cache.reorder_cache(beam_idx)
+
+
 class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedModel, GenerationMixin):
     """Encoder-decoder + output projection to the vocabulary (section 3.4), for translation and `generate()`."""
 
@@ -790,7 +800,8 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         self.lm_head = new_embeddings
 
     def generate(self, inputs=None, generation_config=None, **kwargs):
-        """`GenerationMixin.generate`, after checking that the per-sentence inputs agree on the batch size."""
+        """`GenerationMixin.generate`, after checking that the per-sentence inputs agree on the batch size; beam search
+        gets a BeamSearchCache unless a cache or its kind is given."""
         source = inputs if inputs is not None else kwargs.get("input_ids", kwargs.get("inputs_embeds"))
         if isinstance(source, torch.Tensor) and source.dim() >= 2:
             for name in ("attention_mask", "decoder_input_ids", "decoder_attention_mask"):
@@ -798,14 +809,13 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
                 if isinstance(value, torch.Tensor) and (value.dim() != 2 or value.shape[0] != source.shape[0]):
                     raise ValueError(f"{name} has shape {tuple(value.shape)} but the inputs have batch size "
                                      f"{source.shape[0]}.")
+        settings = generation_config or self.generation_config
+        if ((kwargs.get("num_beams", settings.num_beams) or 1) > 1 and kwargs.get("cache") is None
+                and kwargs.get("past_key_values") is None and kwargs.get("use_cache", settings.use_cache) is not False
+                and kwargs.get("cache_implementation", settings.cache_implementation) is None):
+            decoder = self.config.get_text_config(decoder=True)  # what generate's own cache is built from
+            kwargs["cache"] = BeamSearchCache(DynamicCache(config=decoder), DynamicCache(config=decoder))
         return super().generate(inputs, generation_config, **kwargs)
-
-    def _reorder_cache(self, cache: EncoderDecoderCache, beam_idx: torch.Tensor) -> EncoderDecoderCache:
-        """Beam search picks, for each sentence, beams of that same sentence; all of them share the sentence's
-        encoder output, so the cross-attention keys/values are already in order and only the decoder's self-attention
-        cache is reordered (the default reorders both: a copy of every encoder key and value at every step)."""
-        cache.self_attention_cache.reorder_cache(beam_idx)
-        return cache
 
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor):
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)

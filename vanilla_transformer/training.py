@@ -2,11 +2,13 @@
 the tokenizer, the paper's optimizer defaults and resuming."""
 
 import ast
+import contextlib
 import functools
 import math
 import logging
 import json
 import os
+import platform
 import shutil
 import sys
 import time
@@ -18,8 +20,7 @@ import torch
 from transformers import (AutoConfig, AutoModelForMaskedLM, AutoModelForSeq2SeqLM, AutoModelForTokenClassification,
                           DataCollatorForTokenClassification, HfArgumentParser, Seq2SeqTrainer, Trainer,
                           TrainerCallback, set_seed)
-from torch.utils.data import SequentialSampler
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint, has_length, rotate_checkpoints
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint, rotate_checkpoints
 
 from .configuration_vanilla_transformer import PRESETS, VanillaTransformerConfig
 from .tokenization import check_tokenizer_matches_config, load_tokenizer, train_tokenizer
@@ -210,16 +211,17 @@ def build_model(model_args: ModelArguments, tokenizer, task: str, **task_fields)
 
 
 def native_bf16(device_type: str = "cpu") -> bool:
-    """Whether bf16 matrix products have native kernels here. CPUs without AVX-512 (e.g. AVX2-only laptops) compute
-    them in a reference kernel: measured on an AVX2 EPYC, a bf16 matmul ran ~60x slower than fp32 (1.3 vs 77 GFLOP/s)."""
+    """Whether bf16 matrix products have native kernels here. x86 CPUs without AVX-512 (e.g. AVX2-only laptops)
+    compute them in a reference kernel: measured on an AVX2 EPYC, a bf16 matmul ran ~60x slower than fp32 (1.3 vs 77
+    GFLOP/s). On x86 the kernels torch dispatches to say it (`ATEN_CPU_CAPABILITY=avx2` limits them); other
+    architectures count as native, and `fast_bf16`'s measurement decides."""
     if device_type == "cuda":
         return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
     if device_type != "cpu":
         return True
-    try:
-        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    except (AttributeError, RuntimeError):
-        return False
+    if platform.machine().lower() in ("x86_64", "amd64", "i386", "i686", "x86"):
+        return torch.backends.cpu.get_cpu_capability().startswith("AVX512")
+    return True
 
 
 BF16_MIN_SPEEDUP = 1.2  # below this, bf16 autocast's casts eat the gain: train in fp32
@@ -372,54 +374,99 @@ def write_card_and_push(trainer, training_args, model, task: str, dataset_name: 
                        private=bool(training_args.hub_private_repo))
 
 
-class AtomicCheckpointMixin:
+class AtomicCheckpoints(TrainerCallback):
     """Checkpoints appear atomically: each is written into `OUTPUT_DIR/.staging/checkpoint-N` and renamed to
     `OUTPUT_DIR/checkpoint-N` only when complete, so a process killed while saving leaves every visible checkpoint
-    loadable and `--resume_from_checkpoint true` picks a whole one. (With `--push_to_hub`, Trainer uploads checkpoints
-    in the background from their folder, so they are written in place as usual.)"""
+    loadable and `--resume_from_checkpoint true` picks a whole one. The Trainer writes a checkpoint into
+    `args.output_dir`: this callback points that at the staging folder from the moment a save is decided (the end of a
+    step or an epoch, or an evaluation under `--save_strategy best`) until `on_save`, where the folder is renamed and
+    the output directory restored. (With `--push_to_hub` the Trainer uploads checkpoints in the background from their
+    folder, so they are written in place: the trainer does not add this callback.)"""
 
-    _staging = False
+    def __init__(self, accelerator):
+        self.accelerator = accelerator
+        self.run_dir = None  # the real output directory while args.output_dir points at the staging folder
 
-    def _get_output_dir(self, trial):
-        run_dir = super()._get_output_dir(trial)
-        return os.path.join(run_dir, ".staging") if self._staging else run_dir
-
-    def _save_checkpoint(self, model, trial):
-        if self.args.push_to_hub:
-            return super()._save_checkpoint(model, trial)
-        run_dir = super()._get_output_dir(trial)
-        staging = os.path.join(run_dir, ".staging")
-        name = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
-        if self.args.should_save and os.path.isdir(staging):
+    def stage(self, args) -> None:
+        if self.run_dir is not None:
+            return
+        self.run_dir = args.output_dir
+        staging = os.path.join(self.run_dir, ".staging")
+        if args.should_save and os.path.isdir(staging):
             shutil.rmtree(staging)  # left over by a killed save
         self.accelerator.wait_for_everyone()
-        self._staging = True
-        try:
-            super()._save_checkpoint(model, trial)
-        finally:
-            self._staging = False
+        args.output_dir = staging
+
+    def unstage(self, args) -> None:
+        if self.run_dir is not None:
+            args.output_dir, self.run_dir = self.run_dir, None
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if control.should_save:
+            self.stage(args)
+
+    on_epoch_end = on_step_end
+
+    def on_evaluate(self, args, state, control, **kwargs):
+        if args.save_strategy == "best":  # the Trainer decides to save after this callback, when the metric improved
+            self.stage(args)
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self.unstage(args)  # staged for a save that did not happen (no new best)
+
+    on_train_end = on_step_begin
+
+    def on_save(self, args, state, control, **kwargs):
+        staging, run_dir = args.output_dir, self.run_dir
+        self.unstage(args)
+        if run_dir is None:
+            return
         self.accelerator.wait_for_everyone()  # every process has written its part (RNG states)
-        if self.args.should_save:
+        if args.should_save:
+            name = f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
             final = os.path.join(run_dir, name)
             if os.path.isdir(final):
                 shutil.rmtree(final)
             os.replace(os.path.join(staging, name), final)  # the atomic step
-            if self.state.best_model_checkpoint:
-                self.state.best_model_checkpoint = self.state.best_model_checkpoint.replace(staging, run_dir)
-            rotate_checkpoints(output_dir=run_dir, save_total_limit=self.args.save_total_limit,
-                               best_model_checkpoint=self.state.best_model_checkpoint, use_mtime=False)
+            if state.best_model_checkpoint:
+                state.best_model_checkpoint = state.best_model_checkpoint.replace(staging, run_dir)
+            rotate_checkpoints(output_dir=run_dir, save_total_limit=args.save_total_limit,
+                               best_model_checkpoint=state.best_model_checkpoint, use_mtime=False)
         self.accelerator.wait_for_everyone()
+
+
+class AtomicCheckpointMixin:
+    """A Trainer whose checkpoints appear atomically (AtomicCheckpoints)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if not self.args.push_to_hub:
+            self.add_callback(AtomicCheckpoints(self.accelerator))
 
 
 class InOrderEvaluationMixin:
     """Evaluation and prediction keep the dataset's order. (transformers 5 applies `--train_sampling_strategy
     group_by_length` to evaluation too; the metrics survive the shuffle, but the predictions files would pair each
-    prediction with another sentence's source.)"""
+    prediction with another sentence's source.) The strategy is a training choice: while an evaluation or test
+    loader is built, it reads as the default, which evaluates in order."""
 
-    def _get_eval_sampler(self, eval_dataset):
-        if eval_dataset is None or not has_length(eval_dataset):
-            return None
-        return SequentialSampler(eval_dataset) if self.args.world_size <= 1 else None
+    def get_eval_dataloader(self, eval_dataset=None):
+        with training_order_off(self.args):
+            return super().get_eval_dataloader(eval_dataset)
+
+    def get_test_dataloader(self, test_dataset):
+        with training_order_off(self.args):
+            return super().get_test_dataloader(test_dataset)
+
+
+@contextlib.contextmanager
+def training_order_off(args):
+    strategy = args.train_sampling_strategy
+    args.train_sampling_strategy = "random"
+    try:
+        yield
+    finally:
+        args.train_sampling_strategy = strategy
 
 
 class TokenBudgetBatchSampler:
