@@ -24,13 +24,12 @@ from .training import (
     ModelArguments,
     build_model,
     check_ranges,
-    dataset_label,
+    finish_run,
     get_tokenizer,
     move_label_smoothing_into_model,
     paper_training_defaults,
     parse_run_arguments,
     train_and_save,
-    write_card_and_push,
 )
 
 logger = logging.getLogger("run_mlm")
@@ -164,11 +163,7 @@ def main(argv=None):
         trainer.log_metrics("eval", scores)
         trainer.save_metrics("eval", scores)
         metrics.update(scores)
-    if training_args.do_train:
-        write_card_and_push(trainer, training_args, model, "fill-mask", dataset_label(data_args), len(splits["train"]),
-                            wall_seconds=metrics.get("train_wall_seconds"), argv=argv)
-    if trainer.is_world_process_zero():
-        print("\nMetrics:", {k: round(v, 4) if isinstance(v, float) else v for k, v in metrics.items()})
+    finish_run(trainer, training_args, model, "fill-mask", data_args, len(splits["train"]), metrics, argv)
     return metrics
 
 

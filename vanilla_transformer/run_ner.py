@@ -23,14 +23,14 @@ from .training import (
     TaggingDataCollator,
     build_model,
     check_ranges,
+    evaluate_splits,
+    finish_run,
     get_tokenizer,
+    limit_splits,
     move_label_smoothing_into_model,
     paper_training_defaults,
     parse_run_arguments,
-    dataset_label,
-    predict_split,
     train_and_save,
-    write_card_and_push,
 )
 
 logger = logging.getLogger("run_ner")
@@ -204,15 +204,10 @@ def main(argv=None):
                 enc["auxiliary_targets"].append(aux_row)
         return enc
 
-    limits = {"train": data_args.max_train_samples, "validation": data_args.max_eval_samples,
-              "test": data_args.max_predict_samples}
     tokenized, in_context = {}, {}
     with training_args.main_process_first(desc="tokenization"):
+        raw = limit_splits(raw, data_args)
         for split, ds in raw.items():
-            if split not in limits:
-                continue
-            if limits[split] is not None:
-                raw[split] = ds = ds.select(range(min(limits[split], len(ds))))
             in_context[split] = ds = vt_data.with_document_context(ds, data_args.context_words)
             # evaluation always labels first sub-tokens only, so labelled positions are exactly the words
             all_tokens = data_args.label_all_tokens and split == "train"
@@ -263,11 +258,7 @@ def main(argv=None):
     if training_args.do_train:
         all_metrics.update(train_and_save(trainer, tokenized["train"], resume_from))
 
-    for split, prefix, enabled in (("validation", "eval", training_args.do_eval),
-                                   ("test", "predict", training_args.do_predict)):
-        if not enabled or split not in tokenized:
-            continue
-        predictions, label_ids, metrics = predict_split(trainer, tokenized[split], prefix, compute_metrics)
+    def consistent_and_written(split, prefix, predictions, label_ids, metrics):
         pred_tags, gold_tags = to_word_tags(predictions, label_ids)
         if data_args.document_consistency:
             rows = raw[split]
@@ -275,20 +266,16 @@ def main(argv=None):
             words = [w[:len(p)] for w, p in zip(rows["tokens"], pred_tags)]  # words cut by truncation stay O
             pred_tags = vt_data.document_consistency(words, pred_tags, documents)
             metrics.update({f"{prefix}_{k}": v for k, v in tag_metrics(pred_tags, gold_tags).items()})
-        trainer.log_metrics(prefix, metrics)
-        trainer.save_metrics(prefix, metrics)
-        all_metrics.update(metrics)
         if trainer.is_world_process_zero():
             path = os.path.join(training_args.output_dir, f"predictions_{split}.txt")
             with open(path, "w", encoding="utf-8") as f:  # CoNLL: token gold predicted; words cut by truncation -> O
                 for words, gold, pred in zip(raw[split]["tokens"], raw[split]["ner_tags"], pred_tags):
                     pred = pred + ["O"] * (len(words) - len(pred))
                     f.write("".join(f"{w} {g} {p}\n" for w, g, p in zip(words, gold, pred)) + "\n")
-    if training_args.do_train:
-        write_card_and_push(trainer, training_args, model, "token-classification", dataset_label(data_args), len(tokenized["train"]),
-                            labels=label_list, wall_seconds=all_metrics.get("train_wall_seconds"), argv=argv)
-    if trainer.is_world_process_zero():
-        print("\nMetrics:", {k: round(v, 4) if isinstance(v, float) else v for k, v in all_metrics.items()})
+
+    all_metrics.update(evaluate_splits(trainer, training_args, tokenized, compute_metrics, consistent_and_written))
+    finish_run(trainer, training_args, model, "token-classification", data_args, len(tokenized.get("train", ())),
+               all_metrics, argv, labels=label_list)
     return all_metrics
 
 

@@ -22,16 +22,16 @@ from .training import (
     ModelArguments,
     build_model,
     check_ranges,
-    get_tokenizer,
-    move_label_smoothing_into_model,
+    evaluate_splits,
     fast_bf16,
+    finish_run,
+    get_tokenizer,
+    limit_splits,
+    move_label_smoothing_into_model,
     paper_training_defaults,
     parse_run_arguments,
-    dataset_label,
-    predict_split,
     sequence_lengths,
     train_and_save,
-    write_card_and_push,
 )
 
 logger = logging.getLogger("run_translation")
@@ -186,15 +186,9 @@ def main(argv=None):
         return {"input_ids": tokenizer(sources, max_length=max_source_length, **plain)["input_ids"],
                 "labels": tokenizer(text_target=targets, max_length=max_target_length, **plain)["input_ids"]}
 
-    limits = {"train": data_args.max_train_samples, "validation": data_args.max_eval_samples,
-              "test": data_args.max_predict_samples}
     tokenized = {}
     with training_args.main_process_first(desc="tokenization"):
-        for split, ds in raw.items():
-            if split not in limits:
-                continue
-            if limits[split] is not None:
-                ds = ds.select(range(min(limits[split], len(ds))))
+        for split, ds in limit_splits(raw, data_args).items():
             tokenized[split] = ds.map(preprocess, batched=True, remove_columns=ds.column_names, features=TOKEN_IDS,
                                       num_proc=data_args.preprocessing_num_workers, desc=f"Tokenizing {split}")
     orders = {}  # evaluation batches of similar length; the order that restores the files' order
@@ -250,28 +244,21 @@ def main(argv=None):
     if training_args.do_train:
         all_metrics.update(train_and_save(trainer, tokenized["train"], resume_from))
 
-    for split, prefix, enabled in (("validation", "eval", training_args.do_eval), ("test", "predict",
-                                                                                 training_args.do_predict)):
-        if not enabled or split not in tokenized:
-            continue
-        predictions, label_ids, metrics = predict_split(trainer, tokenized[split], prefix, compute_metrics)
-        trainer.log_metrics(prefix, metrics)
-        trainer.save_metrics(prefix, metrics)
-        all_metrics.update(metrics)
-        if trainer.is_world_process_zero() and predictions is not None:
-            hyps, refs = in_order(decode(predictions), orders[split]), in_order(decode(label_ids), orders[split])
-            path = os.path.join(training_args.output_dir, f"generated_predictions_{split}.txt")
-            with open(path, "w", encoding="utf-8") as f:
-                f.write("\n".join(hyps) + "\n")
-            sources = [pair[src] for pair in raw[split]["translation"]]
-            print(f"\nSample {split} predictions (source -> prediction | reference):")
-            for s, h, r in list(zip(sources, hyps, refs))[:5]:
-                print(f"  {s}\n    -> {h}\n     | {r}  [{'ok' if h == r else 'WRONG'}]")
-    if training_args.do_train:
-        write_card_and_push(trainer, training_args, model, "translation", dataset_label(data_args), len(tokenized["train"]),
-                            languages=[src, tgt], wall_seconds=all_metrics.get("train_wall_seconds"), argv=argv)
-    if trainer.is_world_process_zero():
-        print("\nMetrics:", {k: round(v, 4) if isinstance(v, float) else v for k, v in all_metrics.items()})
+    def write_predictions(split, prefix, predictions, label_ids, metrics):
+        if not trainer.is_world_process_zero() or predictions is None:
+            return
+        hyps, refs = in_order(decode(predictions), orders[split]), in_order(decode(label_ids), orders[split])
+        with open(os.path.join(training_args.output_dir, f"generated_predictions_{split}.txt"), "w",
+                  encoding="utf-8") as f:
+            f.write("\n".join(hyps) + "\n")
+        sources = [pair[src] for pair in raw[split]["translation"]]
+        print(f"\nSample {split} predictions (source -> prediction | reference):")
+        for s, h, r in list(zip(sources, hyps, refs))[:5]:
+            print(f"  {s}\n    -> {h}\n     | {r}  [{'ok' if h == r else 'WRONG'}]")
+
+    all_metrics.update(evaluate_splits(trainer, training_args, tokenized, compute_metrics, write_predictions))
+    finish_run(trainer, training_args, model, "translation", data_args, len(tokenized.get("train", ())), all_metrics,
+               argv, languages=[src, tgt])
     low = {k: v for k, v in all_metrics.items() if k.endswith("_exact_match") and v < DEMO_MIN_EXACT_MATCH}
     if demo and training_args.do_train and low:
         raise SystemExit(f"Demo failed: held-out exact match {low} is below {DEMO_MIN_EXACT_MATCH}; the trained model "

@@ -640,6 +640,43 @@ def train_and_save(trainer, train_dataset, resume_from=None) -> dict:
     return metrics
 
 
+def limit_splits(raw, data_args) -> dict:
+    """The splits a run uses (train, validation, test), each cut to its --max_*_samples."""
+    limits = {"train": data_args.max_train_samples, "validation": data_args.max_eval_samples,
+              "test": data_args.max_predict_samples}
+    return {split: ds if limits[split] is None else ds.select(range(min(limits[split], len(ds))))
+            for split, ds in raw.items() if split in limits}
+
+
+def evaluate_splits(trainer, training_args, tokenized, compute_metrics, after=None) -> dict:
+    """Evaluation (--do_eval: validation, metrics `eval_*`) and prediction (--do_predict: test, `predict_*`) on the
+    splits there are; `after(split, prefix, predictions, label_ids, metrics)` may add metrics and write the
+    predictions before the metrics are logged and saved."""
+    all_metrics = {}
+    for split, prefix, enabled in (("validation", "eval", training_args.do_eval),
+                                   ("test", "predict", training_args.do_predict)):
+        if not enabled or split not in tokenized:
+            continue
+        predictions, label_ids, metrics = predict_split(trainer, tokenized[split], prefix, compute_metrics)
+        if after is not None:
+            after(split, prefix, predictions, label_ids, metrics)
+        trainer.log_metrics(prefix, metrics)
+        trainer.save_metrics(prefix, metrics)
+        all_metrics.update(metrics)
+    return all_metrics
+
+
+def finish_run(trainer, training_args, model, task: str, data_args, train_samples, metrics: dict, argv=None,
+               **card) -> None:
+    """The end of every training command: after training, the model card (and the upload with --push_to_hub); then
+    the run's metrics printed."""
+    if training_args.do_train:
+        write_card_and_push(trainer, training_args, model, task, dataset_label(data_args), train_samples,
+                            wall_seconds=metrics.get("train_wall_seconds"), argv=argv, **card)
+    if trainer.is_world_process_zero():
+        print("\nMetrics:", {k: round(v, 4) if isinstance(v, float) else v for k, v in metrics.items()})
+
+
 def dataset_label(data_args) -> str:
     """A name for the training data in the model card: the Hub dataset, or the training files' folders."""
     if getattr(data_args, "dataset_name", None):
