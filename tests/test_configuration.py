@@ -1,4 +1,5 @@
 import pytest
+from huggingface_hub.errors import StrictDataclassError
 
 from transformers import AutoConfig
 
@@ -20,7 +21,7 @@ def test_presets_take_overrides_and_validate_them(name):
     """An override replaces the preset's value and goes through the same validation as any field."""
     c = VanillaTransformerConfig.from_preset(name, dropout=0.2)
     assert c.dropout == 0.2 and c.d_model % c.encoder_attention_heads == 0
-    with pytest.raises(ValueError, match=r"d_model=\d+ is not divisible"):
+    with pytest.raises(StrictDataclassError, match=r"d_model=\d+ is not divisible"):
         VanillaTransformerConfig.from_preset(name, d_model=c.encoder_attention_heads * 8 + 1)
 
 
@@ -69,8 +70,38 @@ def test_unknown_preset():
     ],
 )
 def test_invalid_values_name_the_field(overrides, field):
-    with pytest.raises(ValueError, match=field.replace("(", r"\(")):
+    with pytest.raises(StrictDataclassError, match=field.replace("(", r"\(")):
         VanillaTransformerConfig.from_preset("tiny", **overrides)
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("dropout", 1.5, r"'dropout'.*must be a number in \[0, 1\), got 1.5"),
+    ("d_model", "x", r"'d_model' expected int, got str"),
+    ("encoder_layers", 0, r"'encoder_layers'.*must be a positive integer, got 0"),
+    ("activation_function", "sigmoid2", r"'activation_function'.*must be one of"),
+    ("use_crf", "yes", r"'use_crf' expected bool"),
+])
+def test_bad_values_are_rejected_when_set(field, value, message):
+    """@strict checks a field on every assignment, not only when the config is built (a loaded model's config edited
+    by hand or by --config_overrides); the config keeps its good value."""
+    config = VanillaTransformerConfig.from_preset("tiny")
+    before = getattr(config, field)
+    with pytest.raises(StrictDataclassError, match=message):
+        setattr(config, field, value)
+    assert getattr(config, field) == before
+
+
+def test_checks_across_fields_run_on_validate():
+    """Fields set one by one can disagree only until `validate()` (which saving and --config_overrides run)."""
+    config = VanillaTransformerConfig.from_preset("tiny")
+    config.d_model = 30  # 4 heads
+    with pytest.raises(StrictDataclassError, match="d_model=30 is not divisible by encoder_attention_heads=4"):
+        config.validate()
+
+
+def test_integers_are_accepted_where_numbers_are():
+    config = VanillaTransformerConfig.from_preset("tiny", dropout=0, label_smoothing=0, auxiliary_loss_weight=1)
+    assert config.dropout == 0 and config.auxiliary_loss_weight == 1
 
 
 def test_round_trip_and_auto_config(tmp_path):

@@ -4,6 +4,7 @@ saved and loaded like any weight, and trainable."""
 import itertools
 
 import pytest
+from huggingface_hub.errors import StrictDataclassError
 import torch
 
 from conftest import tagging_accuracy_after_training
@@ -152,5 +153,5 @@ def test_crf_learns_a_tag_grammar():
 
 
 def test_use_crf_must_be_boolean():
-    with pytest.raises(ValueError, match="use_crf must be true or false, got 'yes'"):
+    with pytest.raises(StrictDataclassError, match="'use_crf' expected bool, got str"):
         VanillaTransformerConfig.from_preset("tiny", use_crf="yes")

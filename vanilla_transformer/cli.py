@@ -10,9 +10,12 @@ import json
 import os
 import sys
 
+from huggingface_hub.errors import StrictDataclassError
+
 # What the library raises for a user's mistake, always with a message naming the file, line, option or value: DataError
-# and other ValueErrors, missing or unreadable files (OSError), a missing optional extra (ImportError).
-USER_ERRORS = (ValueError, OSError, ImportError)
+# and other ValueErrors, a config field out of range (StrictDataclassError, from the config's @strict checks), missing
+# or unreadable files (OSError), a missing optional extra (ImportError).
+USER_ERRORS = (ValueError, StrictDataclassError, OSError, ImportError)
 
 
 def positive_int(text: str) -> int:

@@ -4,6 +4,7 @@ This file imports only transformers: `save_pretrained` copies it next to the wei
 `AutoConfig.from_pretrained(dir, trust_remote_code=True)` works without our package installed.
 """
 
+from huggingface_hub.dataclasses import strict, validated_field
 from transformers import PreTrainedConfig
 
 ACTIVATIONS = ("relu", "gelu", "gelu_new", "silu", "swish", "tanh")
@@ -20,6 +21,46 @@ AUTO_MAP = {
 TRANSLATION_TASK = "vanilla-translation"
 REMOTE_TRANSLATION_TASK = "translation"
 
+# Checks of one field, run by @strict on every assignment (construction, `config.x = ...`, `--config_overrides`);
+# @strict also checks each field's annotated type. Checks across fields: `validate_architecture_of_the_paper`.
+def positive_int(default: int):
+    def check(value):
+        if value <= 0:
+            raise ValueError(f"must be a positive integer, got {value!r}.")
+    return validated_field(check, default=default)
+
+
+def non_negative_int(default: int):
+    def check(value):
+        if value < 0:
+            raise ValueError(f"must be a non-negative integer, got {value!r}.")
+    return validated_field(check, default=default)
+
+
+def probability(default: float | None):
+    def check(value):
+        if value is not None and not 0.0 <= value < 1.0:
+            raise ValueError(f"must be a number in [0, 1), got {value!r}.")
+    return validated_field(check, default=default)
+
+
+def one_of(choices: tuple, default: str):
+    def check(value):
+        if value not in choices:
+            raise ValueError(f"must be one of {choices}, got {value!r}.")
+    return validated_field(check, default=default)
+
+
+def label_counts(value):
+    if value is not None and (not value or not all(not isinstance(n, bool) and n > 0 for n in value)):
+        raise ValueError(f"must be None or a non-empty list of positive integers, got {value!r}.")
+
+
+def non_negative_number(value):
+    if not value >= 0.0:
+        raise ValueError(f"must be a non-negative number, got {value!r}.")
+
+
 # Table 3 of the paper: "base" and "big"; "small" fits a laptop; "tiny" is for tests.
 PRESETS = {
     "base": dict(d_model=512, encoder_layers=6, decoder_layers=6, encoder_attention_heads=8,
@@ -34,6 +75,7 @@ PRESETS = {
 }
 
 
+@strict
 class VanillaTransformerConfig(PreTrainedConfig):
     r"""Configuration of [`VanillaTransformerModel`] and its heads. Defaults are the paper's base model.
 
@@ -79,33 +121,33 @@ class VanillaTransformerConfig(PreTrainedConfig):
         "num_hidden_layers": "encoder_layers",
     }
 
-    vocab_size: int = 37000
-    d_model: int = 512
-    encoder_layers: int = 6
-    decoder_layers: int = 6
-    encoder_attention_heads: int = 8
-    decoder_attention_heads: int = 8
-    encoder_ffn_dim: int = 2048
-    decoder_ffn_dim: int = 2048
-    activation_function: str = "relu"
-    dropout: float = 0.1
-    attention_dropout: float = 0.0
-    activation_dropout: float = 0.0
-    token_dropout: float = 0.0
-    max_position_embeddings: int = 1024
-    position_embedding_type: str = "sinusoidal"
-    relative_attention_max_distance: int = 0
+    vocab_size: int = positive_int(37000)
+    d_model: int = positive_int(512)
+    encoder_layers: int = positive_int(6)
+    decoder_layers: int = positive_int(6)
+    encoder_attention_heads: int = positive_int(8)
+    decoder_attention_heads: int = positive_int(8)
+    encoder_ffn_dim: int = positive_int(2048)
+    decoder_ffn_dim: int = positive_int(2048)
+    activation_function: str = one_of(ACTIVATIONS, "relu")
+    dropout: float | int = probability(0.1)
+    attention_dropout: float | int = probability(0.0)
+    activation_dropout: float | int = probability(0.0)
+    token_dropout: float | int = probability(0.0)
+    max_position_embeddings: int = positive_int(1024)
+    position_embedding_type: str = one_of(POSITION_EMBEDDING_TYPES, "sinusoidal")
+    relative_attention_max_distance: int = non_negative_int(0)
     scale_attention: bool = True
-    char_cnn_dim: int = 0
+    char_cnn_dim: int = non_negative_int(0)
     normalize_before: bool = False
     scale_embedding: bool = True
     tie_word_embeddings: bool = True
-    init_std: float = 0.02
-    label_smoothing: float = 0.0
-    classifier_dropout: float | None = None
+    init_std: float | int = 0.02
+    label_smoothing: float | int = probability(0.0)
+    classifier_dropout: float | int | None = probability(None)
     use_crf: bool = False
-    auxiliary_num_labels: list[int] | None = None
-    auxiliary_loss_weight: float = 0.5
+    auxiliary_num_labels: list[int] | None = validated_field(label_counts, default=None)
+    auxiliary_loss_weight: float | int = validated_field(non_negative_number, default=0.5)
     use_cache: bool = True
     is_encoder_decoder: bool = True
     pad_token_id: int | None = 0
@@ -124,7 +166,6 @@ class VanillaTransformerConfig(PreTrainedConfig):
         pipelines = getattr(self, "custom_pipelines", None) or {}
         if TRANSLATION_TASK in pipelines:
             self.custom_pipelines = {REMOTE_TRANSLATION_TASK: pipelines[TRANSLATION_TASK]}
-        self.validate_vanilla_transformer()
 
     @classmethod
     def from_preset(cls, name: str, **overrides) -> "VanillaTransformerConfig":
@@ -133,53 +174,19 @@ class VanillaTransformerConfig(PreTrainedConfig):
             raise ValueError(f"Unknown preset {name!r}; choose one of {sorted(PRESETS)}.")
         return cls(**{**PRESETS[name], **overrides})
 
-    def validate_vanilla_transformer(self):
-        """Raise `ValueError` naming the field and its value for anything the model cannot be built from."""
-        sizes = ("vocab_size", "d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads",
-                 "decoder_attention_heads", "encoder_ffn_dim", "decoder_ffn_dim", "max_position_embeddings")
-        for name in sizes:
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}.")
+    def validate_architecture_of_the_paper(self):
+        """Checks across fields, run by @strict after construction and by `config.validate()` (after
+        `--config_overrides`, and before saving): raise `ValueError` naming the fields and their values."""
         for name in ("encoder_attention_heads", "decoder_attention_heads"):
             if self.d_model % getattr(self, name):
                 raise ValueError(f"d_model={self.d_model} is not divisible by {name}={getattr(self, name)}.")
         if self.position_embedding_type == "sinusoidal" and self.d_model % 2:
             raise ValueError(f"sinusoidal positions need an even d_model, got d_model={self.d_model}.")
-        for name in ("dropout", "attention_dropout", "activation_dropout", "token_dropout", "label_smoothing",
-                     "classifier_dropout"):
-            value = getattr(self, name)
-            if name == "classifier_dropout" and value is None:
-                continue
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0.0 <= value < 1.0:
-                raise ValueError(f"{name} must be a number in [0, 1), got {value!r}.")
-        for name in ("relative_attention_max_distance", "char_cnn_dim"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise ValueError(f"{name} must be a non-negative integer, got {value!r}.")
-        aux = self.auxiliary_num_labels
-        if aux is not None and (not isinstance(aux, (list, tuple)) or not aux or not all(
-                isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in aux)):
-            raise ValueError(f"auxiliary_num_labels must be None or a non-empty list of positive integers, got {aux!r}.")
-        weight = self.auxiliary_loss_weight
-        if not isinstance(weight, (int, float)) or isinstance(weight, bool) or not weight >= 0.0:
-            raise ValueError(f"auxiliary_loss_weight must be a non-negative number, got {weight!r}.")
-        for name in ("use_crf", "scale_attention", "normalize_before", "scale_embedding"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}.")
-        if self.activation_function not in ACTIVATIONS:
-            raise ValueError(f"activation_function must be one of {ACTIVATIONS}, got {self.activation_function!r}.")
-        if self.position_embedding_type not in POSITION_EMBEDDING_TYPES:
-            raise ValueError(
-                f"position_embedding_type must be one of {POSITION_EMBEDDING_TYPES}, "
-                f"got {self.position_embedding_type!r}."
-            )
         for name in ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"):
             value = getattr(self, name)
             if value is None:
                 continue
             if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < self.vocab_size:
                 raise ValueError(f"{name}={value!r} is outside the vocabulary [0, {self.vocab_size}).")
-
 
 __all__ = ["VanillaTransformerConfig", "PRESETS"]

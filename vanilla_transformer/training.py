@@ -197,7 +197,9 @@ def build_model(model_args: ModelArguments, tokenizer, task: str, **task_fields)
         config = AutoConfig.from_pretrained(model_args.model_name_or_path, cache_dir=model_args.cache_dir,
                                             trust_remote_code=model_args.trust_remote_code, **task_fields)
         for key, value in parse_config_overrides(model_args.config_overrides).items():
-            setattr(config, key, value)
+            setattr(config, key, value)  # each field's own checks run here (@strict)
+        if hasattr(config, "validate"):
+            config.validate()  # and the checks across fields
         model = auto.from_pretrained(model_args.model_name_or_path, config=config, cache_dir=model_args.cache_dir,
                                      trust_remote_code=model_args.trust_remote_code,
                                      attn_implementation=model_args.attn_implementation)
