@@ -44,9 +44,10 @@ def shape_of(preset: str) -> dict:
                 ffn=p["encoder_ffn_dim"])
 
 
-def build(name: str, shape: dict, dropout: float = 0.0):
+def build(name: str, shape: dict, dropout: float = 0.0, attention: str = "sdpa"):
     """The same architecture in each library: post-LN, ReLU, scaled sinusoidal (Marian) or learned (BART/BERT)
-    positions, embeddings tied with the output projection, `dropout` on the embeddings and sub-layer outputs only."""
+    positions, embeddings tied with the output projection, `dropout` on the embeddings and sub-layer outputs only.
+    `attention` is ours only (the training commands pick eager for bf16 training on a CPU)."""
     from transformers import (BartConfig, BartForConditionalGeneration, BertConfig, BertForTokenClassification,
                               MarianConfig, MarianMTModel)
 
@@ -59,10 +60,11 @@ def build(name: str, shape: dict, dropout: float = 0.0):
                   dropout=dropout, attention_dropout=0.0, activation_dropout=0.0, max_position_embeddings=512,
                   scale_embedding=True, pad_token_id=0, eos_token_id=2, decoder_start_token_id=1, bos_token_id=1,
                   tie_word_embeddings=True)
-    if name == "ours":
-        return VanillaTransformerForConditionalGeneration(VanillaTransformerConfig(**common))
-    if name == "ours_tagger":
-        return VanillaTransformerForTokenClassification(VanillaTransformerConfig(**common, num_labels=9))
+    if name in ("ours", "ours_tagger"):
+        model = (VanillaTransformerForConditionalGeneration(VanillaTransformerConfig(**common)) if name == "ours" else
+                 VanillaTransformerForTokenClassification(VanillaTransformerConfig(**common, num_labels=9)))
+        model.set_attn_implementation(attention)
+        return model
     if name == "marian":
         return MarianMTModel(MarianConfig(**common, share_encoder_decoder_embeddings=True))
     if name == "bart":
@@ -222,7 +224,8 @@ def run_child(spec: dict) -> dict:
     bf16 = dtype == "bf16"
     tagger = task == "token_classification"
     if spec.get("engine") != "ctranslate2":
-        model = build(("ours_tagger" if name == "ours" else name) if tagger else name, shape, spec["dropout"])
+        attention = "eager" if bf16 and task == "train" else "sdpa"  # as the training commands choose on a CPU
+        model = build(("ours_tagger" if name == "ours" else name) if tagger else name, shape, spec["dropout"], attention)
     g = torch.Generator().manual_seed(1)
     batch = {"train": 32, "greedy": 32, "beam": 8, "token_classification": 32}[task]
     src_len, tgt_len = (128, 0) if tagger else (32, 32)

@@ -290,8 +290,6 @@ class VanillaTransformerAttention(nn.Module):
         implementation = self.config._attn_implementation or "eager"
         if output_attentions:  # only the written-out product has the weights to return
             implementation = "eager"
-        elif query.device.type == "cpu" and query.dtype == torch.bfloat16 and torch.is_grad_enabled():
-            implementation = "eager"  # SDPA's bf16 backward on CPU: a whole training step ~1.5x slower (measured)
         attention = ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention_forward)
         out, weights = attention(self, query, key, value, attention_mask, scaling=self.scaling,
                                  dropout=self.dropout if self.training else 0.0)

@@ -41,7 +41,9 @@ class ModelArguments:
         default=None, metadata={"help": "Size of the BPE trained when no tokenizer is given (default 8000)."})
     tokenizer_train_samples: int = field(default=500_000, metadata={
         "help": "At most this many training examples, evenly spaced over the split, train that BPE."})
-    attn_implementation: str = field(default="sdpa", metadata={"help": "'sdpa' or 'eager'."})
+    attn_implementation: str | None = field(default=None, metadata={
+        "help": "'sdpa' or 'eager'. Default: eager when training in bf16 on a CPU (torch's SDPA backward in bf16 makes "
+                "a whole training step there about 1.5x slower), sdpa elsewhere."})
     trust_remote_code: bool = field(default=False, metadata={"help": "Allow code from the model's Hub repository."})
     cache_dir: str | None = field(default=None, metadata={
         "help": "Where to cache Hub downloads and the Arrow files of local data (default: HF_HOME's caches)."})
@@ -722,6 +724,10 @@ def parse_run_arguments(dataclass_types, argv=None, logger=None, defaults_for=No
     (logger or logging.getLogger(__name__)).info(
         "Device: %s x %d process(es), %s", training_args.device, training_args.world_size,
         "bf16 autocast" if training_args.bf16 else "fp16 autocast" if training_args.fp16 else "fp32")
+    if model_args.attn_implementation is None:
+        cpu_bf16 = training_args.bf16 and training_args.device.type == "cpu" and training_args.do_train
+        model_args.attn_implementation = "eager" if cpu_bf16 else "sdpa"
+    (logger or logging.getLogger(__name__)).info("Attention: %s", model_args.attn_implementation)
     set_seed(training_args.seed)
     resume_from = last_checkpoint(training_args)
     if resume_from is not None:
