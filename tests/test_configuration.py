@@ -75,10 +75,10 @@ def test_invalid_values_name_the_field(overrides, field):
 
 
 @pytest.mark.parametrize("field, value, message", [
-    ("dropout", 1.5, r"'dropout'.*must be a number in \[0, 1\), got 1.5"),
+    ("dropout", 1.5, r"(?s)'dropout'.*must be a number in \[0, 1\), got 1.5"),
     ("d_model", "x", r"'d_model' expected int, got str"),
-    ("encoder_layers", 0, r"'encoder_layers'.*must be a positive integer, got 0"),
-    ("activation_function", "sigmoid2", r"'activation_function'.*must be one of"),
+    ("encoder_layers", 0, r"(?s)'encoder_layers'.*must be a positive integer, got 0"),
+    ("activation_function", "sigmoid2", r"(?s)'activation_function'.*must be one of"),
     ("use_crf", "yes", r"'use_crf' expected bool"),
 ])
 def test_bad_values_are_rejected_when_set(field, value, message):
