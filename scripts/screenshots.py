@@ -1,11 +1,11 @@
 #!/usr/bin/env python
 """The demo page's pictures in the docs (docs/images/demo_translate.png, demo_ner.png): the page with the given
-models, a sentence translated and one tagged, captured in headless Chromium (Debian: apt-get install chromium
+models, a sentence translated (greedy) and one tagged, captured in headless Chromium (Debian: apt-get install chromium
 chromium-driver; selenium comes with the [test] extra).
 
-    python scripts/screenshots.py outputs/multi30k --ner_model outputs/conll-3/member1 \
-        --text "Ein Mann fährt mit dem Fahrrad durch die Stadt." \
-        --ner_text "Germany 's representative to the European Union , Werner Zwingmann , said on Wednesday ..." \
+    python scripts/screenshots.py outputs/multi30k --ner_model outputs/conll-3/member1/averaged \
+        --text "Ein Junge mit Kopfhörern sitzt auf den Schultern einer Frau." \
+        --ner_text '" Lebed is now in Chechnya solving some problems , " Interfax quoted Chernomyrdin as saying .' \
         --out docs/images
 """
 
@@ -35,7 +35,6 @@ def main(argv=None) -> int:
     parser.add_argument("--ner_model", required=True, help="a tagger directory")
     parser.add_argument("--text", required=True, help="the sentence to translate")
     parser.add_argument("--ner_text", required=True, help="the text to tag")
-    parser.add_argument("--num_beams", type=int, default=4)
     parser.add_argument("--out", default="docs/images")
     args = parser.parse_args(argv)
 
@@ -69,8 +68,6 @@ def main(argv=None) -> int:
             box.send_keys(Keys.BACKSPACE)
             box.send_keys(text)
 
-        slider = wait_for(lambda: page.find_elements(By.CSS_SELECTOR, "#num-beams input[type=number]"), "beam size")[0]
-        slider.send_keys(Keys.CONTROL, "a", Keys.BACKSPACE, str(args.num_beams), Keys.TAB)
         fill("#source textarea", args.text)
         page.find_element(By.ID, "translate-button").click()
         translation = wait_for(lambda: page.find_element(By.CSS_SELECTOR, "#translation textarea")
