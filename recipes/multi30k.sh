@@ -13,14 +13,16 @@ BF16=${BF16:-$("$PY" -c "from vanilla_transformer.training import fast_bf16; pri
 echo "bf16 autocast: $BF16"
 # small preset (d_model 256, 3+3 layers, 4 heads, d_ff 1024), joint BPE 8000, pre-LN (a deviation from the paper's
 # post-LN: it trains stably at a higher learning rate), dropout 0.2 + attention dropout 0.1, label smoothing 0.1,
-# cosine decay over 16 epochs.
+# cosine decay over 16 epochs, batches of at most 1024 tokens a side (BATCHES: other batch flags, word-split).
+BATCHES=${BATCHES:---max_tokens 1024}
+# shellcheck disable=SC2086
 exec "$PY" scripts/run_translation.py \
   --train_file "$DATA/multi30k/train" --validation_file "$DATA/multi30k/validation" \
   --source_lang de --target_lang en --vocab_size 8000 \
   --config_name small --config_overrides normalize_before=true,dropout=0.2,attention_dropout=0.1 \
-  --per_device_train_batch_size 64 --learning_rate 1e-3 --warmup_steps 800 --lr_scheduler_type cosine \
+  $BATCHES --learning_rate 1e-3 --warmup_steps 800 --lr_scheduler_type cosine \
   --weight_decay 0.0001 --max_grad_norm 1.0 --label_smoothing_factor 0.1 --bf16 "$BF16" \
-  --num_train_epochs 16 --train_sampling_strategy group_by_length \
+  --num_train_epochs 16 \
   --save_strategy epoch --save_total_limit 5 --logging_steps 100 \
   --do_train --do_eval --num_beams 4 --per_device_eval_batch_size 64 \
   --output_dir "$OUT" "$@"

@@ -50,6 +50,10 @@ CASES = [  # (argv with {d} for the folder of broken inputs, what stderr must na
     ("train-translation --model_name_or_path {d}/empty --output_dir {d}/out", "empty"),
     ("train-ner --mention_replacement 1.5 --output_dir {d}/out", "--mention_replacement must lie between 0 and 1"),
     ("train-ner --context_words -1 --output_dir {d}/out", "--context_words must not be negative"),
+    ("train-ner --eval_max_tokens 0 --output_dir {d}/out", "--eval_max_tokens must be at least 1, got 0"),
+    ("train-translation --eval_max_tokens 2 --do_eval --demo_train_examples 50 --demo_eval_examples 5 "
+     "--output_dir {d}/out",
+     "--eval_max_tokens 2 is below evaluation example 0's length"),
     ("train-ner --train_file {d}/conll.txt --validation_file {d}/conll.txt --output_dir {d}/out", "conll.txt"),
     ("pretrain-encoder --mlm_probability 0 --output_dir {d}/out", "--mlm_probability"),
     ("average-checkpoints {d}/empty --output_dir {d}/avg", "No checkpoint-* directory"),

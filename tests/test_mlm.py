@@ -121,7 +121,8 @@ def test_pretraining_with_character_features_and_split_punctuation(tmp_path):
     assert sentences[1] == ["A", "girl", "(", "in", "red", ")", "climbs", "."]
     out = tmp_path / "encoder"
     run_mlm.main(mlm_args(out, "--train_file", str(text), "--split_punctuation", "true", "--max_steps", "2",
-                          "--config_overrides", "char_cnn_dim=8,relative_attention_max_distance=4"))
+                          "--config_overrides", "char_cnn_dim=8,relative_attention_max_distance=4",
+                          "--max_tokens", "64", "--eval_max_tokens", "64"))  # batches by a token budget too
     model = AutoModelForMaskedLM.from_pretrained(out)
     assert model.model.encoder.char_features.token_chars[4:20, 0].any()  # spelling table filled and saved
 

@@ -13,7 +13,7 @@ from safetensors.torch import load_file
 from transformers import AutoTokenizer
 
 from vanilla_transformer import run_translation
-from vanilla_transformer.training import TokenBudgetBatchSampler
+from vanilla_transformer.training import EvaluationBatches, TokenBudgetBatchSampler
 
 
 @pytest.fixture
@@ -62,8 +62,35 @@ def test_every_process_gets_its_own_batches_and_as_many(lengths, processes):
 
 
 def test_an_example_longer_than_the_budget_is_named():
-    with pytest.raises(ValueError, match=r"--max_tokens 32 is below training example 2's length \(40 source"):
+    with pytest.raises(ValueError, match=r"--max_tokens 32 is below training example 2's length \(40 input"):
         TokenBudgetBatchSampler([5, 9, 40, 50], [5, 9, 3, 8], max_tokens=32, pad_to_multiple_of=8)
+
+
+@pytest.mark.parametrize("processes", [1, 2, 3])
+def test_evaluation_batches_keep_the_order_and_gather_back_into_it(lengths, processes):
+    """Evaluation batches by a token budget: within the budget, the dataset's order, and rounds of one batch size per
+    process, so that gathering each step's batches from all processes returns the examples in order, the repeats
+    that top up the last round at the very end."""
+    source, target = lengths
+    order = np.argsort(-source, kind="stable")  # as the translation command sorts its evaluation data
+    batches = EvaluationBatches(source[order], target[order], max_tokens=300, processes=processes,
+                                pad_to_multiple_of=8)
+    for batch in batches:
+        assert len(batch) * max(-(-max(source[order][batch]) // 8) * 8, -(-max(target[order][batch]) // 8) * 8) <= 300
+    shards = [list(BatchSamplerShard(batches, processes, rank)) for rank in range(processes)]
+    assert len({len(shard) for shard in shards}) == 1
+    gathered = [i for step in zip(*shards) for batch in step for i in batch]
+    for step in zip(*shards):
+        assert len({len(batch) for batch in step}) == 1  # one tensor shape per step on every process
+    assert batches.real_examples == 1000 and gathered[:1000] == list(range(1000))
+    assert set(gathered[1000:]) <= {999} and len(gathered) - 1000 < processes * max(map(len, batches))
+    if processes == 1:
+        assert len(gathered) == 1000
+
+
+def test_an_evaluation_example_longer_than_the_budget_is_named():
+    with pytest.raises(ValueError, match=r"--eval_max_tokens 16 is below evaluation example 1's length \(8 input, 24 label"):
+        EvaluationBatches([5, 8, 3], [5, 20, 3], max_tokens=16, pad_to_multiple_of=8)
 
 
 def test_max_tokens_with_group_by_length_is_refused(tmp_path):
@@ -164,6 +191,62 @@ def test_two_processes_with_accumulation_match_one(tmp_path):
     # depend on how the step's tokens fall between them; the gradient, and so the weights, do not)
     for run in (one, two):
         assert json.loads((run / "train_results.json").read_text())["train_tokens_per_second"] > 0
+
+
+def test_evaluation_by_a_token_budget_equals_sentence_batches(small_demo_model, tmp_path):
+    """--eval_max_tokens changes how evaluation and prediction are batched, not what they return: the same
+    predictions, line by line, and the same scores, in one process and in two (torchrun)."""
+    import os
+    import subprocess
+    import sys
+
+    flags = ["--model_name_or_path", str(small_demo_model), "--do_train", "false", "--do_eval", "--do_predict",
+             "--demo_max_length", "10", "--demo_eval_examples", "45", "--generation_max_length", "16",
+             "--disable_tqdm", "true", "--bf16", "false"]
+    runs = {"sentences": ["--per_device_eval_batch_size", "16"], "tokens": ["--eval_max_tokens", "40"]}
+    results = {name: run_translation.main(["--output_dir", str(tmp_path / name), *flags, *extra])
+               for name, extra in runs.items()}
+    script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts", "run_translation.py")
+    two = subprocess.run([_torchrun(), "--nproc_per_node", "2", "--master_port", str(29700 + os.getpid() % 1000),
+                          script, "--output_dir", str(tmp_path / "two"), *flags, *runs["tokens"]],
+                         env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True, timeout=600)
+    assert two.returncode == 0, two.stderr[-3000:]
+    results["two"] = json.loads((tmp_path / "two" / "all_results.json").read_text())
+
+    def predictions(name, split):
+        return (tmp_path / name / f"generated_predictions_{split}.txt").read_text(encoding="utf-8").splitlines()
+
+    assert len(predictions("sentences", "test")) == 45
+    for name, metrics in results.items():
+        for split in ("validation", "test"):
+            assert predictions(name, split) == predictions("sentences", split), (name, split)
+        for key in ("eval_exact_match", "eval_chrf", "predict_exact_match", "predict_gen_len"):
+            assert metrics[key] == pytest.approx(results["sentences"][key], abs=1e-9), (name, key)
+        assert metrics["eval_samples"] == metrics["predict_samples"] == 45
+
+
+def test_tagger_by_a_token_budget(small_ner_model, tmp_path):
+    """train-ner: --eval_max_tokens tags exactly as sentence batches do; --max_tokens trains, and refuses
+    --mention_replacement (which changes the sentences' lengths every epoch)."""
+    from vanilla_transformer import run_ner
+
+    flags = ["--model_name_or_path", str(small_ner_model), "--do_train", "false", "--do_eval", "--do_predict",
+             "false", "--demo_eval_examples", "60", "--disable_tqdm", "true", "--bf16", "false"]
+    runs = {"sentences": ["--per_device_eval_batch_size", "8"], "tokens": ["--eval_max_tokens", "64"]}
+    results = {name: run_ner.main(["--output_dir", str(tmp_path / name), *flags, *extra])
+               for name, extra in runs.items()}
+    assert results["tokens"]["eval_f1"] == results["sentences"]["eval_f1"] > 0.9
+    assert ((tmp_path / "tokens" / "predictions_validation.txt").read_text() ==
+            (tmp_path / "sentences" / "predictions_validation.txt").read_text())
+    trained = run_ner.main(["--output_dir", str(tmp_path / "trained"), "--config_overrides", "d_model=32,"
+                            "encoder_layers=1,encoder_ffn_dim=64", "--max_tokens", "128", "--max_steps", "3",
+                            "--demo_train_examples", "200", "--demo_eval_examples", "20", "--disable_tqdm", "true",
+                            "--bf16", "false", "--save_strategy", "no"])
+    assert json.loads((tmp_path / "trained" / "trainer_state.json").read_text())["global_step"] == 3
+    assert "eval_f1" in trained
+    with pytest.raises(ValueError, match="--mention_replacement"):
+        run_ner.main(["--output_dir", str(tmp_path / "refused"), "--max_tokens", "128", "--mention_replacement",
+                      "0.5"])
 
 
 def test_tokenizer_is_trained_on_an_even_sample_and_reused(tmp_path):

@@ -103,11 +103,19 @@ def cache_is_stale(lines: Dataset, path: str) -> bool:
     return False
 
 
-def pair_rows(batch: dict, indices: list[int], source_lang: str, target_lang: str, paths: dict) -> dict:
-    for i, s, t in zip(indices, batch[source_lang], batch[target_lang]):
-        if not s.strip() or not t.strip():
-            raise DataError(f"{paths[source_lang if not s.strip() else target_lang]}, line {i + 1}: empty sentence.")
-    return {"translation": [{source_lang: s, target_lang: t} for s, t in zip(batch[source_lang], batch[target_lang])]}
+def pair_rows(table, indices: list[int], source_lang: str, target_lang: str, paths: dict):
+    """A batch of lines of both files (an Arrow table) as one `translation` column of {SRC, TGT} pairs, built in
+    Arrow (no Python objects per line); an empty or blank line on either side is a DataError naming it."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    columns = [table[lang].combine_chunks() for lang in (source_lang, target_lang)]
+    for lang, column in zip((source_lang, target_lang), columns):
+        blank = pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(column)), 0)
+        if pc.any(blank).as_py():
+            first = pc.index(blank, True).as_py()
+            raise DataError(f"{paths[lang]}, line {indices[first] + 1}: empty sentence.")
+    return pa.table({"translation": pa.StructArray.from_arrays(columns, names=[source_lang, target_lang])})
 
 
 def load_parallel_text(prefix: str, source_lang: str, target_lang: str, cache_dir: str | None = None) -> Dataset:
@@ -128,10 +136,10 @@ def load_parallel_text(prefix: str, source_lang: str, target_lang: str, cache_di
     if len(sides[0]) != len(sides[1]):
         raise DataError(f"{paths[source_lang]} has {len(sides[0])} lines but {paths[target_lang]} has "
                         f"{len(sides[1])}: parallel files must align.")
-    return concatenate_datasets(sides, axis=1).map(
+    return concatenate_datasets(sides, axis=1).with_format("arrow").map(
         pair_rows, batched=True, with_indices=True, remove_columns=[source_lang, target_lang],
         fn_kwargs={"source_lang": source_lang, "target_lang": target_lang, "paths": paths},
-        desc=f"Pairing {os.path.basename(prefix)}.{{{source_lang},{target_lang}}}")
+        desc=f"Pairing {os.path.basename(prefix)}.{{{source_lang},{target_lang}}}").with_format(None)
 
 
 def load_translation_jsonl(path: str, source_lang: str, target_lang: str) -> Dataset:

@@ -22,8 +22,10 @@ from . import data as vt_data
 from .training import (
     AtomicTrainer,
     ModelArguments,
+    TokenBudgetArguments,
     build_model,
     check_ranges,
+    check_token_budget,
     finish_run,
     get_tokenizer,
     move_label_smoothing_into_model,
@@ -38,7 +40,7 @@ MASK_TOKEN = "<mask>"
 
 
 @dataclass
-class DataTrainingArguments:
+class DataTrainingArguments(TokenBudgetArguments):
     train_file: list[str] | None = field(default=None, metadata={
         "help": "Text files, one sentence per line, words separated by whitespace."})
     train_conll_file: list[str] | None = field(default=None, metadata={
@@ -52,6 +54,7 @@ class DataTrainingArguments:
     max_train_samples: int | None = field(default=None, metadata={"help": "Use only this many training sentences."})
 
     def __post_init__(self):
+        super().__post_init__()
         check_ranges(self, positive=("max_seq_length", "max_train_samples"))
         if not 0 < self.mlm_probability < 1:
             raise ValueError(f"--mlm_probability must lie between 0 and 1, got {self.mlm_probability}.")
@@ -112,6 +115,7 @@ class WholeWordMaskCollator(DataCollatorForLanguageModeling):
 def main(argv=None):
     model_args, data_args, training_args, resume_from = parse_run_arguments(
         (ModelArguments, DataTrainingArguments, MlmTrainingArguments), argv, logger)
+    check_token_budget(data_args, training_args, logger)
     if not (data_args.train_file or data_args.train_conll_file):
         raise ValueError("Give the text to pretrain on: --train_file (one sentence per line) and/or --train_conll_file.")
     sentences = load_sentences(data_args)
@@ -153,6 +157,8 @@ def main(argv=None):
                                             pad_to_multiple_of=8, seed=training_args.seed),
         compute_metrics=compute_metrics,
         preprocess_logits_for_metrics=lambda logits, labels: logits.argmax(-1),  # not (tokens x vocabulary) floats
+        max_tokens=data_args.max_tokens,
+        eval_max_tokens=data_args.eval_max_tokens,
     )
     metrics = {}
     if training_args.do_train:

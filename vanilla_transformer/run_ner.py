@@ -21,8 +21,10 @@ from .training import (
     AtomicTrainer,
     ModelArguments,
     TaggingDataCollator,
+    TokenBudgetArguments,
     build_model,
     check_ranges,
+    check_token_budget,
     evaluate_splits,
     finish_run,
     get_tokenizer,
@@ -39,7 +41,7 @@ DEMO_CONFIG_OVERRIDES = "d_model=128,encoder_layers=2,encoder_ffn_dim=256,max_po
 
 
 @dataclass
-class DataTrainingArguments:
+class DataTrainingArguments(TokenBudgetArguments):
     dataset_name: str | None = field(default=None, metadata={"help": "A Hub dataset, e.g. conll2003."})
     dataset_config_name: str | None = field(default=None, metadata={"help": "The Hub dataset's config."})
     train_file: str | None = field(default=None, metadata={"help": "CoNLL columns or JSON lines."})
@@ -74,6 +76,7 @@ class DataTrainingArguments:
     demo_eval_examples: int = field(default=500, metadata={"help": "Demo task: held-out sentences generated."})
 
     def __post_init__(self):
+        super().__post_init__()
         check_ranges(self, positive=("max_seq_length", "max_train_samples", "max_eval_samples", "max_predict_samples",
                                      "demo_train_examples", "demo_eval_examples"), non_negative=("context_words",),
                      fractions=("mention_replacement",))
@@ -133,6 +136,10 @@ def ensemble(model, tokenizer, paths, model_args, training_args) -> TokenClassif
 def main(argv=None):
     model_args, data_args, training_args, resume_from = parse_run_arguments(
         (ModelArguments, DataTrainingArguments, NerTrainingArguments), argv, logger)
+    check_token_budget(data_args, training_args, logger)
+    if data_args.max_tokens and data_args.mention_replacement:
+        raise ValueError("--max_tokens cuts batches by the sentences' lengths, which --mention_replacement changes "
+                         "every epoch: use one of them.")
     demo = not (data_args.dataset_name or data_args.train_file or data_args.validation_file or data_args.test_file)
     if demo and not (model_args.model_name_or_path or model_args.config_name or model_args.config_overrides):
         model_args.config_overrides = DEMO_CONFIG_OVERRIDES
@@ -252,6 +259,8 @@ def main(argv=None):
         processing_class=tokenizer,
         data_collator=TaggingDataCollator(tokenizer, pad_to_multiple_of=8),
         compute_metrics=compute_metrics,
+        max_tokens=data_args.max_tokens,
+        eval_max_tokens=data_args.eval_max_tokens,
     )
 
     all_metrics = {}

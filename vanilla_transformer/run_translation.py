@@ -20,8 +20,10 @@ from .metrics import load_metric
 from .training import (
     AtomicSeq2SeqTrainer,
     ModelArguments,
+    TokenBudgetArguments,
     build_model,
     check_ranges,
+    check_token_budget,
     evaluate_splits,
     fast_bf16,
     finish_run,
@@ -57,7 +59,7 @@ FILE_HELP = "JSON lines (.json/.jsonl), tab-separated pairs (.tsv/.txt: source f
 
 
 @dataclass
-class DataTrainingArguments:
+class DataTrainingArguments(TokenBudgetArguments):
     source_lang: str | None = field(default=None, metadata={"help": "Source language code, e.g. de."})
     target_lang: str | None = field(default=None, metadata={"help": "Target language code, e.g. en."})
     dataset_name: str | None = field(default=None, metadata={"help": "A Hub dataset, e.g. wmt16."})
@@ -77,16 +79,12 @@ class DataTrainingArguments:
     demo_min_length: int = field(default=1, metadata={"help": "Demo task: shortest source string."})
     demo_max_length: int = field(default=48, metadata={"help": "Demo task: longest source string."})
     preprocessing_num_workers: int | None = field(default=None, metadata={"help": "Processes for tokenization."})
-    max_tokens: int | None = field(default=None, metadata={
-        "help": "Training batches by a token budget instead of --per_device_train_batch_size: at most this many padded "
-                "source tokens, and as many target tokens, per batch and process (fairseq's --max-tokens); examples "
-                "of similar length together, batch order shuffled every epoch."})
 
     def __post_init__(self):
+        super().__post_init__()
         check_ranges(self, positive=("max_source_length", "max_target_length", "max_train_samples", "max_eval_samples",
                                      "max_predict_samples", "num_beams", "demo_train_examples", "demo_eval_examples",
-                                     "demo_min_length", "demo_max_length", "preprocessing_num_workers",
-                                     "max_tokens"))
+                                     "demo_min_length", "demo_max_length", "preprocessing_num_workers"))
         if self.demo_min_length > self.demo_max_length:
             raise ValueError(f"--demo_min_length {self.demo_min_length} is above --demo_max_length "
                              f"{self.demo_max_length}.")
@@ -148,13 +146,7 @@ def main(argv=None):
         (ModelArguments, DataTrainingArguments, TranslationTrainingArguments), argv, logger, demo_defaults)
     demo = not (data_args.dataset_name or data_args.train_file or data_args.validation_file or data_args.test_file)
 
-    if data_args.max_tokens and str(training_args.train_sampling_strategy) == "group_by_length":
-        raise ValueError("--max_tokens batches examples of similar length itself: drop --train_sampling_strategy "
-                         "group_by_length.")
-    if data_args.max_tokens and training_args.torch_compile:
-        logger.warning("--torch_compile with --max_tokens: batch shapes change from step to step, which the compiler "
-                       "meets with dynamic shapes; measured, that ran far slower than eager on an H200 and gave "
-                       "nothing on a CPU (docs/gpu.md). Leave --torch_compile off with --max_tokens.")
+    check_token_budget(data_args, training_args, logger)
     with training_args.main_process_first(desc="reading data"):
         raw = load_raw_datasets(data_args, model_args, training_args)
     src, tgt = data_args.source_lang, data_args.target_lang
@@ -238,6 +230,7 @@ def main(argv=None):
                                              pad_to_multiple_of=8 if training_args.device.type == "cuda" else None),
         compute_metrics=compute_metrics if training_args.predict_with_generate else None,
         max_tokens=data_args.max_tokens,
+        eval_max_tokens=data_args.eval_max_tokens,
     )
 
     all_metrics = {}

@@ -18,8 +18,8 @@ import numpy as np
 import torch
 
 from transformers import (AutoConfig, AutoModelForMaskedLM, AutoModelForSeq2SeqLM, AutoModelForTokenClassification,
-                          DataCollatorForTokenClassification, HfArgumentParser, Seq2SeqTrainer, Trainer,
-                          TrainerCallback, set_seed)
+                          DataCollatorForTokenClassification, EvalPrediction, HfArgumentParser, Seq2SeqTrainer,
+                          Trainer, TrainerCallback, set_seed)
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint, rotate_checkpoints
 
 from .configuration_vanilla_transformer import PRESETS, VanillaTransformerConfig
@@ -473,6 +473,51 @@ def training_order_off(args):
         args.train_sampling_strategy = strategy
 
 
+@dataclass
+class TokenBudgetArguments:
+    """Batches by a token budget instead of a number of examples (fairseq's --max-tokens), for every training
+    command: the argument classes of the data derive from it."""
+
+    max_tokens: int | None = field(default=None, metadata={
+        "help": "Training batches by a token budget instead of --per_device_train_batch_size: at most this many padded "
+                "input tokens, and as many label tokens, per batch and process (fairseq's --max-tokens); examples "
+                "of similar length together, batch order shuffled every epoch."})
+    eval_max_tokens: int | None = field(default=None, metadata={
+        "help": "Evaluation and prediction batches by a token budget instead of --per_device_eval_batch_size: at most "
+                "this many padded input tokens, and as many label tokens, per batch and process."})
+
+    def __post_init__(self):
+        check_ranges(self, positive=("max_tokens", "eval_max_tokens"))
+
+
+def check_token_budget(data_args, training_args, logger=None) -> None:
+    """The combinations of flags that --max_tokens rules out, or warns about."""
+    if data_args.max_tokens and str(training_args.train_sampling_strategy) == "group_by_length":
+        raise ValueError("--max_tokens batches examples of similar length itself: drop --train_sampling_strategy "
+                         "group_by_length.")
+    if data_args.max_tokens and training_args.torch_compile:
+        (logger or logging.getLogger(__name__)).warning(
+            "--torch_compile with --max_tokens: batch shapes change from step to step, which the compiler meets with "
+            "dynamic shapes; measured, that ran far slower than eager on an H200 and gave nothing on a CPU "
+            "(docs/gpu.md). Leave --torch_compile off with --max_tokens.")
+
+
+def padded_lengths(source_lengths, target_lengths, max_tokens: int, pad_to_multiple_of: int = 1,
+                   flag: str = "--max_tokens", split: str = "training"):
+    """Input and label lengths rounded up to the collator's multiple; an example longer than the budget is a
+    ValueError naming the flag, the example and its length."""
+    source = -(-np.asarray(source_lengths, dtype=np.int64) // pad_to_multiple_of) * pad_to_multiple_of
+    target = -(-np.asarray(target_lengths, dtype=np.int64) // pad_to_multiple_of) * pad_to_multiple_of
+    too_long = np.flatnonzero(np.maximum(source, target) > max_tokens)
+    if too_long.size:
+        i = int(too_long[0])
+        raise ValueError(f"{flag} {max_tokens} is below {split} example {i}'s length ({source[i]} input, "
+                         f"{target[i]} label tokens after padding); {too_long.size} example(s) that long. Raise "
+                         f"{flag} or lower the maximum lengths (--max_source_length / --max_target_length, "
+                         "--max_seq_length).")
+    return source, target
+
+
 class TokenBudgetBatchSampler:
     """Batches of whole examples holding at most `max_tokens` padded tokens on each side: batch size x longest source
     <= max_tokens, and the same for the targets (fairseq's --max-tokens), lengths counted after padding to a multiple
@@ -483,15 +528,7 @@ class TokenBudgetBatchSampler:
 
     def __init__(self, source_lengths, target_lengths, max_tokens: int, seed: int = 0, shuffle: bool = True,
                  pad_to_multiple_of: int = 1):
-        source = -(-np.asarray(source_lengths, dtype=np.int64) // pad_to_multiple_of) * pad_to_multiple_of
-        target = -(-np.asarray(target_lengths, dtype=np.int64) // pad_to_multiple_of) * pad_to_multiple_of
-        longest = np.maximum(source, target)
-        too_long = np.flatnonzero(longest > max_tokens)
-        if too_long.size:
-            i = int(too_long[0])
-            raise ValueError(f"--max_tokens {max_tokens} is below training example {i}'s length ({source[i]} source, "
-                             f"{target[i]} target tokens after padding); {too_long.size} example(s) that long. Raise "
-                             "--max_tokens or lower --max_source_length / --max_target_length.")
+        source, target = padded_lengths(source_lengths, target_lengths, max_tokens, pad_to_multiple_of)
         ties = np.random.default_rng([seed, 2**31]).random(len(source))
         self.order = np.lexsort((ties, target, source))  # by source length, then target length
         source, target = source[self.order], target[self.order]
@@ -520,6 +557,36 @@ class TokenBudgetBatchSampler:
             yield self.batch(i)
 
 
+class EvaluationBatches:
+    """Evaluation batches by a token budget, in the dataset's order (sort it by length first for little padding).
+    They come in rounds of `processes` batches of one size, dealt one to each process: the processes' outputs
+    gather into one tensor per step, in the dataset's order. The last round is topped up with repeats of its last
+    example; `real_examples` says how many of the gathered outputs to keep."""
+
+    def __init__(self, source_lengths, target_lengths, max_tokens: int, processes: int = 1,
+                 pad_to_multiple_of: int = 1):
+        source, target = padded_lengths(source_lengths, target_lengths, max_tokens, pad_to_multiple_of,
+                                        "--eval_max_tokens", "evaluation")
+        widest, n = np.maximum(source, target), len(source)
+        self.real_examples, self.batches, first = n, [], 0
+        while first < n:
+            longest = np.maximum.accumulate(widest[first:first + max_tokens * processes])
+            sizes = np.arange(1, -(-len(longest) // processes) + 1)  # examples per process
+            fits = sizes * longest[np.minimum(sizes * processes, len(longest)) - 1] <= max_tokens
+            size = int(np.argmin(fits)) if not fits.all() else len(fits)  # the round's longest x size fits
+            size = min(size, -(-(n - first) // processes))
+            take = min(size * processes, n - first)
+            rows = list(range(first, first + take)) + [first + take - 1] * (size * processes - take)
+            self.batches += [rows[p * size:(p + 1) * size] for p in range(processes)]
+            first += take
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def __iter__(self):
+        return iter(self.batches)
+
+
 def sequence_lengths(dataset, column: str):
     """The length of every row's `column` (a list column of a `datasets.Dataset`), read through Arrow."""
     import pyarrow.compute as pc
@@ -528,28 +595,66 @@ def sequence_lengths(dataset, column: str):
 
 
 class TokenBudgetMixin:
-    """`max_tokens`: training batches by a token budget (TokenBudgetBatchSampler) instead of a number of sentences;
-    the dataset's `input_ids` and `labels` give the lengths. None: the Trainer's own batches."""
+    """Batches by a token budget instead of a number of examples: `max_tokens` for training
+    (TokenBudgetBatchSampler), `eval_max_tokens` for evaluation and prediction (EvaluationBatches); the dataset's
+    `input_ids` and `labels` (else `input_ids` again) give the lengths. None: the Trainer's own batches."""
 
-    def __init__(self, *args, max_tokens: int | None = None, **kwargs):
+    def __init__(self, *args, max_tokens: int | None = None, eval_max_tokens: int | None = None, **kwargs):
         super().__init__(*args, **kwargs)
-        self.max_tokens = max_tokens
+        self.max_tokens, self.eval_max_tokens, self.evaluated_examples = max_tokens, eval_max_tokens, None
+        if eval_max_tokens and self.compute_metrics is not None:
+            self.compute_metrics = self.on_real_examples(self.compute_metrics)
+
+    def lengths(self, dataset):
+        targets = "labels" if "labels" in dataset.column_names else "input_ids"
+        return sequence_lengths(dataset, "input_ids"), sequence_lengths(dataset, targets)
+
+    def pad_to_multiple_of(self) -> int:
+        return getattr(self.data_collator, "pad_to_multiple_of", None) or 1
+
+    def loader(self, dataset, batch_sampler):
+        from torch.utils.data import DataLoader
+
+        return self.accelerator.prepare(DataLoader(
+            dataset, batch_sampler=batch_sampler, collate_fn=self.data_collator,
+            num_workers=self.args.dataloader_num_workers, pin_memory=self.args.dataloader_pin_memory))
 
     def get_train_dataloader(self):
         if not self.max_tokens:
             return super().get_train_dataloader()
-        from torch.utils.data import DataLoader
-
-        dataset = self.train_dataset
-        targets = "labels" if "labels" in dataset.column_names else "input_ids"
-        sampler = TokenBudgetBatchSampler(sequence_lengths(dataset, "input_ids"), sequence_lengths(dataset, targets),
-                                          self.max_tokens, seed=self.args.seed,
-                                          pad_to_multiple_of=getattr(self.data_collator, "pad_to_multiple_of", None)
-                                          or 1)
-        loader = DataLoader(dataset, batch_sampler=sampler, collate_fn=self.data_collator,
-                            num_workers=self.args.dataloader_num_workers, pin_memory=self.args.dataloader_pin_memory)
+        sampler = TokenBudgetBatchSampler(*self.lengths(self.train_dataset), self.max_tokens, seed=self.args.seed,
+                                          pad_to_multiple_of=self.pad_to_multiple_of())
         self.add_callback(EpochOfSampler(sampler))
-        return self.accelerator.prepare(loader)
+        return self.loader(self.train_dataset, sampler)
+
+    def evaluation_loader(self, dataset):
+        batches = EvaluationBatches(*self.lengths(dataset), self.eval_max_tokens, processes=self.args.world_size,
+                                    pad_to_multiple_of=self.pad_to_multiple_of())
+        self.evaluated_examples = batches.real_examples
+        return self.loader(dataset, batches)
+
+    def get_eval_dataloader(self, eval_dataset=None):
+        if not self.eval_max_tokens:
+            return super().get_eval_dataloader(eval_dataset)
+        if eval_dataset is None or isinstance(eval_dataset, str):  # the eval dataset, or one of a dict of them
+            eval_dataset = self.eval_dataset if eval_dataset is None else self.eval_dataset[eval_dataset]
+        return self.evaluation_loader(eval_dataset)
+
+    def get_test_dataloader(self, test_dataset):
+        if not self.eval_max_tokens:
+            return super().get_test_dataloader(test_dataset)
+        return self.evaluation_loader(test_dataset)
+
+    def on_real_examples(self, compute_metrics):
+        """`compute_metrics` on the evaluated examples only, without the repeats that top up the last round of
+        evaluation batches under several processes."""
+        def cut(x):
+            return tuple(cut(y) for y in x) if isinstance(x, tuple) else x[:self.evaluated_examples]
+
+        def metrics(eval_preds):
+            return compute_metrics(EvalPrediction(predictions=cut(eval_preds.predictions),
+                                                  label_ids=cut(eval_preds.label_ids)))
+        return metrics
 
 
 class EpochOfSampler(TrainerCallback):
@@ -564,7 +669,7 @@ class EpochOfSampler(TrainerCallback):
         self.sampler.set_epoch(math.floor(state.epoch + 1e-6))  # whole epochs done (state.epoch is a float sum)
 
 
-class AtomicTrainer(InOrderEvaluationMixin, AtomicCheckpointMixin, Trainer):
+class AtomicTrainer(TokenBudgetMixin, InOrderEvaluationMixin, AtomicCheckpointMixin, Trainer):
     pass
 
 
