@@ -249,6 +249,24 @@ def test_tagger_by_a_token_budget(small_ner_model, tmp_path):
                       "0.5"])
 
 
+def test_corpus_encoder_gives_the_tokenizers_ids():
+    """The fast path for whole corpora returns exactly the ids of the tokenizer's own call, truncation included, and
+    leaves the tokenizer as it was."""
+    from vanilla_transformer.tokenization import CorpusEncoder, train_tokenizer
+
+    texts = ["Ein Mann fährt Fahrrad.", "Zwei Hunde spielen im Schnee, einer ist braun.", "", "Straße " * 40]
+    tokenizer = train_tokenizer(texts * 20, vocab_size=120)
+    encoder = CorpusEncoder(tokenizer, max_length=12)
+    assert encoder.rust is not None
+    expected = tokenizer(texts, truncation=True, max_length=12)["input_ids"]
+    assert encoder(texts) == encoder(texts, target=True) == expected
+    assert max(map(len, expected)) == 12 and expected[3][-1] == tokenizer.eos_token_id
+    assert tokenizer(texts[3])["input_ids"] != expected[3]  # the tokenizer itself does not truncate afterwards
+    tokenizer.__class__ = type("TokenizerWithOwnRules", (type(tokenizer),), {})  # a subclass: encoded by its call
+    fallback = CorpusEncoder(tokenizer, max_length=12)
+    assert fallback.rust is None and fallback(texts) == fallback(texts, target=True) == expected
+
+
 def test_tokenizer_is_trained_on_an_even_sample_and_reused(tmp_path):
     """A BPE trained on a corpus read from disk is saved beside its Arrow files and loaded by the next run; its
     training sample is --tokenizer_train_samples pairs spread over the whole corpus."""

@@ -17,6 +17,7 @@ from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainingArguments
 
 from . import data as vt_data
 from .metrics import load_metric
+from .tokenization import CorpusEncoder
 from .training import (
     AtomicSeq2SeqTrainer,
     ModelArguments,
@@ -169,20 +170,20 @@ def main(argv=None):
     training_args.generation_max_length, training_args.generation_num_beams = gen.max_length, gen.num_beams
     logger.info("Model: %s parameters, config %s", f"{model.num_parameters():,}", model.config.to_diff_dict())
 
-    max_source_length, max_target_length = data_args.max_source_length, data_args.max_target_length
+    encode_source = CorpusEncoder(tokenizer, data_args.max_source_length)
+    encode_target = CorpusEncoder(tokenizer, data_args.max_target_length)
 
     def preprocess(batch):  # its hash (what it reads) names the tokenized-data cache: other flags leave it valid
-        sources = [pair[src] for pair in batch["translation"]]
-        targets = [pair[tgt] for pair in batch["translation"]]
-        plain = dict(truncation=True, return_token_type_ids=False, return_attention_mask=False)  # the collator masks
-        return {"input_ids": tokenizer(sources, max_length=max_source_length, **plain)["input_ids"],
-                "labels": tokenizer(text_target=targets, max_length=max_target_length, **plain)["input_ids"]}
+        pairs = batch["translation"].combine_chunks()  # an Arrow batch: the sentences without a dict per pair
+        return {"input_ids": encode_source(pairs.field(src).to_pylist()),
+                "labels": encode_target(pairs.field(tgt).to_pylist(), target=True)}
 
     tokenized = {}
     with training_args.main_process_first(desc="tokenization"):
         for split, ds in limit_splits(raw, data_args).items():
-            tokenized[split] = ds.map(preprocess, batched=True, remove_columns=ds.column_names, features=TOKEN_IDS,
-                                      num_proc=data_args.preprocessing_num_workers, desc=f"Tokenizing {split}")
+            tokenized[split] = ds.with_format("arrow").map(
+                preprocess, batched=True, remove_columns=ds.column_names, features=TOKEN_IDS,
+                num_proc=data_args.preprocessing_num_workers, desc=f"Tokenizing {split}").with_format(None)
     orders = {}  # evaluation batches of similar length; the order that restores the files' order
     for split in ("validation", "test"):
         if split in tokenized:
