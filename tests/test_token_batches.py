@@ -122,6 +122,33 @@ def test_resumed_run_sees_the_same_batches(tmp_path):
         torch.testing.assert_close(b[key], a[key], rtol=1e-5, atol=1e-6, msg=key)
 
 
+def test_resumed_run_sees_the_same_batches_under_two_processes(tmp_path):
+    """The same under torchrun with 2 processes, where accelerate wraps the sampler twice on a resumed run (the epoch
+    reaches it through EpochOfSampler)."""
+    import os
+    import subprocess
+    import sys
+
+    script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts", "run_translation.py")
+
+    def run(out, *extra):
+        proc = subprocess.run([_torchrun(), "--nproc_per_node", "2", "--master_port", str(29800 + os.getpid() % 100),
+                               script, "--output_dir", str(out), *FLAGS, "--dataloader_num_workers", "0", *extra],
+                              env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+
+    whole, resumed = tmp_path / "whole", tmp_path / "resumed"
+    run(whole)
+    state = json.loads((whole / "checkpoint-17" / "trainer_state.json").read_text())
+    assert state["epoch"] > 1 and state["epoch"] % 1  # (2 processes: half the batches per epoch each)
+    resumed.mkdir()
+    shutil.copytree(whole / "checkpoint-17", resumed / "checkpoint-17")
+    run(resumed, "--resume_from_checkpoint", "true")
+    a, b = load_file(str(whole / "model.safetensors")), load_file(str(resumed / "model.safetensors"))
+    for key in a:
+        torch.testing.assert_close(b[key], a[key], rtol=1e-5, atol=1e-6, msg=key)
+
+
 def test_the_epoch_reaches_the_sampler_through_a_callback(lengths):
     """Also where accelerate's wrappers hide the sampler from the Trainer (resumed, several processes)."""
     from types import SimpleNamespace
