@@ -61,7 +61,8 @@ class TranslationDemo:
 
     def __init__(self, model_name_or_path: str, ctranslate2_model: str | None = None, device: str = "cpu"):
         from .modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
-        from .translate import check_translation_model_dir, resolve_device
+        from .tokenization import check_translation_model_dir
+        from .translate import resolve_device
 
         check_translation_model_dir(model_name_or_path)
         self.name, self.device = model_name_or_path, resolve_device(device, "pytorch")

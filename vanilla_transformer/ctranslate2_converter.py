@@ -27,7 +27,7 @@ except ImportError:  # an optional extra: say how to get it when it is used
     Converter = object
 
 from .modeling_vanilla_transformer import VanillaTransformerPositionalEmbedding
-from .tokenization import load_tokenizer
+from .tokenization import check_translation_model_dir, load_tokenizer
 
 INSTALL_HINT = "CTranslate2 is not installed: pip install 'vanilla-transformer[ctranslate2]' (or pip install ctranslate2)."
 ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "gelu_new": "GELUTanh", "gelu_pytorch_tanh": "GELUTanh",
@@ -72,7 +72,6 @@ class VanillaTransformerConverter(Converter):
     def load(self):
         """The model (eval mode) and tokenizer to convert, loaded from `model_name_or_path` once."""
         from . import VanillaTransformerForConditionalGeneration
-        from .translate import check_translation_model_dir
 
         if self.model is None:
             check_translation_model_dir(self.model_name_or_path)

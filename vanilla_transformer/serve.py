@@ -494,7 +494,7 @@ def main(argv=None) -> int:
         import uvicorn
     except ImportError:
         raise ImportError("serve needs FastAPI and uvicorn: pip install 'vanilla-transformer[serve]'") from None
-    from .translate import check_translation_model_dir
+    from .tokenization import check_translation_model_dir
 
     args = parse_args(argv)
     check_translation_model_dir(args.model_dir)  # a wrong path is an error now, not a failed /health later

@@ -1,5 +1,6 @@
 """Train or load the tokenizer: a joint BPE (section 5.1 of the paper: "shared source-target vocabulary") trained with
-`tokenizers` and wrapped as a transformers fast tokenizer, so `AutoTokenizer.from_pretrained(dir)` loads it back."""
+`tokenizers` and wrapped as a transformers fast tokenizer, so `AutoTokenizer.from_pretrained(dir)` loads it back; and
+the checks of saved directories (tokenizer, translation model, CTranslate2 export) before they are loaded."""
 
 import json
 import os
@@ -63,6 +64,28 @@ class CorpusEncoder:
         text = {"text_target" if target else "text": texts}
         return self.tokenizer(**text, truncation=True, max_length=self.max_length, return_token_type_ids=False,
                               return_attention_mask=False)["input_ids"]
+
+
+def is_ctranslate2_dir(path) -> bool:
+    return os.path.isfile(os.path.join(path, "model.bin"))
+
+
+def check_translation_model_dir(path) -> None:
+    """A clear error for a missing directory or one that holds something other than a translation model."""
+    from transformers import PretrainedConfig
+
+    if looks_local(path):
+        if not os.path.isdir(path):
+            raise FileNotFoundError(f"Model directory {str(path)!r} does not exist.")
+        if is_ctranslate2_dir(path):
+            return
+        if not os.path.isfile(os.path.join(path, "config.json")):
+            raise FileNotFoundError(f"{str(path)!r} has no config.json: not a saved model (save_pretrained) nor an "
+                                    "exported CTranslate2 model (model.bin).")
+    architectures = PretrainedConfig.get_config_dict(path)[0].get("architectures") or []
+    if architectures and "VanillaTransformerForConditionalGeneration" not in architectures:
+        raise ValueError(f"{str(path)!r} holds a {', '.join(architectures)}, not a translation model "
+                         "(VanillaTransformerForConditionalGeneration).")
 
 
 def load_tokenizer(name_or_path, **kwargs):

@@ -11,7 +11,7 @@ import time
 
 import torch
 
-from .tokenization import check_json_files, load_tokenizer, looks_local
+from .tokenization import check_json_files, check_translation_model_dir, is_ctranslate2_dir, load_tokenizer
 
 REEXPORT = "; export the model again (vanilla-transformer export-ctranslate2 MODEL OUT --force)"
 
@@ -36,28 +36,6 @@ def resolve_device(device: str, engine: str) -> str:
     if device == "cuda" and not found:
         raise ValueError(f"--device cuda: {where}.")
     return "cuda" if found else "cpu"
-
-
-def is_ctranslate2_dir(path) -> bool:
-    return os.path.isfile(os.path.join(path, "model.bin"))
-
-
-def check_translation_model_dir(path) -> None:
-    """A clear error for a missing directory or one that holds something other than a translation model."""
-    from transformers import PretrainedConfig
-
-    if looks_local(path):
-        if not os.path.isdir(path):
-            raise FileNotFoundError(f"Model directory {str(path)!r} does not exist.")
-        if is_ctranslate2_dir(path):
-            return
-        if not os.path.isfile(os.path.join(path, "config.json")):
-            raise FileNotFoundError(f"{str(path)!r} has no config.json: not a saved model (save_pretrained) nor an "
-                                    "exported CTranslate2 model (model.bin).")
-    architectures = PretrainedConfig.get_config_dict(path)[0].get("architectures") or []
-    if architectures and "VanillaTransformerForConditionalGeneration" not in architectures:
-        raise ValueError(f"{str(path)!r} holds a {', '.join(architectures)}, not a translation model "
-                         "(VanillaTransformerForConditionalGeneration).")
 
 
 class PyTorchTranslator:
