@@ -660,6 +660,20 @@ def test_dropout_compiles_without_a_graph_break():
     assert set(out.unique().tolist()) == {0.0, 2.0} and 0.4 < (out == 0).float().mean() < 0.6
 
 
+def test_compiled_forward_computes_positions_in_the_graph(tiny_config):
+    """Under torch.compile the sinusoidal rows are computed in the graph, not cached on the module: a compiled region
+    that stored a tensor there would hand CUDA graphs' reused memory to the next step. Same logits as eager."""
+    tiny_config.dropout = 0.0
+    model = VanillaTransformerForConditionalGeneration(tiny_config).eval()
+    ids, mask, labels = batch(tiny_config)
+    compiled = torch.compile(model, backend="eager")
+    with torch.no_grad():
+        out = compiled(input_ids=ids, attention_mask=mask, labels=labels).logits
+        assert model.model.encoder.embed.embed_positions._table is None
+        torch.testing.assert_close(out, model(input_ids=ids, attention_mask=mask, labels=labels).logits)
+    assert model.model.encoder.embed.embed_positions._table is not None  # eager caches the table
+
+
 # ------------------------------------------------------------------------------------------------------ training
 
 

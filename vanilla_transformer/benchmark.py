@@ -383,9 +383,12 @@ def timed(step, device: str, warmup: int, reps: int) -> float:
 
 
 def bf16_training_step(forward, optimizer, device: str, batch: dict) -> None:
-    """One optimizer step on `batch` (input_ids, attention_mask, labels) with bf16 autocast."""
+    """One optimizer step on `batch` (input_ids, attention_mask, labels) with bf16 autocast. On a GPU it first tells
+    torch.compile's CUDA graphs (mode "reduce-overhead") that a new step begins."""
     import torch
 
+    if device == "cuda":
+        torch.compiler.cudagraph_mark_step_begin()
     with torch.autocast(device, dtype=torch.bfloat16):
         loss = forward(**batch).loss
     loss.backward()
@@ -393,16 +396,17 @@ def bf16_training_step(forward, optimizer, device: str, batch: dict) -> None:
     optimizer.zero_grad(set_to_none=True)
 
 
-def device_training_case(name: str, shape: dict, device: str, batch: int, length: int, compile_model: bool,
+def device_training_case(name: str, shape: dict, device: str, batch: int, length: int, compile_mode: str | None,
                          reps: int, dropout: float = 0.1) -> dict:
     """Training tokens/s (source + target, no padding: every sequence is `length` tokens) of `name` ("ours" or
-    "marian") with bf16 autocast and fused AdamW, optionally under `torch.compile`; peak device memory."""
+    "marian") with bf16 autocast and fused AdamW, eager (`compile_mode` None) or under `torch.compile` in that mode
+    ("default", or "reduce-overhead": CUDA graphs); peak device memory."""
     import torch
 
     torch.manual_seed(0)
     model = build(name, shape, dropout).to(device).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device == "cuda")
-    forward = torch.compile(model) if compile_model else model
+    forward = torch.compile(model, mode=compile_mode) if compile_mode else model
     g = torch.Generator().manual_seed(1)
     vocab = shape.get("vocab", VOCAB)
     src, tgt = (torch.randint(4, vocab, (batch, length), generator=g).to(device) for _ in range(2))
@@ -518,12 +522,13 @@ LENGTH_CASES = [  # (model, batches, compiled, budget multiple): in order of imp
 
 
 def device_lengths_benchmark(shape: dict, device: str, max_tokens: int, steps: int, peak, measured,
-                             deadline: float, result: dict, save, compile_modes=(False, True)) -> None:
+                             deadline: float, result: dict, save, compile_modes=(False, "default")) -> None:
     """Every LENGTH_CASES row on one device (none starts after `deadline`, a perf_counter time): ours with token
     budgets against Marian with the Trainer's sentence batches, random or grouped by length."""
     import torch
 
-    for name, strategy, compiled, multiple in [case for case in LENGTH_CASES if case[2] in compile_modes]:
+    wanted = {False: False in compile_modes, True: "default" in compile_modes}
+    for name, strategy, compiled, multiple in [case for case in LENGTH_CASES if wanted[case[2]]]:
         label = (f"{name} {'--max_tokens' if strategy == 'tokens' else strategy + ' batches'} "
                  f"{max_tokens * multiple}{' compiled' if compiled else ''}")
         if time.perf_counter() > deadline:
@@ -585,11 +590,15 @@ def device_inference_cases(shape: dict, device: str, task: str, compute_types, r
     return out
 
 
+COMPILE_LABELS = {False: "", "default": " compiled", "reduce-overhead": " CUDA graphs"}
+
+
 def device_benchmark(device: str, presets, compile_modes, vocab: int, batch: int, length: int, reps: int,
                      compute_types, time_budget: float, output: str, tasks=("train", "greedy", "beam"),
                      steps: int = 40) -> int:
     """Ours against MarianMTModel of the same shape on one device (a CUDA GPU; the CPU for a check), in one process:
-    training tokens/s and MFU in bf16, eager and compiled, on sentences of one length ("train") and of natural lengths
+    training tokens/s and MFU in bf16 in each of `compile_modes` (False: eager; "default", "reduce-overhead":
+    `torch.compile` modes), on sentences of one length ("train") and of natural lengths
     with a budget of `batch` x `length` tokens per side ("lengths"); greedy and beam sentences/s in PyTorch and
     CTranslate2. Cases run in order of importance and stop starting once `time_budget` seconds have passed."""
     import torch
@@ -602,13 +611,11 @@ def device_benchmark(device: str, presets, compile_modes, vocab: int, batch: int
     result = dict(device=name, torch=torch.__version__, matmul_tflops=measured / 1e12,
                   datasheet_tflops=None if peak is None else peak / 1e12, vocab=vocab, batch=batch, length=length,
                   training=[], inference=[], lengths=[], skipped=[])
-    plan = []  # (what, preset, compile): inference on the first shape only, before the slow compiled cases
+    plan = []  # (what, preset, compile mode): inference on the first shape only, before the slow compiled cases
     for preset in presets:
-        plan += [("train", preset, False)] if "train" in tasks else []
+        plan += [("train", preset, False)] if "train" in tasks and False in compile_modes else []
         plan += [(task, preset, False) for task in ("greedy", "beam") if task in tasks and preset == presets[0]]
-        plan += [("train", preset, True)] if "train" in tasks and True in compile_modes else []
-    if False not in compile_modes:
-        plan = [case for case in plan if case[0] != "train" or case[2]]
+        plan += [("train", preset, mode) for mode in compile_modes if mode and "train" in tasks]
 
     def save():
         with open(output, "w") as f:
@@ -618,9 +625,10 @@ def device_benchmark(device: str, presets, compile_modes, vocab: int, batch: int
         device_lengths_benchmark(dict(shape_of(presets[0]), vocab=vocab), device, batch * length, steps,
                                  peak, measured, started + time_budget, result, save, compile_modes)
     for what, preset, compiled in plan:
+        label = COMPILE_LABELS[compiled]
         if time.perf_counter() - started > time_budget:
             result["skipped"].append(dict(task=what, preset=preset, compiled=compiled))
-            print(f"{preset} {what}{' compiled' if compiled else ''}: skipped (time budget)", flush=True)
+            print(f"{preset} {what}{label}: skipped (time budget)", flush=True)
             continue
         shape = dict(shape_of(preset), vocab=vocab)
         if what == "train":
@@ -641,13 +649,13 @@ def device_benchmark(device: str, presets, compile_modes, vocab: int, batch: int
             ratio = rows["ours"]["tokens_per_second"] / rows["marian"]["tokens_per_second"] if len(rows) == 2 else None
             for model_name, row in rows.items():
                 mfu = "" if row["mfu"] is None else f"MFU {row['mfu'] * 100:.1f}%  "
-                print(f"{preset:4s} train bf16{' compiled' if compiled else '         '} {model_name:6s} "
+                print(f"{preset:4s} train bf16{label:12s} {model_name:6s} "
                       f"{row['tokens_per_second']:10.0f} tokens/s  {mfu}(of measured matmul "
                       f"{row['matmul_fraction'] * 100:.1f}%)  step {row['step_seconds'] * 1000:.1f} ms  "
                       f"first step {row['first_step_seconds']:.1f} s  peak "
                       f"{row['peak_memory_gb'] or 0:.1f} GB", flush=True)
             if ratio is not None:
-                print(f"{preset:4s} train bf16{' compiled' if compiled else ''}: ours / Marian {ratio:.2f}x", flush=True)
+                print(f"{preset:4s} train bf16{label}: ours / Marian {ratio:.2f}x", flush=True)
         else:
             rates = device_inference_cases(shape, device, what, compute_types, reps)
             reference = rates.get("marian pytorch bfloat16")
@@ -805,8 +813,10 @@ def main(argv=None):
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
                         help="cuda: the GPU cases (training tokens/s and MFU in bf16, eager and torch.compile; "
                              "greedy/beam in PyTorch and CTranslate2), ours vs Marian in one process")
-    parser.add_argument("--compile", nargs="+", default=["false", "true"], choices=["false", "true"],
-                        help="--device cuda: training without and/or with torch.compile")
+    parser.add_argument("--compile", nargs="+", default=["false", "true", "reduce-overhead"],
+                        choices=["false", "true", "reduce-overhead"],
+                        help="--device cuda: training eager (false), under torch.compile (true) and/or torch.compile "
+                             "with CUDA graphs (reduce-overhead)")
     parser.add_argument("--vocab_size", type=int, default=None,
                         help=f"Vocabulary of every model (default {VOCAB}; 37000, the paper's shared BPE, with --device "
                              "cuda)")
@@ -874,7 +884,7 @@ def main(argv=None):
             parser.error("--device cuda: PyTorch sees no CUDA GPU")
         compute_types = [{"float32": "float16", "int8": "int8_float16"}.get(c, c) for c in args.compute_types]
         tasks = args.tasks or ["train", "greedy", "beam"]
-        return device_benchmark(args.device, args.presets or ["base", "big"], [c == "true" for c in args.compile],
+        return device_benchmark(args.device, args.presets or ["base", "big"], [{"false": False, "true": "default"}.get(c, c) for c in args.compile],
                                 args.vocab_size or 37000, args.batch_size, args.length, max(args.reps, 10),
                                 compute_types if "ctranslate2" in args.engines else [], args.time_budget,
                                 args.output, tasks)

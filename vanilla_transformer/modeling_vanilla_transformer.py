@@ -108,7 +108,9 @@ class VanillaTransformerPositionalEmbedding(nn.Module):
 
     "sinusoidal": PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(...), interleaved as in the paper.
     The table has no parameters and is not saved; it is built lazily and grows with the longest sequence seen, so
-    inputs longer than `max_position_embeddings` work. "learned": a trained table of `max_position_embeddings` rows.
+    inputs longer than `max_position_embeddings` work. Under `torch.compile` the rows are computed in the graph
+    instead: a compiled region must not store tensors on the module (CUDA graphs reuse their memory on the next
+    step). "learned": a trained table of `max_position_embeddings` rows.
     """
 
     def __init__(self, config: VanillaTransformerConfig):
@@ -136,6 +138,8 @@ class VanillaTransformerPositionalEmbedding(nn.Module):
                     "position table; truncate the input or use position_embedding_type='sinusoidal'."
                 )
             return self.weight[past_length:end]
+        if torch.compiler.is_compiling():
+            return self.sinusoidal_table(end, self.d_model, device)[past_length:]
         if self._table is None or self._table.shape[0] < end or self._table.device != torch.device(device):
             size = max(end, self.max_positions, 2 * (self._table.shape[0] if self._table is not None else 0))
             self._table = self.sinusoidal_table(size, self.d_model, device)
