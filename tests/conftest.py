@@ -34,6 +34,16 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+def free_port() -> int:
+    """A loopback TCP port nothing listens on now, for a torchrun rendezvous: ports derived from the test process's pid
+    coincide between tests (and with what an earlier run may still hold)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 @pytest.fixture
 def tiny_config():
     from vanilla_transformer import VanillaTransformerConfig

@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-from conftest import ROOT
+from conftest import ROOT, free_port
 from vanilla_transformer import VanillaTransformerForConditionalGeneration, run_translation
 
 
@@ -18,7 +18,7 @@ def test_two_sharded_processes_train_like_one(tmp_path):
     torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
     if not os.path.exists(torchrun):
         pytest.skip("torchrun not available")
-    proc = subprocess.run([torchrun, "--nproc_per_node", "2", "--master_port", str(29700 + os.getpid() % 1000),
+    proc = subprocess.run([torchrun, "--nproc_per_node", "2", "--master_port", str(free_port()),
                            os.path.join(ROOT, "tests", "fsdp_worker.py"), str(tmp_path)],
                           env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -13,8 +13,8 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForSeq2SeqLM, AutoModelForTokenClassification, AutoTokenizer
 
-from conftest import (NER_SENTENCES, ROOT, SHARED_DATA, f1_of_predictions_file, ner_args, read_predictions_file,
-                      translation_args, write_conll, write_parallel)
+from conftest import (NER_SENTENCES, ROOT, SHARED_DATA, f1_of_predictions_file, free_port, ner_args,
+                      read_predictions_file, translation_args, write_conll, write_parallel)
 from vanilla_transformer import VanillaTransformerForConditionalGeneration
 
 from vanilla_transformer import average_checkpoints, run_ner, run_translation
@@ -293,7 +293,7 @@ def test_two_processes_match_one(tmp_path):
     assert r1.returncode == 0, r1.stderr[-3000:]
     two = tmp_path / "two"
     torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
-    cmd = [torchrun, "--nproc_per_node", "2", "--master_port", str(29500 + os.getpid() % 1000),
+    cmd = [torchrun, "--nproc_per_node", "2", "--master_port", str(free_port()),
            *_script_cmd(*translation_args(data_dir, two, *common, "--per_device_train_batch_size", "4"))[1:]]
     r2 = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert r2.returncode == 0, r2.stderr[-3000:]

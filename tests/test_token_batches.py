@@ -12,6 +12,7 @@ from accelerate.data_loader import BatchSamplerShard
 from safetensors.torch import load_file
 from transformers import AutoTokenizer
 
+from conftest import free_port
 from vanilla_transformer import run_translation
 from vanilla_transformer.training import EvaluationBatches, TokenBudgetBatchSampler
 
@@ -132,7 +133,7 @@ def test_resumed_run_sees_the_same_batches_under_two_processes(tmp_path):
     script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts", "run_translation.py")
 
     def run(out, *extra):
-        proc = subprocess.run([_torchrun(), "--nproc_per_node", "2", "--master_port", str(29800 + os.getpid() % 100),
+        proc = subprocess.run([_torchrun(), "--nproc_per_node", "2", "--master_port", str(free_port()),
                                script, "--output_dir", str(out), *FLAGS, "--dataloader_num_workers", "0", *extra],
                               env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True, timeout=600)
         assert proc.returncode == 0, proc.stderr[-3000:]
@@ -207,7 +208,7 @@ def test_two_processes_with_accumulation_match_one(tmp_path):
     r1 = subprocess.run([sys.executable, script, "--output_dir", str(one), *flags, "--gradient_accumulation_steps",
                          "4"], env=env, capture_output=True, text=True, timeout=400)
     assert r1.returncode == 0, r1.stderr[-3000:]
-    r2 = subprocess.run([_torchrun(), "--nproc_per_node", "2", "--master_port", str(29600 + os.getpid() % 1000),
+    r2 = subprocess.run([_torchrun(), "--nproc_per_node", "2", "--master_port", str(free_port()),
                          script, "--output_dir", str(two), *flags, "--gradient_accumulation_steps", "2"], env=env,
                         capture_output=True, text=True, timeout=600)
     assert r2.returncode == 0, r2.stderr[-3000:]
@@ -234,7 +235,7 @@ def test_evaluation_by_a_token_budget_equals_sentence_batches(small_demo_model, 
     results = {name: run_translation.main(["--output_dir", str(tmp_path / name), *flags, *extra])
                for name, extra in runs.items()}
     script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts", "run_translation.py")
-    two = subprocess.run([_torchrun(), "--nproc_per_node", "2", "--master_port", str(29700 + os.getpid() % 1000),
+    two = subprocess.run([_torchrun(), "--nproc_per_node", "2", "--master_port", str(free_port()),
                           script, "--output_dir", str(tmp_path / "two"), *flags, *runs["tokens"]],
                          env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True, timeout=600)
     assert two.returncode == 0, two.stderr[-3000:]
