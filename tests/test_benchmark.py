@@ -137,6 +137,10 @@ def test_device_benchmark_runs_every_case_on_the_cpu(tmp_path):
     # token budgets pad least, random sentence batches most (the lengths of a natural corpus)
     assert rows["ours --max_tokens 128"]["padding"] < rows["marian grouped batches 128"]["padding"] < rows[
         "marian random batches 128"]["padding"]
+    # "dynamic" compiles only the natural-length cases: the fixed-length training cases stay eager
+    assert device_benchmark("cpu", ["tiny"], [False, "dynamic"], 300, 2, 6, 10, [], float("inf"), str(out),
+                            tasks=("train",)) == 0
+    assert [row["compiled"] for row in json.loads(out.read_text())["training"]] == [False, False]
     assert device_benchmark("cpu", ["tiny"], [False], 300, 2, 6, 10, [], 0.0, str(out), tasks=("train",)) == 0
     assert json.loads(out.read_text())["skipped"] == [dict(task="train", preset="tiny", compiled=False)]
     assert datasheet_peak("NVIDIA H100 80GB HBM3") == 989.4e12 and datasheet_peak("NVIDIA H100 PCIe") == 756e12

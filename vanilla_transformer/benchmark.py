@@ -522,12 +522,12 @@ LENGTH_CASES = [  # (model, batches, compiled, budget multiple): in order of imp
 
 
 def device_lengths_benchmark(shape: dict, device: str, max_tokens: int, steps: int, peak, measured,
-                             deadline: float, result: dict, save, compile_modes=(False, "default")) -> None:
+                             deadline: float, result: dict, save, compile_modes=(False,)) -> None:
     """Every LENGTH_CASES row on one device (none starts after `deadline`, a perf_counter time): ours with token
     budgets against Marian with the Trainer's sentence batches, random or grouped by length."""
     import torch
 
-    wanted = {False: False in compile_modes, True: "default" in compile_modes}
+    wanted = {False: False in compile_modes, True: "dynamic" in compile_modes}
     for name, strategy, compiled, multiple in [case for case in LENGTH_CASES if wanted[case[2]]]:
         label = (f"{name} {'--max_tokens' if strategy == 'tokens' else strategy + ' batches'} "
                  f"{max_tokens * multiple}{' compiled' if compiled else ''}")
@@ -598,7 +598,7 @@ def device_benchmark(device: str, presets, compile_modes, vocab: int, batch: int
                      steps: int = 40) -> int:
     """Ours against MarianMTModel of the same shape on one device (a CUDA GPU; the CPU for a check), in one process:
     training tokens/s and MFU in bf16 in each of `compile_modes` (False: eager; "default", "reduce-overhead":
-    `torch.compile` modes), on sentences of one length ("train") and of natural lengths
+    `torch.compile` modes; "dynamic": the natural-length cases compiled with dynamic shapes too), on sentences of one length ("train") and of natural lengths
     with a budget of `batch` x `length` tokens per side ("lengths"); greedy and beam sentences/s in PyTorch and
     CTranslate2. Cases run in order of importance and stop starting once `time_budget` seconds have passed."""
     import torch
@@ -615,7 +615,8 @@ def device_benchmark(device: str, presets, compile_modes, vocab: int, batch: int
     for preset in presets:
         plan += [("train", preset, False)] if "train" in tasks and False in compile_modes else []
         plan += [(task, preset, False) for task in ("greedy", "beam") if task in tasks and preset == presets[0]]
-        plan += [("train", preset, mode) for mode in compile_modes if mode and "train" in tasks]
+        plan += [("train", preset, mode) for mode in compile_modes if mode in ("default", "reduce-overhead")
+                 and "train" in tasks]
 
     def save():
         with open(output, "w") as f:
@@ -814,9 +815,10 @@ def main(argv=None):
                         help="cuda: the GPU cases (training tokens/s and MFU in bf16, eager and torch.compile; "
                              "greedy/beam in PyTorch and CTranslate2), ours vs Marian in one process")
     parser.add_argument("--compile", nargs="+", default=["false", "true", "reduce-overhead"],
-                        choices=["false", "true", "reduce-overhead"],
+                        choices=["false", "true", "reduce-overhead", "dynamic"],
                         help="--device cuda: training eager (false), under torch.compile (true) and/or torch.compile "
-                             "with CUDA graphs (reduce-overhead)")
+                             "with CUDA graphs (reduce-overhead); dynamic: --tasks lengths also compiled with dynamic "
+                             "shapes (slow to warm up: not a default)")
     parser.add_argument("--vocab_size", type=int, default=None,
                         help=f"Vocabulary of every model (default {VOCAB}; 37000, the paper's shared BPE, with --device "
                              "cuda)")
