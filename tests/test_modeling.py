@@ -674,6 +674,45 @@ def test_compiled_forward_computes_positions_in_the_graph(tiny_config):
     assert model.model.encoder.embed.embed_positions._table is not None  # eager caches the table
 
 
+@pytest.mark.parametrize("head", ["seq2seq", "tagger_crf", "mlm"])
+def test_training_step_compiles_without_graph_breaks(head):
+    """`_can_compile_fullgraph`: a training step (forward and backward, dropout on) traces as one graph for every head
+    (backend "eager": dynamo's tracing alone, no code generation)."""
+    kwargs = dict(num_labels=5, use_crf=True) if head == "tagger_crf" else {}
+    config = VanillaTransformerConfig.from_preset("tiny", dropout=0.1, **kwargs)
+    cls = {"seq2seq": VanillaTransformerForConditionalGeneration, "tagger_crf": VanillaTransformerForTokenClassification,
+           "mlm": VanillaTransformerForMaskedLM}[head]
+    model = cls(config).train()
+    assert model._can_compile_fullgraph
+    ids, mask, labels = batch(config)
+    if head == "tagger_crf":
+        labels = torch.randint(0, 5, ids.shape).masked_fill(mask == 0, -100)
+    elif head == "mlm":
+        labels = ids.masked_fill(mask == 0, -100)
+    loss = torch.compile(model, fullgraph=True, backend="eager")(input_ids=ids, attention_mask=mask, labels=labels).loss
+    loss.backward()
+    assert torch.isfinite(loss) and all(p.grad is not None for p in model.parameters())
+
+
+def test_cached_decoding_step_compiles_without_graph_breaks(tiny_config):
+    """Greedy decoding with the cache, each step through `torch.compile(fullgraph=True)`, gives `generate`'s tokens."""
+    tiny_config.dropout = 0.0
+    model = VanillaTransformerForConditionalGeneration(tiny_config).eval()
+    ids, mask, _ = batch(tiny_config)
+    compiled = torch.compile(model, fullgraph=True, backend="eager")
+    with torch.no_grad():
+        expected = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=4, min_new_tokens=4,
+                                  num_beams=1, do_sample=False)
+        encoder_outputs = model.get_encoder()(input_ids=ids, attention_mask=mask)
+        cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
+        tokens = torch.full((ids.shape[0], 1), tiny_config.decoder_start_token_id)
+        for _ in range(4):
+            out = compiled(encoder_outputs=encoder_outputs, attention_mask=mask, decoder_input_ids=tokens[:, -1:],
+                           cache=cache, use_cache=True)
+            tokens = torch.cat([tokens, out.logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+    assert torch.equal(tokens, expected[:, :tokens.shape[1]])
+
+
 # ------------------------------------------------------------------------------------------------------ training
 
 
