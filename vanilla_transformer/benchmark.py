@@ -598,9 +598,10 @@ def device_benchmark(device: str, presets, compile_modes, vocab: int, batch: int
                      steps: int = 40) -> int:
     """Ours against MarianMTModel of the same shape on one device (a CUDA GPU; the CPU for a check), in one process:
     training tokens/s and MFU in bf16 in each of `compile_modes` (False: eager; "default", "reduce-overhead":
-    `torch.compile` modes; "dynamic": the natural-length cases compiled with dynamic shapes too), on sentences of one length ("train") and of natural lengths
-    with a budget of `batch` x `length` tokens per side ("lengths"); greedy and beam sentences/s in PyTorch and
-    CTranslate2. Cases run in order of importance and stop starting once `time_budget` seconds have passed."""
+    `torch.compile` modes; "dynamic": the natural-length cases compiled with dynamic shapes too), on sentences of one
+    length ("train") and of natural lengths with a budget of `batch` x `length` tokens per side ("lengths"); greedy
+    and beam sentences/s in PyTorch and CTranslate2. Cases run in order of importance and stop starting once
+    `time_budget` seconds have passed."""
     import torch
 
     started = time.perf_counter()
@@ -886,7 +887,8 @@ def main(argv=None):
             parser.error("--device cuda: PyTorch sees no CUDA GPU")
         compute_types = [{"float32": "float16", "int8": "int8_float16"}.get(c, c) for c in args.compute_types]
         tasks = args.tasks or ["train", "greedy", "beam"]
-        return device_benchmark(args.device, args.presets or ["base", "big"], [{"false": False, "true": "default"}.get(c, c) for c in args.compile],
+        compile_modes = [{"false": False, "true": "default"}.get(c, c) for c in args.compile]
+        return device_benchmark(args.device, args.presets or ["base", "big"], compile_modes,
                                 args.vocab_size or 37000, args.batch_size, args.length, max(args.reps, 10),
                                 compute_types if "ctranslate2" in args.engines else [], args.time_budget,
                                 args.output, tasks)
