@@ -660,6 +660,27 @@ def test_dropout_compiles_without_a_graph_break():
     assert set(out.unique().tolist()) == {0.0, 2.0} and 0.4 < (out == 0).float().mean() < 0.6
 
 
+def test_attention_weights_from_an_sdpa_model_come_with_a_warning(tiny_config, monkeypatch):
+    """SDPA returns no weights: `output_attentions=True` runs that call's attention as the eager product, and says so
+    (once), instead of switching silently; the weights equal an eager model's."""
+    from vanilla_transformer import modeling_vanilla_transformer as modeling
+
+    warnings = []
+    monkeypatch.setattr(modeling.logger, "warning_once", warnings.append)
+    model = VanillaTransformerModel(tiny_config).eval()
+    ids, mask, labels = batch(tiny_config)
+    inputs = dict(input_ids=ids, attention_mask=mask, decoder_input_ids=labels.clamp(min=0), output_attentions=True)
+    model.set_attn_implementation("eager")
+    with torch.no_grad():
+        eager = model(**inputs).cross_attentions
+        assert warnings == []
+        model.set_attn_implementation("sdpa")
+        sdpa = model(**inputs).cross_attentions
+    assert warnings and "attn_implementation='eager'" in warnings[0] and "sdpa" in warnings[0]
+    for a, b in zip(sdpa, eager):
+        torch.testing.assert_close(a, b)
+
+
 def test_compiled_forward_computes_positions_in_the_graph(tiny_config):
     """Under torch.compile the sinusoidal rows are computed in the graph, not cached on the module: a compiled region
     that stored a tensor there would hand CUDA graphs' reused memory to the next step. Same logits as eager."""

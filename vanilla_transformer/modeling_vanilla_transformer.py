@@ -28,6 +28,7 @@ from transformers.modeling_outputs import (
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, PreTrainedModel
 from transformers.pipelines import Pipeline
+from transformers.utils import logging
 from transformers.utils.deprecation import deprecate_kwarg
 
 from .configuration_vanilla_transformer import REMOTE_TRANSLATION_TASK, TRANSLATION_TASK, VanillaTransformerConfig
@@ -35,6 +36,7 @@ from .configuration_vanilla_transformer import REMOTE_TRANSLATION_TASK, TRANSLAT
 # transformers 5.24 renamed the cache argument and output field `past_key_values` to `cache`. Ours is `cache`;
 # `past_key_values` (what older releases' `generate` passes) is renamed to it, and outputs use the installed name.
 CACHE_FIELD = "cache" if "cache" in Seq2SeqLMOutput.__dataclass_fields__ else "past_key_values"
+logger = logging.get_logger(__name__)
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -292,7 +294,10 @@ class VanillaTransformerAttention(nn.Module):
                 if self.is_cross_attention:
                     cache.is_updated[self.layer_idx] = True
         implementation = self.config._attn_implementation or "eager"
-        if output_attentions:  # only the written-out product has the weights to return
+        if output_attentions and implementation != "eager":  # only the written-out product returns the weights
+            logger.warning_once(f"output_attentions=True: the attention runs as the written-out (eager) product, not "
+                                f"{implementation}, to return its weights; load the model with "
+                                "attn_implementation='eager' to make that choice yourself.")
             implementation = "eager"
         attention = ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention_forward)
         out, weights = attention(self, query, key, value, attention_mask, scaling=self.scaling,
