@@ -35,13 +35,21 @@ def pytest_collection_modifyitems(config, items):
 
 
 def free_port() -> int:
-    """A loopback TCP port nothing listens on now, for a torchrun rendezvous: ports derived from the test process's pid
-    coincide between tests (and with what an earlier run may still hold)."""
+    """A loopback TCP port nothing listens on now (for a test server or a torchrun rendezvous)."""
     import socket
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def torchrun_two() -> list[str]:
+    """`torchrun --nproc_per_node 2 --master_port P` with this environment's torchrun (the test skips without one) and
+    a free port P: ports derived from the test process's pid coincide between tests."""
+    path = os.path.join(os.path.dirname(sys.executable), "torchrun")
+    if not os.path.exists(path):
+        pytest.skip("torchrun not available")
+    return [path, "--nproc_per_node", "2", "--master_port", str(free_port())]
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@ input and unloadable models, the page itself in headless Chromium, and the Space
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -15,7 +14,7 @@ from transformers.utils import logging as transformers_logging
 
 pytest.importorskip("gradio", reason="the demo page needs the [demo] extra (gradio)")
 
-from conftest import ROOT  # noqa: E402
+from conftest import ROOT, free_port  # noqa: E402
 from hub_server import serve  # noqa: E402
 from vanilla_transformer import app as demo_app  # noqa: E402
 from vanilla_transformer import cli, push_to_hub  # noqa: E402
@@ -154,12 +153,6 @@ def test_demo_command(capsys, tmp_path, monkeypatch):
 
 
 # ------------------------------------------------------------------------------------------------ in a browser
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def chrome():
     """Headless Chromium through Selenium, or a skip naming what is missing."""
     webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (the [test] extra)")

@@ -5,21 +5,16 @@ parameters, train like one process on the same data, and the shards gather into 
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 import torch
 
-from conftest import ROOT, free_port
+from conftest import ROOT, torchrun_two
 from vanilla_transformer import VanillaTransformerForConditionalGeneration, run_translation
 
 
 def test_two_sharded_processes_train_like_one(tmp_path):
-    torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
-    if not os.path.exists(torchrun):
-        pytest.skip("torchrun not available")
-    proc = subprocess.run([torchrun, "--nproc_per_node", "2", "--master_port", str(free_port()),
-                           os.path.join(ROOT, "tests", "fsdp_worker.py"), str(tmp_path)],
+    proc = subprocess.run([*torchrun_two(), os.path.join(ROOT, "tests", "fsdp_worker.py"), str(tmp_path)],
                           env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads((tmp_path / "result.json").read_text())

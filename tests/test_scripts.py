@@ -3,7 +3,6 @@ resume after a kill; two-process data parallelism equals one process."""
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -13,8 +12,8 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForSeq2SeqLM, AutoModelForTokenClassification, AutoTokenizer
 
-from conftest import (NER_SENTENCES, ROOT, SHARED_DATA, f1_of_predictions_file, free_port, ner_args,
-                      read_predictions_file, translation_args, write_conll, write_parallel)
+from conftest import (NER_SENTENCES, ROOT, SHARED_DATA, f1_of_predictions_file, ner_args,
+                      read_predictions_file, torchrun_two, translation_args, write_conll, write_parallel)
 from vanilla_transformer import VanillaTransformerForConditionalGeneration
 
 from vanilla_transformer import average_checkpoints, run_ner, run_translation
@@ -279,8 +278,7 @@ def test_resume_after_kill_during_save(tmp_path, when, visible):
 def test_two_processes_match_one(tmp_path):
     """torchrun --nproc_per_node 2 with batch 4 per process = 1 process with batch 8: same losses, same weights,
     same evaluation (no duplicated samples in the gather)."""
-    if shutil.which("torchrun") is None and not os.path.exists(os.path.join(os.path.dirname(sys.executable), "torchrun")):
-        pytest.skip("torchrun not available")
+    torchrun = torchrun_two()
     # 8 training pairs = one global batch: every step sees all of them in both runs, whatever the shuffling
     data_dir = write_parallel(tmp_path, n=8)
     # SGD: Adam's tiny epsilon turns float reduction-order noise in near-zero gradients into visible updates
@@ -292,9 +290,7 @@ def test_two_processes_match_one(tmp_path):
                         env=env, capture_output=True, text=True, timeout=400)
     assert r1.returncode == 0, r1.stderr[-3000:]
     two = tmp_path / "two"
-    torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
-    cmd = [torchrun, "--nproc_per_node", "2", "--master_port", str(free_port()),
-           *_script_cmd(*translation_args(data_dir, two, *common, "--per_device_train_batch_size", "4"))[1:]]
+    cmd = [*torchrun, *_script_cmd(*translation_args(data_dir, two, *common, "--per_device_train_batch_size", "4"))[1:]]
     r2 = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert r2.returncode == 0, r2.stderr[-3000:]
     res1 = json.loads((one / "all_results.json").read_text())

@@ -4,7 +4,6 @@ concurrent clients, limits, faults, the API key and a graceful SIGTERM."""
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -19,6 +18,7 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 from fastapi.testclient import TestClient  # noqa: E402
 
+from conftest import free_port  # noqa: E402
 from vanilla_transformer import data  # noqa: E402
 from vanilla_transformer.serve import Settings, create_app  # noqa: E402
 
@@ -177,12 +177,6 @@ def test_concurrent_requests_are_batched_and_never_mixed():
 
 
 # ------------------------------------------------------------------------------------------ the real model and server
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_server(model_dir, *flags):

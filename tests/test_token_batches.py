@@ -12,7 +12,7 @@ from accelerate.data_loader import BatchSamplerShard
 from safetensors.torch import load_file
 from transformers import AutoTokenizer
 
-from conftest import free_port
+from conftest import ROOT, torchrun_two
 from vanilla_transformer import run_translation
 from vanilla_transformer.training import EvaluationBatches, TokenBudgetBatchSampler
 
@@ -128,12 +128,11 @@ def test_resumed_run_sees_the_same_batches_under_two_processes(tmp_path):
     reaches it through EpochOfSampler)."""
     import os
     import subprocess
-    import sys
 
-    script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts", "run_translation.py")
+    script = os.path.join(ROOT, "scripts", "run_translation.py")
 
     def run(out, *extra):
-        proc = subprocess.run([_torchrun(), "--nproc_per_node", "2", "--master_port", str(free_port()),
+        proc = subprocess.run([*torchrun_two(),
                                script, "--output_dir", str(out), *FLAGS, "--dataloader_num_workers", "0", *extra],
                               env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True, timeout=600)
         assert proc.returncode == 0, proc.stderr[-3000:]
@@ -178,16 +177,6 @@ def test_tokens_trained_are_counted_without_padding(tmp_path):
     assert state["global_step"] < 120  # several pairs a batch
 
 
-def _torchrun():
-    import os
-    import sys
-
-    path = os.path.join(os.path.dirname(sys.executable), "torchrun")
-    if not os.path.exists(path):
-        pytest.skip("torchrun not available")
-    return path
-
-
 def test_two_processes_with_accumulation_match_one(tmp_path):
     """Token batches dealt to 2 processes that accumulate 2 each = 1 process accumulating 4: the loss of an optimizer
     step is divided by the target tokens of all its batches on all processes (num_items_in_batch), so the weights
@@ -197,7 +186,7 @@ def test_two_processes_with_accumulation_match_one(tmp_path):
     import subprocess
     import sys
 
-    script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts", "run_translation.py")
+    script = os.path.join(ROOT, "scripts", "run_translation.py")
     flags = ["--config_overrides", "d_model=32,encoder_ffn_dim=64,decoder_ffn_dim=64,encoder_layers=1,"
              "decoder_layers=1,dropout=0.0", "--label_smoothing_factor", "0.1", "--max_tokens", "96",
              "--demo_train_examples", "400", "--demo_max_length", "24", "--optim", "sgd", "--learning_rate", "0.5",
@@ -208,7 +197,7 @@ def test_two_processes_with_accumulation_match_one(tmp_path):
     r1 = subprocess.run([sys.executable, script, "--output_dir", str(one), *flags, "--gradient_accumulation_steps",
                          "4"], env=env, capture_output=True, text=True, timeout=400)
     assert r1.returncode == 0, r1.stderr[-3000:]
-    r2 = subprocess.run([_torchrun(), "--nproc_per_node", "2", "--master_port", str(free_port()),
+    r2 = subprocess.run([*torchrun_two(),
                          script, "--output_dir", str(two), *flags, "--gradient_accumulation_steps", "2"], env=env,
                         capture_output=True, text=True, timeout=600)
     assert r2.returncode == 0, r2.stderr[-3000:]
@@ -226,7 +215,6 @@ def test_evaluation_by_a_token_budget_equals_sentence_batches(small_demo_model, 
     predictions, line by line, and the same scores, in one process and in two (torchrun)."""
     import os
     import subprocess
-    import sys
 
     flags = ["--model_name_or_path", str(small_demo_model), "--do_train", "false", "--do_eval", "--do_predict",
              "--demo_max_length", "10", "--demo_eval_examples", "45", "--generation_max_length", "16",
@@ -234,8 +222,8 @@ def test_evaluation_by_a_token_budget_equals_sentence_batches(small_demo_model, 
     runs = {"sentences": ["--per_device_eval_batch_size", "16"], "tokens": ["--eval_max_tokens", "40"]}
     results = {name: run_translation.main(["--output_dir", str(tmp_path / name), *flags, *extra])
                for name, extra in runs.items()}
-    script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts", "run_translation.py")
-    two = subprocess.run([_torchrun(), "--nproc_per_node", "2", "--master_port", str(free_port()),
+    script = os.path.join(ROOT, "scripts", "run_translation.py")
+    two = subprocess.run([*torchrun_two(),
                           script, "--output_dir", str(tmp_path / "two"), *flags, *runs["tokens"]],
                          env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True, timeout=600)
     assert two.returncode == 0, two.stderr[-3000:]

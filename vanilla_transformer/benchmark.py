@@ -396,10 +396,10 @@ def bf16_training_step(forward, optimizer, device: str, batch: dict) -> None:
     optimizer.zero_grad(set_to_none=True)
 
 
-def device_training_case(name: str, shape: dict, device: str, batch: int, length: int, compile_mode: str | None,
+def device_training_case(name: str, shape: dict, device: str, batch: int, length: int, compile_mode: str | bool,
                          reps: int, dropout: float = 0.1) -> dict:
     """Training tokens/s (source + target, no padding: every sequence is `length` tokens) of `name` ("ours" or
-    "marian") with bf16 autocast and fused AdamW, eager (`compile_mode` None) or under `torch.compile` in that mode
+    "marian") with bf16 autocast and fused AdamW, eager (`compile_mode` False) or under `torch.compile` in that mode
     ("default", or "reduce-overhead": CUDA graphs); peak device memory."""
     import torch
 
