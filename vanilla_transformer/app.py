@@ -13,7 +13,7 @@ import sys
 
 import torch
 
-from .tokenization import load_tokenizer
+from .tokenization import check_translation_model_dir, load_tokenizer
 
 logger = logging.getLogger(__name__)
 INSTALL_HINT = "The demo page needs Gradio and matplotlib: pip install 'vanilla-transformer[demo]'."
@@ -61,7 +61,6 @@ class TranslationDemo:
 
     def __init__(self, model_name_or_path: str, ctranslate2_model: str | None = None, device: str = "cpu"):
         from .modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
-        from .tokenization import check_translation_model_dir
         from .translate import resolve_device
 
         check_translation_model_dir(model_name_or_path)

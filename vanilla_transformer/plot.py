@@ -79,8 +79,7 @@ def plot_quality_vs_time(run_dirs: list[str], out_dir: str, metric: str | None =
 
 def plot_attention(model_dir: str, text: str, out_dir: str) -> list[str]:
     from .modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
-    from .tokenization import load_tokenizer
-    from .tokenization import check_translation_model_dir
+    from .tokenization import check_translation_model_dir, load_tokenizer
 
     check_translation_model_dir(model_dir)  # a missing or other kind of model is named before anything loads
     tokenizer = load_tokenizer(model_dir)
