@@ -156,3 +156,19 @@ def test_device_cuda_without_a_gpu_is_a_usage_error():
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2 and "--device cuda: PyTorch sees no CUDA GPU" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_corpus_case_trains_from_the_cache_and_from_a_stream(tmp_path):
+    """--corpus: a recombined corpus trained on an empty cache, on the cache and streamed; every figure present."""
+    from vanilla_transformer.benchmark import corpus_report
+
+    words = ["haus", "katze", "hund", "baum", "auto", "mann", "frau", "kind"]
+    lines = [" ".join(words[(i + k) % 8] for k in range(2 + i % 6)) for i in range(200)]
+    (tmp_path / "src.de").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (tmp_path / "src.en").write_text("\n".join(line.upper() for line in lines) + "\n", encoding="utf-8")
+    [row] = corpus_report(str(tmp_path / "src"), "de", "en", [400], str(tmp_path / "work"), max_tokens=256, steps=2)
+    assert len((tmp_path / "work" / "400" / "train.de").read_text().splitlines()) == 400
+    for run in ("first", "cached", "streaming"):
+        assert row[f"{run}_to_first_step_s"] > 0 and row[f"{run}_peak_rss_anon_mb"] > 0
+        assert row[f"{run}_metrics"]["train_tokens_per_second"] > 0
+    assert row["first_metrics"]["train_samples"] == 400 and "train_samples" not in row["streaming_metrics"]

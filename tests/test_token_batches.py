@@ -273,7 +273,7 @@ def test_corpus_encoder_gives_the_tokenizers_ids():
     texts = ["Ein Mann fährt Fahrrad.", "Zwei Hunde spielen im Schnee, einer ist braun.", "", "Straße " * 40]
     tokenizer = train_tokenizer(texts * 20, vocab_size=120)
     encoder = CorpusEncoder(tokenizer, max_length=12)
-    assert encoder.rust is not None
+    assert encoder.words is not None  # sentences assembled from their words' ids
     expected = tokenizer(texts, truncation=True, max_length=12)["input_ids"]
     assert encoder(texts) == encoder(texts, target=True) == expected
     assert max(map(len, expected)) == 12 and expected[3][-1] == tokenizer.eos_token_id
@@ -281,6 +281,28 @@ def test_corpus_encoder_gives_the_tokenizers_ids():
     tokenizer.__class__ = type("TokenizerWithOwnRules", (type(tokenizer),), {})  # a subclass: encoded by its call
     fallback = CorpusEncoder(tokenizer, max_length=12)
     assert fallback.rust is None and fallback(texts) == fallback(texts, target=True) == expected
+
+
+@pytest.mark.parametrize("max_length", [2, 5, 1024])
+def test_corpus_encoder_by_words_equals_the_tokenizer_on_awkward_text(max_length):
+    """Random strings of spaces (double, leading, trailing, no-break, ideographic), tabs, combining accents, the "▁"
+    marker, special tokens written out, ligatures, full-width letters and Hangul jamo (whose NFKC forms differ):
+    word by word (each distinct word encoded once, remembered across calls) the ids equal the tokenizer's own."""
+    import pickle
+    import random
+
+    from vanilla_transformer.tokenization import CorpusEncoder, train_tokenizer
+
+    pieces = list("ab cdé  \t") + ["\u00a0", "\u0301", "▁", "</s>", "<unk>", "ﬁ", "Ａ", "\u3000", "ᄀ", "ᅡ", "ß", "¨"]
+    rng = random.Random(max_length)
+    texts = ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 12))) for _ in range(3000)]
+    tokenizer = train_tokenizer(texts * 3, vocab_size=60)
+    encoder = CorpusEncoder(tokenizer, max_length=max_length)
+    expected = tokenizer(texts, truncation=True, max_length=max_length)["input_ids"]
+    assert encoder(texts[:1500]) + encoder(texts[1500:]) == expected
+    assert len(encoder.words) > 100 and None in encoder.words.values()  # words remembered, some encoded in context
+    assert pickle.loads(pickle.dumps(encoder)).words == {}  # nor pickled (nor hashed into the cache's name)
+    assert encoder(texts) == expected  # from memory
 
 
 def test_tokenizer_is_trained_on_an_even_sample_and_reused(tmp_path):

@@ -765,11 +765,11 @@ def timed_run(command: list[str], log_path: str) -> dict:
 
 def corpus_report(prefix: str, source_lang: str, target_lang: str, sizes, workdir: str, max_tokens: int = 4096,
                   steps: int = 10) -> list[dict]:
-    """For a generated corpus of each size (`recombined_corpus`): `train-translation` from the raw text files twice
-    (small preset, --max_tokens, `steps` optimizer steps), the first on an empty cache (reading, tokenizer training,
-    tokenization, cached as Arrow files), the second reusing it. Reports the seconds from the command's start to its
-    first optimizer step on each, the peak anonymous memory of the whole run, and training tokens/s (source +
-    target, padding excluded)."""
+    """For a generated corpus of each size (`recombined_corpus`): `train-translation` from the raw text files three
+    times (small preset, --max_tokens, `steps` optimizer steps): on an empty cache (reading, tokenizer training,
+    tokenization, cached as Arrow files), again reusing that cache, and with --streaming (nothing cached). Reports the
+    seconds from the command's start to its first optimizer step on each, the peak anonymous memory of the whole
+    run, and training tokens/s (source + target, padding excluded)."""
     rows = []
     for pairs in sizes:
         folder = os.path.join(workdir, f"{pairs}")
@@ -782,8 +782,9 @@ def corpus_report(prefix: str, source_lang: str, target_lang: str, sizes, workdi
                    "--cache_dir", os.path.join(folder, "cache"), "--output_dir", os.path.join(folder, "model"),
                    "--logging_steps", str(steps)]
         row = dict(pairs=pairs, max_tokens=max_tokens, steps=steps)
-        for run in ("first", "cached"):
-            result = timed_run(command, os.path.join(folder, f"{run}.log"))
+        for run in ("first", "cached", "streaming"):
+            result = timed_run(command + (["--streaming"] if run == "streaming" else []),
+                               os.path.join(folder, f"{run}.log"))
             with open(os.path.join(folder, "model", "train_results.json")) as f:
                 metrics = json.load(f)
             row[f"{run}_to_first_step_s"] = result["seconds"] - metrics["train_runtime"]
@@ -796,7 +797,9 @@ def corpus_report(prefix: str, source_lang: str, target_lang: str, sizes, workdi
               f"{row['cached_to_first_step_s']:5.1f} s (preparation {row['preparation_pairs_per_s']:,.0f} pairs/s); "
               f"peak RssAnon {row['first_peak_rss_anon_mb']:,.0f} MB, on the cache "
               f"{row['cached_peak_rss_anon_mb']:,.0f} MB; training "
-              f"{row['cached_metrics']['train_tokens_per_second']:,.0f} tokens/s", flush=True)
+              f"{row['cached_metrics']['train_tokens_per_second']:,.0f} tokens/s; streamed: first step "
+              f"{row['streaming_to_first_step_s']:5.1f} s, peak RssAnon {row['streaming_peak_rss_anon_mb']:,.0f} MB, "
+              f"training {row['streaming_metrics']['train_tokens_per_second']:,.0f} tokens/s", flush=True)
     return rows
 
 

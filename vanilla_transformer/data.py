@@ -6,13 +6,14 @@ Translation rows use HF's format `{"translation": {SRC: ..., TGT: ...}}`; taggin
 
 import codecs
 import hashlib
+import itertools
 import json
 import logging
 import os
 import random
 import shutil
 
-from datasets import Dataset, concatenate_datasets, load_dataset
+from datasets import Dataset, IterableDataset, concatenate_datasets, load_dataset
 
 logger = logging.getLogger(__name__)
 DEMO_SOURCE_LANG, DEMO_TARGET_LANG = "src", "tgt"
@@ -140,6 +141,40 @@ def load_parallel_text(prefix: str, source_lang: str, target_lang: str, cache_di
         pair_rows, batched=True, with_indices=True, remove_columns=[source_lang, target_lang],
         fn_kwargs={"source_lang": source_lang, "target_lang": target_lang, "paths": paths},
         desc=f"Pairing {os.path.basename(prefix)}.{{{source_lang},{target_lang}}}").with_format(None)
+
+
+def stream_parallel_text(prefix: str, source_lang: str, target_lang: str) -> IterableDataset:
+    """`PREFIX.SRC` and `PREFIX.TGT` as a stream of pairs (`--streaming`): read line by line when iterated, nothing
+    cached on disk. Their problems (lines that do not align, an empty sentence, bytes that are not UTF-8) are found
+    as the stream reaches them, each a DataError naming the file and line."""
+    paths = {lang: f"{prefix}.{lang}" for lang in (source_lang, target_lang)}
+    for path in paths.values():
+        if not os.path.isfile(path):
+            raise DataError(f"{path}: file not found.")
+        if os.path.getsize(path) == 0:
+            raise DataError(f"{path}: file is empty.")
+    return IterableDataset.from_generator(parallel_pairs, gen_kwargs={"paths": paths})
+
+
+def parallel_pairs(paths: dict):
+    """The pairs of `stream_parallel_text`, `paths` {language: file}. Lines end at "\n", "\r\n" or "\r"."""
+    (source_lang, source_path), (target_lang, target_path) = paths.items()
+    with open(source_path, encoding="utf-8") as source, open(target_path, encoding="utf-8") as target:
+        try:
+            for line, texts in enumerate(itertools.zip_longest(source, target), start=1):
+                if None in texts:
+                    short, long = (source_path, target_path) if texts[0] is None else (target_path, source_path)
+                    raise DataError(f"{short} ends after line {line - 1} but {long} goes on: parallel files must "
+                                    "align.")
+                texts = [text[:-1] if text.endswith("\n") else text for text in texts]
+                for text, path in zip(texts, (source_path, target_path)):
+                    if not text.strip():
+                        raise DataError(f"{path}, line {line}: empty sentence.")
+                yield {"translation": {source_lang: texts[0], target_lang: texts[1]}}
+        except UnicodeDecodeError:
+            for path in paths.values():
+                check_utf8(path)  # names the line
+            raise
 
 
 def load_translation_jsonl(path: str, source_lang: str, target_lang: str) -> Dataset:

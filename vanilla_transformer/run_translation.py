@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass, field
 
 import numpy as np
+import pyarrow as pa
 from datasets import DatasetDict, Features, List, Value, load_dataset
 from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainingArguments
 
@@ -80,6 +81,9 @@ class DataTrainingArguments(TokenBudgetArguments):
     demo_min_length: int = field(default=1, metadata={"help": "Demo task: shortest source string."})
     demo_max_length: int = field(default=48, metadata={"help": "Demo task: longest source string."})
     preprocessing_num_workers: int | None = field(default=None, metadata={"help": "Processes for tokenization."})
+    streaming: bool = field(default=False, metadata={
+        "help": "Read, tokenize and batch the training files (--train_file PREFIX: PREFIX.SRC + PREFIX.TGT) as they "
+                "are trained on, caching nothing; with --max_tokens and --max_steps."})
 
     def __post_init__(self):
         super().__post_init__()
@@ -112,7 +116,9 @@ def load_raw_datasets(data_args: DataTrainingArguments, model_args, training_arg
         if not (data_args.source_lang and data_args.target_lang):
             raise ValueError("Local translation files need --source_lang and --target_lang.")
         raw = DatasetDict({split: load_split(path, data_args.source_lang, data_args.target_lang, model_args.cache_dir)
-                           for split, path in files.items() if path})
+                           for split, path in files.items() if path and not (split == "train" and data_args.streaming)})
+        if data_args.streaming:
+            raw["train"] = vt_data.stream_parallel_text(files["train"], data_args.source_lang, data_args.target_lang)
     else:
         logger.info("No data given: using the built-in demo task.")
         data_args.source_lang, data_args.target_lang = vt_data.DEMO_SOURCE_LANG, vt_data.DEMO_TARGET_LANG
@@ -125,6 +131,18 @@ def load_raw_datasets(data_args: DataTrainingArguments, model_args, training_arg
     if data_args.source_lang is None or data_args.target_lang is None:
         raise ValueError("Set --source_lang and --target_lang.")
     return raw
+
+
+def check_streaming(data_args: DataTrainingArguments, training_args) -> None:
+    if not data_args.streaming:
+        return
+    train_file = data_args.train_file or ""
+    if not train_file or train_file.endswith((".json", ".jsonl", ".tsv", ".txt")):
+        raise ValueError(f"--streaming reads parallel text files: give --train_file PREFIX (PREFIX.SRC + PREFIX.TGT), "
+                         f"not {train_file or 'no --train_file'}.")
+    if not data_args.max_tokens or training_args.max_steps <= 0:
+        raise ValueError("--streaming needs --max_tokens (batches form as the stream is read) and --max_steps (a "
+                         "stream has no length to count epochs in).")
 
 
 def in_order(rows: list, order) -> list:
@@ -148,15 +166,17 @@ def main(argv=None):
     demo = not (data_args.dataset_name or data_args.train_file or data_args.validation_file or data_args.test_file)
 
     check_token_budget(data_args, training_args, logger)
+    check_streaming(data_args, training_args)
     with training_args.main_process_first(desc="reading data"):
         raw = load_raw_datasets(data_args, model_args, training_args)
     src, tgt = data_args.source_lang, data_args.target_lang
     if training_args.do_train and "train" not in raw:
         raise ValueError("--do_train needs a training split (--train_file or --dataset_name).")
 
-    def training_texts(rows):
-        for batch in rows.iter(batch_size=10_000):
-            yield [pair[side] for pair in batch["translation"] for side in (src, tgt)]
+    def training_texts(rows):  # source and target sentences alternating, read as Arrow (no dict per pair)
+        for batch in rows.with_format("arrow").iter(batch_size=10_000):
+            pairs = batch["translation"].combine_chunks()
+            yield [s for pair in zip(pairs.field(src).to_pylist(), pairs.field(tgt).to_pylist()) for s in pair]
 
     # Demo: characters are the units of the task, so the tokenizer stays character-level (no merges).
     with training_args.main_process_first(desc="tokenizer"):
@@ -175,14 +195,19 @@ def main(argv=None):
 
     def preprocess(batch):  # its hash (what it reads) names the tokenized-data cache: other flags leave it valid
         pairs = batch["translation"].combine_chunks()  # an Arrow batch: the sentences without a dict per pair
-        return {"input_ids": encode_source(pairs.field(src).to_pylist()),
-                "labels": encode_target(pairs.field(tgt).to_pylist(), target=True)}
+        return pa.table({"input_ids": encode_source.encode(pairs.field(src)),
+                         "labels": encode_target.encode(pairs.field(tgt), target=True)})
 
     tokenized = {}
     with training_args.main_process_first(desc="tokenization"):
         for split, ds in limit_splits(raw, data_args).items():
+            if not hasattr(ds, "__len__"):  # a stream: tokenized as it is read
+                tokenized[split] = ds.with_format("arrow").map(preprocess, batched=True, batch_size=10_000,
+                                                               remove_columns=["translation"],
+                                                               features=TOKEN_IDS).with_format(None)
+                continue
             tokenized[split] = ds.with_format("arrow").map(
-                preprocess, batched=True, remove_columns=ds.column_names, features=TOKEN_IDS,
+                preprocess, batched=True, batch_size=10_000, remove_columns=ds.column_names, features=TOKEN_IDS,
                 num_proc=data_args.preprocessing_num_workers, desc=f"Tokenizing {split}").with_format(None)
     orders = {}  # evaluation batches of similar length; the order that restores the files' order
     for split in ("validation", "test"):
@@ -251,7 +276,7 @@ def main(argv=None):
             print(f"  {s}\n    -> {h}\n     | {r}  [{'ok' if h == r else 'WRONG'}]")
 
     all_metrics.update(evaluate_splits(trainer, training_args, tokenized, compute_metrics, write_predictions))
-    finish_run(trainer, training_args, model, "translation", data_args, len(tokenized.get("train", ())), all_metrics,
+    finish_run(trainer, training_args, model, "translation", data_args, all_metrics.get("train_samples"), all_metrics,
                argv, languages=[src, tgt])
     low = {k: v for k, v in all_metrics.items() if k.endswith("_exact_match") and v < DEMO_MIN_EXACT_MATCH}
     if demo and training_args.do_train and low:

@@ -4,13 +4,21 @@ the checks of saved directories (tokenizer, translation model, CTranslate2 expor
 
 import json
 import os
+import unicodedata
 from collections.abc import Iterable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
 # Order fixes the ids, which match VanillaTransformerConfig's defaults: pad 0, bos 1, eos 2, unk 3.
 SPECIAL_TOKENS = {"pad_token": "<pad>", "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}
+# sentencepiece-style words: spaces become "▁", which starts every word (the first one too)
+WORDS_AT_SPACES = {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "always", "split": True}
+IDS = pa.list_(pa.int32())
 
 
 def train_tokenizer(texts: Iterable[str], vocab_size: int = 8000, min_frequency: int = 2,
@@ -47,23 +55,103 @@ def looks_local(name_or_path) -> bool:
 
 class CorpusEncoder:
     """texts -> the token ids `tokenizer(texts, truncation=True, max_length=max_length)` gives, for tokenizing whole
-    corpora. A plain fast tokenizer (the joint BPE this package trains) encodes through a copy of its Rust tokenizer's
-    `encode_batch_fast`, which skips the character offsets and the per-sentence Python objects of the tokenizer's call
-    (several times faster); other tokenizers (with their own target-side rules, say) through their call."""
+    corpora into Arrow. For the joint BPE this package trains (NFKC, words split at spaces, BPE within each word), the
+    ids of a sentence are its words' ids one after the other: each distinct word is encoded once by the Rust tokenizer
+    and remembered, and sentences are assembled from their words' ids in numpy, with no Python object per sentence or
+    token (the word cache of fairseq's and subword-nmt's BPE scripts). A sentence with a word that does not encode
+    alone as it does in context (an empty word from a double or edge space, a word starting with the space marker "▁"
+    or holding a special token, one whose NFKC form holds a space) is encoded whole by the Rust tokenizer. Other fast
+    tokenizers encode through the Rust tokenizer's `encode_batch_fast` (no character offsets); tokenizers with their
+    own rules (a subclass, say) through their call."""
+
+    MAX_WORDS = 1_000_000  # distinct words remembered (bounded memory on corpora of millions of distinct words)
 
     def __init__(self, tokenizer, max_length: int):
-        self.tokenizer, self.max_length, self.rust = tokenizer, max_length, None
-        if type(tokenizer) is PreTrainedTokenizerFast:
-            self.rust = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())
-            self.rust.enable_truncation(max_length)
-            self.rust.no_padding()
+        self.tokenizer, self.max_length, self.rust, self.words = tokenizer, max_length, None, None
+        if type(tokenizer) is not PreTrainedTokenizerFast:
+            return
+        self.rust = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())
+        self.rust.enable_truncation(max_length)
+        self.rust.no_padding()
+        spec = json.loads(self.rust.to_str())
+        if (spec["normalizer"] in (None, {"type": "NFKC"}) and spec["pre_tokenizer"] == WORDS_AT_SPACES
+                and spec["model"]["type"] == "BPE" and not spec["model"].get("dropout")):
+            whole, word = self.rust.encode("a").ids, self.rust.encode("a", add_special_tokens=False).ids
+            start = next(i for i in range(len(whole)) if whole[i:i + len(word)] == word)
+            self.prefix, self.suffix = whole[:start], whole[start + len(word):]  # the template's special tokens
+            self.specials = [token.content for token in self.rust.get_added_tokens_decoder().values()]
+            self.nfkc = spec["normalizer"] is not None
+            if max_length > len(self.prefix) + len(self.suffix):
+                self.words = {}
+
+    def __getstate__(self):  # pickled (for worker processes) and hashed (naming cached data) without its memory
+        return {**self.__dict__, "words": None if self.words is None else {}}
 
     def __call__(self, texts: list[str], target: bool = False) -> list[list[int]]:
+        return self.encode(pa.array(texts, pa.string()), target).to_pylist()
+
+    def encode(self, texts: pa.Array, target: bool = False) -> pa.Array:
+        """An Arrow array of strings -> an Arrow list<int32> array of their token ids."""
+        if self.words is not None:
+            return self.encode_by_words(texts)
         if self.rust is not None:
-            return [encoding.ids for encoding in self.rust.encode_batch_fast(texts)]
-        text = {"text_target" if target else "text": texts}
-        return self.tokenizer(**text, truncation=True, max_length=self.max_length, return_token_type_ids=False,
-                              return_attention_mask=False)["input_ids"]
+            return self.encode_whole(texts.to_pylist())
+        text = {"text_target" if target else "text": texts.to_pylist()}
+        return pa.array(self.tokenizer(**text, truncation=True, max_length=self.max_length, return_token_type_ids=False,
+                                       return_attention_mask=False)["input_ids"], IDS)
+
+    def encode_whole(self, texts: list[str]) -> pa.Array:
+        return pa.array([encoding.ids for encoding in self.rust.encode_batch_fast(texts)], IDS)
+
+    def encode_alone(self, words: list[str]) -> dict:
+        """word -> its ids as int32 bytes, or None for a word that does not encode alone as it does in a sentence."""
+        encoded = {}
+        for word, encoding in zip(words, self.rust.encode_batch_fast(words, add_special_tokens=False)):
+            form = unicodedata.normalize("NFKC", word) if self.nfkc else word
+            alone = form and not form.startswith("▁") and " " not in form and not any(s in form for s in self.specials)
+            encoded[word] = np.array(encoding.ids, np.int32).tobytes() if alone else None
+        return encoded
+
+    def encode_by_words(self, texts: pa.Array) -> pa.Array:
+        split = pc.split_pattern(texts, " ")  # every sentence has at least one word, maybe empty
+        words = pc.dictionary_encode(split.flatten())
+        distinct = words.dictionary.to_pylist()
+        new = self.encode_alone([w for w in distinct if w not in self.words])
+        ids = [new[w] if w in new else self.words[w] for w in distinct]
+        if len(self.words) + len(new) <= self.MAX_WORDS:  # past it, words not yet remembered are encoded each time
+            self.words.update(new)
+        alone = np.array([i is not None for i in ids], bool)
+        ids = [i or b"" for i in ids]
+        word_length = np.fromiter(map(len, ids), np.int64, len(ids)) // 4  # int32 ids
+        word_start = np.cumsum(word_length) - word_length
+        values = np.frombuffer(b"".join(ids), np.int32)
+
+        which = words.indices.to_numpy(zero_copy_only=False)  # (W,) the distinct word at each position
+        length = word_length[which]  # (W,)
+        end = np.cumsum(length)  # (W,)
+        tokens = values[np.repeat(word_start[which] - (end - length), length) + np.arange(end[-1] if len(end) else 0)]
+        sentence_words = split.offsets.to_numpy() - split.offsets[0].as_py()  # (S + 1,)
+        sentence_tokens = np.concatenate([[0], end])[sentence_words]  # (S + 1,) where each sentence's tokens lie
+
+        added = len(self.prefix) + len(self.suffix)
+        keep = np.minimum(np.diff(sentence_tokens), self.max_length - added)  # (S,) truncation
+        offsets = np.concatenate([[0], np.cumsum(keep + added)])  # (S + 1,)
+        within = np.arange(keep.sum()) - np.repeat(np.cumsum(keep) - keep, keep)  # (K,) position in its sentence
+        out = np.empty(offsets[-1], np.int32)
+        out[np.repeat(offsets[:-1] + len(self.prefix), keep) + within] = tokens[np.repeat(sentence_tokens[:-1], keep)
+                                                                                + within]
+        for i, token in enumerate(self.prefix):
+            out[offsets[:-1] + i] = token
+        for i, token in enumerate(self.suffix):
+            out[offsets[1:] - len(self.suffix) + i] = token
+        encoded = pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(out))
+
+        whole = np.flatnonzero(np.logical_or.reduceat(~alone[which], sentence_words[:-1])) if len(which) else []
+        if len(whole) == 0:
+            return encoded
+        order = np.arange(len(texts))
+        order[whole] = len(texts) + np.arange(len(whole))
+        return pa.concat_arrays([encoded, self.encode_whole(texts.take(whole).to_pylist())]).take(order)
 
 
 def is_ctranslate2_dir(path) -> bool:

@@ -4,6 +4,7 @@ the tokenizer, the paper's optimizer defaults and resuming."""
 import ast
 import contextlib
 import functools
+import itertools
 import math
 import logging
 import json
@@ -154,6 +155,10 @@ def get_tokenizer(model_args: ModelArguments, texts_for_training, rows, default_
         raise ValueError("No tokenizer given (--tokenizer_name or --model_name_or_path) and no training split to train "
                          "one on.")
     vocab_size, samples = model_args.vocab_size or default_vocab_size, model_args.tokenizer_train_samples
+    if not hasattr(rows, "__len__"):  # a stream: its first examples, the tokenizer trained again by each run
+        logger.info("Training a BPE tokenizer of %d tokens on the first %s training examples", vocab_size,
+                    f"{samples:,}")
+        return train_tokenizer(texts_for_training(rows.take(samples)), vocab_size=vocab_size, show_progress=True)
     cached = tokenizer_cache_path(rows, vocab_size, samples)
     if cached and os.path.isfile(os.path.join(cached, "tokenizer.json")):
         logger.info("Tokenizer: %s (trained by an earlier run on the same data)", cached)
@@ -557,6 +562,44 @@ class TokenBudgetBatchSampler:
             yield self.batch(i)
 
 
+class TokenBudgetStream(torch.utils.data.IterableDataset):
+    """Token-budget batches (collated) from a stream of tokenized examples (`--streaming`), repeated without end (the
+    Trainer stops at --max_steps). The stream is read `buffer` examples at a time; each buffer is cut into batches as
+    `TokenBudgetBatchSampler` cuts a whole corpus, in an order drawn from the seed and the buffer's number. Every
+    process (and DataLoader worker) reads the whole stream and keeps every n-th batch, n the number of readers,
+    leaving out the few batches a buffer has past a multiple of n: all readers take the same number of batches.
+    Resuming reads the stream again from its start, skipping the batches already trained."""
+
+    def __init__(self, examples, max_tokens: int, collate_fn, seed: int = 0, buffer: int = 100_000,
+                 pad_to_multiple_of: int = 1, rank: int = 0, processes: int = 1):
+        self.examples, self.max_tokens, self.collate_fn, self.seed = examples, max_tokens, collate_fn, seed
+        self.buffer, self.pad_to_multiple_of, self.rank, self.processes = buffer, pad_to_multiple_of, rank, processes
+
+    def buffers(self):
+        """Lists of `buffer` examples (the last one shorter), the stream read again and again."""
+        while True:
+            stream, empty = iter(self.examples), True
+            for chunk in iter(lambda: list(itertools.islice(stream, self.buffer)), []):
+                empty = False
+                yield chunk
+            if empty:
+                raise ValueError("The training stream holds no examples.")
+
+    def __iter__(self):
+        worker = torch.utils.data.get_worker_info()
+        workers, worker_id = (worker.num_workers, worker.id) if worker else (1, 0)
+        readers, reader = self.processes * workers, self.rank * workers + worker_id
+        for number, chunk in enumerate(self.buffers()):
+            batches = TokenBudgetBatchSampler([len(e["input_ids"]) for e in chunk],
+                                              [len(e.get("labels", e["input_ids"])) for e in chunk], self.max_tokens,
+                                              seed=self.seed, pad_to_multiple_of=self.pad_to_multiple_of)
+            batches.set_epoch(number)
+            kept = len(batches) // readers * readers
+            for i, rows in enumerate(batches):
+                if i < kept and i % readers == reader:
+                    yield self.collate_fn([chunk[row] for row in rows])
+
+
 class EvaluationBatches:
     """Evaluation batches by a token budget, in the dataset's order (sort it by length first for little padding).
     They come in rounds of `processes` batches of one size, dealt one to each process: the processes' outputs
@@ -622,6 +665,14 @@ class TokenBudgetMixin:
     def get_train_dataloader(self):
         if not self.max_tokens:
             return super().get_train_dataloader()
+        if not hasattr(self.train_dataset, "__len__"):  # a stream: its own batches on each process (not dispatched)
+            from torch.utils.data import DataLoader
+
+            stream = TokenBudgetStream(self.train_dataset, self.max_tokens, self.data_collator, seed=self.args.seed,
+                                       pad_to_multiple_of=self.pad_to_multiple_of(), rank=self.args.process_index,
+                                       processes=self.args.world_size)
+            return DataLoader(stream, batch_size=None, num_workers=self.args.dataloader_num_workers,
+                              pin_memory=self.args.dataloader_pin_memory)
         sampler = TokenBudgetBatchSampler(*self.lengths(self.train_dataset), self.max_tokens, seed=self.args.seed,
                                           pad_to_multiple_of=self.pad_to_multiple_of())
         self.add_callback(EpochOfSampler(sampler))
@@ -740,7 +791,10 @@ def train_and_save(trainer, train_dataset, resume_from=None) -> dict:
     start = time.time()
     result = trainer.train(resume_from_checkpoint=resume_from)
     trainer.save_model()
-    metrics = dict(result.metrics, train_samples=len(train_dataset), train_wall_seconds=time.time() - start)
+    metrics = dict(result.metrics)
+    if hasattr(train_dataset, "__len__"):  # not a stream
+        metrics["train_samples"] = len(train_dataset)
+    metrics["train_wall_seconds"] = time.time() - start
     if isinstance(trainer, TokenCountMixin):
         metrics["train_tokens_per_second"] = trainer.tokens_trained_all_processes() / metrics["train_runtime"]
     trainer.log_metrics("train", metrics)
@@ -753,8 +807,12 @@ def limit_splits(raw, data_args) -> dict:
     """The splits a run uses (train, validation, test), each cut to its --max_*_samples."""
     limits = {"train": data_args.max_train_samples, "validation": data_args.max_eval_samples,
               "test": data_args.max_predict_samples}
-    return {split: ds if limits[split] is None else ds.select(range(min(limits[split], len(ds))))
-            for split, ds in raw.items() if split in limits}
+    def cut(ds, limit):
+        if limit is None:
+            return ds
+        return ds.select(range(min(limit, len(ds)))) if hasattr(ds, "__len__") else ds.take(limit)  # or a stream's
+
+    return {split: cut(ds, limits[split]) for split, ds in raw.items() if split in limits}
 
 
 def evaluate_splits(trainer, training_args, tokenized, compute_metrics, after=None) -> dict:
