@@ -535,7 +535,7 @@ class VanillaTransformerEncoder(VanillaTransformerStack):
         for layer in self.layers:
             if output_hidden_states:
                 all_hidden.append(hidden)
-            hidden, attn = layer(hidden, mask, output_attentions)
+            hidden, attn = layer(hidden, attention_mask=mask, output_attentions=output_attentions)
             if output_attentions:
                 all_attn.append(attn)
         if self.layer_norm is not None:
@@ -591,9 +591,9 @@ class VanillaTransformerDecoder(VanillaTransformerStack):
         for layer in self.layers:
             if output_hidden_states:
                 all_hidden.append(hidden)
-            hidden, self_attn, cross_attn = layer(
-                hidden, self_mask, encoder_hidden_states, cross_mask,
-                cache=cache, output_attentions=output_attentions,
+            hidden, self_attn, cross_attn = layer(  # tensors that carry gradients positional (checkpointing)
+                hidden, self_mask, encoder_hidden_states, cross_attn_mask=cross_mask, cache=cache,
+                output_attentions=output_attentions,
             )
             if output_attentions:
                 all_self.append(self_attn)
@@ -752,8 +752,9 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
             raise ValueError("The seq2seq model needs decoder_input_ids (or decoder_inputs_embeds, or labels).")
         use_cache = self.config.use_cache if use_cache is None else use_cache
         if encoder_outputs is None:
-            encoder_outputs = self.encoder(input_ids, attention_mask, inputs_embeds, output_attentions,
-                                           output_hidden_states)
+            encoder_outputs = self.encoder(input_ids=input_ids, attention_mask=attention_mask,
+                                           inputs_embeds=inputs_embeds, output_attentions=output_attentions,
+                                           output_hidden_states=output_hidden_states)
         elif not isinstance(encoder_outputs, BaseModelOutput):
             encoder_outputs = BaseModelOutput(*encoder_outputs)
         decoder_batch = (decoder_input_ids if decoder_input_ids is not None else decoder_inputs_embeds).shape[0]
@@ -761,8 +762,15 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
             raise ValueError(f"The decoder inputs have batch size {decoder_batch} but the encoder inputs have "
                              f"{encoder_outputs.last_hidden_state.shape[0]}.")
         decoder_outputs = self.decoder(
-            decoder_input_ids, decoder_attention_mask, encoder_outputs.last_hidden_state, attention_mask,
-            cache, decoder_inputs_embeds, use_cache, output_attentions, output_hidden_states,
+            input_ids=decoder_input_ids,
+            attention_mask=decoder_attention_mask,
+            encoder_hidden_states=encoder_outputs.last_hidden_state,
+            encoder_attention_mask=attention_mask,
+            cache=cache,
+            inputs_embeds=decoder_inputs_embeds,
+            use_cache=use_cache,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
         )
         out = Seq2SeqModelOutput(
             last_hidden_state=decoder_outputs.last_hidden_state,
@@ -856,8 +864,18 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
             if decoder_input_ids is None and decoder_inputs_embeds is None:
                 decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
         outputs = self.model(
-            input_ids, attention_mask, decoder_input_ids, decoder_attention_mask, encoder_outputs, cache,
-            inputs_embeds, decoder_inputs_embeds, use_cache, output_attentions, output_hidden_states, return_dict=True,
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            decoder_input_ids=decoder_input_ids,
+            decoder_attention_mask=decoder_attention_mask,
+            encoder_outputs=encoder_outputs,
+            cache=cache,
+            inputs_embeds=inputs_embeds,
+            decoder_inputs_embeds=decoder_inputs_embeds,
+            use_cache=use_cache,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+            return_dict=True,
         )
         logits = self.lm_head(outputs.last_hidden_state)  # (B, T, V)
         loss = None
@@ -992,8 +1010,9 @@ class VanillaTransformerEncoderModel(VanillaTransformerPreTrainedModel):
         output_attentions, output_hidden_states, return_dict = self._output_flags(
             output_attentions, output_hidden_states, return_dict
         )
-        return self.encoder(input_ids, attention_mask, inputs_embeds, output_attentions, output_hidden_states,
-                            return_dict)
+        return self.encoder(input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds,
+                            output_attentions=output_attentions, output_hidden_states=output_hidden_states,
+                            return_dict=return_dict)
 
 
 def iob2_penalties(id2label: dict | None, num_labels: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -1145,7 +1164,8 @@ class VanillaTransformerForTokenClassification(VanillaTransformerPreTrainedModel
         ignored; their cross-entropies, each divided by the main loss's token count, are added to the loss with weight
         `config.auxiliary_loss_weight`. (Not named `*labels`: Trainer would then expect them at evaluation too.)"""
         return_dict = self.config.return_dict if return_dict is None else return_dict
-        outputs = self.model(input_ids, attention_mask, inputs_embeds, output_attentions, output_hidden_states,
+        outputs = self.model(input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds,
+                             output_attentions=output_attentions, output_hidden_states=output_hidden_states,
                              return_dict=True)
         hidden = apply_dropout(outputs.last_hidden_state, self.dropout, self.training)
         logits = self.classifier(hidden)  # (B, T, num_labels)
@@ -1212,7 +1232,8 @@ class VanillaTransformerForMaskedLM(VanillaTransformerPreTrainedModel):
         return_dict = self.config.return_dict if return_dict is None else return_dict
         if labels is not None:
             check_token_ids("labels", labels.masked_fill(labels == -100, 0), self.config.vocab_size)
-        outputs = self.model(input_ids, attention_mask, inputs_embeds, output_attentions, output_hidden_states,
+        outputs = self.model(input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds,
+                             output_attentions=output_attentions, output_hidden_states=output_hidden_states,
                              return_dict=True)
         logits = self.lm_head(outputs.last_hidden_state)  # (B, T, V)
         loss = None if labels is None else token_loss(logits, labels, num_items_in_batch, self.config.label_smoothing)

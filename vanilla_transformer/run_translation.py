@@ -173,8 +173,12 @@ def main(argv=None):
     if training_args.do_train and "train" not in raw:
         raise ValueError("--do_train needs a training split (--train_file or --dataset_name).")
 
-    def training_texts(rows):  # source and target sentences alternating, read as Arrow (no dict per pair)
-        for batch in rows.with_format("arrow").iter(batch_size=10_000):
+    def training_texts(rows):  # source and target sentences alternating
+        if not hasattr(rows, "__len__"):  # a stream: Python batches (Arrow-formatting a stream goes pair by pair)
+            for batch in rows.iter(batch_size=10_000):
+                yield [pair[side] for pair in batch["translation"] for side in (src, tgt)]
+            return
+        for batch in rows.with_format("arrow").iter(batch_size=10_000):  # a Dataset: Arrow, no dict per pair
             pairs = batch["translation"].combine_chunks()
             yield [s for pair in zip(pairs.field(src).to_pylist(), pairs.field(tgt).to_pylist()) for s in pair]
 
@@ -201,10 +205,11 @@ def main(argv=None):
     tokenized = {}
     with training_args.main_process_first(desc="tokenization"):
         for split, ds in limit_splits(raw, data_args).items():
-            if not hasattr(ds, "__len__"):  # a stream: tokenized as it is read
-                tokenized[split] = ds.with_format("arrow").map(preprocess, batched=True, batch_size=10_000,
-                                                               remove_columns=["translation"],
-                                                               features=TOKEN_IDS).with_format(None)
+            if not hasattr(ds, "__len__"):  # a stream: tokenized as it is read, in Python batches (as above)
+                tokenized[split] = ds.map(
+                    lambda batch: preprocess({"translation": pa.chunked_array([pa.array(batch["translation"])])}
+                                             ).to_pydict(), batched=True, batch_size=10_000,
+                    remove_columns=["translation"])
                 continue
             tokenized[split] = ds.with_format("arrow").map(
                 preprocess, batched=True, batch_size=10_000, remove_columns=ds.column_names, features=TOKEN_IDS,
