@@ -535,7 +535,7 @@ class VanillaTransformerEncoder(VanillaTransformerStack):
         for layer in self.layers:
             if output_hidden_states:
                 all_hidden.append(hidden)
-            hidden, attn = layer(hidden, attention_mask=mask, output_attentions=output_attentions)
+            hidden, attn = layer(hidden, mask, output_attentions=output_attentions)  # tensors positional (checkpointing)
             if output_attentions:
                 all_attn.append(attn)
         if self.layer_norm is not None:
@@ -591,9 +591,8 @@ class VanillaTransformerDecoder(VanillaTransformerStack):
         for layer in self.layers:
             if output_hidden_states:
                 all_hidden.append(hidden)
-            hidden, self_attn, cross_attn = layer(  # tensors that carry gradients positional (checkpointing)
-                hidden, self_mask, encoder_hidden_states, cross_attn_mask=cross_mask, cache=cache,
-                output_attentions=output_attentions,
+            hidden, self_attn, cross_attn = layer(  # tensors positional (reentrant gradient checkpointing)
+                hidden, self_mask, encoder_hidden_states, cross_mask, cache=cache, output_attentions=output_attentions,
             )
             if output_attentions:
                 all_self.append(self_attn)
