@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 # The tested torch (a CPU build); pyproject.toml keeps a range for users. Override: make TORCH_PIN=torch==X.Y.Z ...
 TORCH_PIN ?= torch==2.13.0
 
-.PHONY: setup demo test test-latest test-gpu test-slow benchmark recipe-multi30k recipe-conll recipe-multi30k-best \
+.PHONY: setup demo test test-latest test-gpu test-slow benchmark benchmark-peers recipe-multi30k recipe-conll recipe-multi30k-best \
 	recipe-conll-best clean
 DATA ?= ../shared/data
 
@@ -62,6 +62,10 @@ recipe-conll-best: setup
 
 benchmark: setup
 	$(PY) scripts/benchmark.py --output outputs/benchmark.json
+
+# OpenNMT-py (its own virtual environment) trained for MINUTES (default 60) at the Multi30k recipe's shape, scored
+benchmark-peers: setup
+	PY=$(PY) benchmarks/peers/opennmt.sh $(DATA)/multi30k outputs/peers/opennmt
 
 clean:
 	rm -rf $(VENV) $(LATEST_VENV) outputs
