@@ -99,14 +99,14 @@ def test_streaming_run_caches_nothing_and_resumes_where_it_stopped(tmp_path):
 
 @pytest.mark.parametrize("change, message", [
     (["--max_tokens", "0"], "--max_tokens"), (["--max_steps", "-1"], "--max_steps"),
-    (["--train_file", "pairs.tsv"], "parallel text files"),
+    (["--train_file", "pairs.tsv"], "parallel text files"), (["--max_tokens", "100"], "longest pair .*128 tokens"),
 ])
 def test_streaming_needs_a_token_budget_steps_and_parallel_text(tmp_path, change, message):
     prefix = tmp_path / "train"
     write_corpus(prefix)
     args = flags(tmp_path, prefix)
     args[args.index(change[0]) + 1] = change[1]
-    if change[0] == "--max_tokens":
+    if change == ["--max_tokens", "0"]:
         del args[args.index("--max_tokens"):args.index("--max_tokens") + 2]
     with pytest.raises(ValueError, match=message):
         run_translation.main(["--output_dir", str(tmp_path / "out"), *args])

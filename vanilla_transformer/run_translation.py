@@ -143,6 +143,12 @@ def check_streaming(data_args: DataTrainingArguments, training_args) -> None:
     if not data_args.max_tokens or training_args.max_steps <= 0:
         raise ValueError("--streaming needs --max_tokens (batches form as the stream is read) and --max_steps (a "
                          "stream has no length to count epochs in).")
+    multiple = 8 if training_args.device.type == "cuda" else 1  # the collator's padding
+    longest = -(-max(data_args.max_source_length, data_args.max_target_length) // multiple) * multiple
+    if data_args.max_tokens < longest:
+        raise ValueError(f"--streaming: --max_tokens {data_args.max_tokens} is below the longest pair the stream may "
+                         f"hold ({longest} tokens, --max_source_length / --max_target_length): raise --max_tokens or "
+                         "lower those, so that no pair read later can stop the run.")
 
 
 def in_order(rows: list, order) -> list:
