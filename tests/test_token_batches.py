@@ -303,6 +303,10 @@ def test_corpus_encoder_by_words_equals_the_tokenizer_on_awkward_text(max_length
     assert len(encoder.words) > 100 and None in encoder.words.values()  # words remembered, some encoded in context
     assert pickle.loads(pickle.dumps(encoder)).words == {}  # nor pickled (nor hashed into the cache's name)
     assert encoder(texts) == expected  # from memory
+    tokenizer.add_tokens(["b c"])  # an added token spanning two words: sentences are encoded whole
+    spanning = CorpusEncoder(tokenizer, max_length=max_length)
+    assert spanning.words is None
+    assert spanning(texts) == tokenizer(texts, truncation=True, max_length=max_length)["input_ids"]
 
 
 def test_tokenizer_is_trained_on_an_even_sample_and_reused(tmp_path):

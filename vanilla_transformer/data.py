@@ -73,14 +73,18 @@ def file_signature(path: str) -> dict:
     return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sample": sample}
 
 
-def text_lines(path: str, column: str, cache_dir: str | None = None) -> Dataset:
-    """The lines of a text file as the one column `column` of a memory-mapped Dataset, read by datasets' text loader
-    into Arrow files cached on disk (the next call with the same unchanged file reuses them). Lines end at "\n",
-    "\r\n" or "\r"."""
+def check_not_empty(path: str) -> None:
     if not os.path.isfile(path):
         raise DataError(f"{path}: file not found.")
     if os.path.getsize(path) == 0:
         raise DataError(f"{path}: file is empty.")
+
+
+def text_lines(path: str, column: str, cache_dir: str | None = None) -> Dataset:
+    """The lines of a text file as the one column `column` of a memory-mapped Dataset, read by datasets' text loader
+    into Arrow files cached on disk (the next call with the same unchanged file reuses them). Lines end at "\n",
+    "\r\n" or "\r"."""
+    check_not_empty(path)
     try:
         lines = load_dataset("text", data_files=os.path.abspath(path), split="train", cache_dir=cache_dir)
     except Exception:
@@ -149,10 +153,7 @@ def stream_parallel_text(prefix: str, source_lang: str, target_lang: str) -> Ite
     as the stream reaches them, each a DataError naming the file and line."""
     paths = {lang: f"{prefix}.{lang}" for lang in (source_lang, target_lang)}
     for path in paths.values():
-        if not os.path.isfile(path):
-            raise DataError(f"{path}: file not found.")
-        if os.path.getsize(path) == 0:
-            raise DataError(f"{path}: file is empty.")
+        check_not_empty(path)
     return IterableDataset.from_generator(parallel_pairs, gen_kwargs={"paths": paths})
 
 

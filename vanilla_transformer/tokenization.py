@@ -81,7 +81,8 @@ class CorpusEncoder:
             self.prefix, self.suffix = whole[:start], whole[start + len(word):]  # the template's special tokens
             self.specials = [token.content for token in self.rust.get_added_tokens_decoder().values()]
             self.nfkc = spec["normalizer"] is not None
-            if max_length > len(self.prefix) + len(self.suffix):
+            one_word = not any(" " in s or "▁" in s for s in self.specials)  # an added "New York" spans two words
+            if one_word and max_length > len(self.prefix) + len(self.suffix):
                 self.words = {}
 
     def __getstate__(self):  # pickled (for worker processes) and hashed (naming cached data) without its memory
@@ -108,7 +109,8 @@ class CorpusEncoder:
         encoded = {}
         for word, encoding in zip(words, self.rust.encode_batch_fast(words, add_special_tokens=False)):
             form = unicodedata.normalize("NFKC", word) if self.nfkc else word
-            alone = form and not form.startswith("▁") and " " not in form and not any(s in form for s in self.specials)
+            alone = (form and not form.startswith("▁") and " " not in form
+                     and not any(s in form or s in word for s in self.specials))
             encoded[word] = np.array(encoding.ids, np.int32).tobytes() if alone else None
         return encoded
 
