@@ -28,5 +28,6 @@ def test_pieces_are_the_recipes_bpe_and_detokenize_back(tmp_path):
     assert saved["merges"] == json.loads(recipe.backend_tokenizer.to_str())["model"]["merges"]
     pieces = (tmp_path / "out" / "train.de.bpe").read_text(encoding="utf-8").splitlines()
     assert pieces[1].split() == recipe.tokenize("Zwei Hunde spielen im Schnee.")  # whitespace runs as one space
-    assert [prepare.detokenize(line) for line in pieces[:2]] == ["Ein Mann fährt Fahrrad.", "Zwei Hunde spielen im Schnee."]
+    texts = [prepare.detokenize(line) for line in pieces[:2]]
+    assert texts == ["Ein Mann fährt Fahrrad.", "Zwei Hunde spielen im Schnee."]
     assert (tmp_path / "out" / "validation.en").read_text(encoding="utf-8").splitlines() == en

@@ -293,7 +293,8 @@ def test_corpus_encoder_by_words_equals_the_tokenizer_on_awkward_text(max_length
 
     from vanilla_transformer.tokenization import CorpusEncoder, train_tokenizer
 
-    pieces = list("ab cdé  \t") + ["\u00a0", "\u0301", "▁", "</s>", "<unk>", "ﬁ", "Ａ", "\u3000", "ᄀ", "ᅡ", "ß", "¨"]
+    pieces = list("ab cdé  \t") + ["\u00a0", "\u0301", "▁", "</s>", "<unk>", "ﬁ", "Ａ", "\u3000", "ᄀ", "ᅡ", "ß",
+                                     "¨"]
     rng = random.Random(max_length)
     texts = ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 12))) for _ in range(3000)]
     tokenizer = train_tokenizer(texts * 3, vocab_size=60)

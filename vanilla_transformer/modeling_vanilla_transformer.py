@@ -535,7 +535,8 @@ class VanillaTransformerEncoder(VanillaTransformerStack):
         for layer in self.layers:
             if output_hidden_states:
                 all_hidden.append(hidden)
-            hidden, attn = layer(hidden, mask, output_attentions=output_attentions)  # tensors positional (checkpointing)
+            # tensors positional (reentrant gradient checkpointing)
+            hidden, attn = layer(hidden, mask, output_attentions=output_attentions)
             if output_attentions:
                 all_attn.append(attn)
         if self.layer_norm is not None:
