@@ -179,14 +179,9 @@ def main(argv=None):
     if training_args.do_train and "train" not in raw:
         raise ValueError("--do_train needs a training split (--train_file or --dataset_name).")
 
-    def training_texts(rows):  # source and target sentences alternating
-        if not hasattr(rows, "__len__"):  # a stream: Python batches (Arrow-formatting a stream goes pair by pair)
-            for batch in rows.iter(batch_size=10_000):
-                yield [pair[side] for pair in batch["translation"] for side in (src, tgt)]
-            return
-        for batch in rows.with_format("arrow").iter(batch_size=10_000):  # a Dataset: Arrow, no dict per pair
-            pairs = batch["translation"].combine_chunks()
-            yield [s for pair in zip(pairs.field(src).to_pylist(), pairs.field(tgt).to_pylist()) for s in pair]
+    def training_texts(rows):  # a Dataset or a stream (whose Arrow formatting would go pair by pair: Python batches)
+        for batch in rows.iter(batch_size=10_000):
+            yield [pair[side] for pair in batch["translation"] for side in (src, tgt)]
 
     # Demo: characters are the units of the task, so the tokenizer stays character-level (no merges).
     with training_args.main_process_first(desc="tokenizer"):
