@@ -17,6 +17,7 @@ from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 from conftest import BLOCK_PACKAGE, randomize_deviations, subprocess_env, tagging_accuracy_after_training
 from vanilla_transformer import (
     VanillaTransformerConfig,
+    VanillaTransformerEncoderModel,
     VanillaTransformerForConditionalGeneration,
     VanillaTransformerForMaskedLM,
     VanillaTransformerForTokenClassification,
@@ -70,6 +71,22 @@ def test_base_model_shapes(tiny_config):
     tup = model(input_ids=ids, attention_mask=mask, decoder_input_ids=labels.clamp(min=0), return_dict=False)
     assert isinstance(tup, tuple) and torch.equal(tup[0], model(
         input_ids=ids, attention_mask=mask, decoder_input_ids=labels.clamp(min=0)).last_hidden_state)
+
+
+def test_hidden_states_can_be_selected_and_a_misspelt_argument_is_refused(tiny_config):
+    """transformers records the hidden states (`output_hidden_states` may also pick some by index); every head refuses
+    a keyword argument it does not know (`label=` would otherwise train without a loss and no error)."""
+    ids, mask, labels = batch(tiny_config)
+    model = VanillaTransformerEncoderModel(tiny_config).eval()
+    every = model(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states
+    last = model(input_ids=ids, attention_mask=mask, output_hidden_states=[-1]).hidden_states
+    assert len(every) == len(last) == tiny_config.encoder_layers + 1
+    assert all(h is None for h in last[:-1]) and torch.equal(last[-1], every[-1])
+    heads = [(seq2seq(tiny_config), {"decoder_input_ids": labels.clamp(min=0)}), (model, {}),
+             (VanillaTransformerForTokenClassification(tiny_config), {}), (VanillaTransformerForMaskedLM(tiny_config), {})]
+    for head, extra in heads:
+        with pytest.raises(TypeError, match=f"{type(head).__name__}.forward.. got an unexpected keyword argument 'label'"):
+            head(input_ids=ids, attention_mask=mask, label=labels, **extra)
 
 
 def test_lm_head_shapes_loss_and_tying(tiny_config):

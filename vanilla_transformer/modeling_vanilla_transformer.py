@@ -28,8 +28,11 @@ from transformers.modeling_outputs import (
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, PreTrainedModel
 from transformers.pipelines import Pipeline
-from transformers.utils import logging
+from transformers.processing_utils import Unpack
+from transformers.utils import TransformersKwargs, can_return_tuple, logging
 from transformers.utils.deprecation import deprecate_kwarg
+from transformers.utils.generic import merge_with_config_defaults
+from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_vanilla_transformer import REMOTE_TRANSLATION_TASK, TRANSLATION_TASK, VanillaTransformerConfig
 
@@ -37,6 +40,7 @@ from .configuration_vanilla_transformer import REMOTE_TRANSLATION_TASK, TRANSLAT
 # `past_key_values` (what older releases' `generate` passes) is renamed to it, and outputs use the installed name.
 CACHE_FIELD = "cache" if "cache" in Seq2SeqLMOutput.__dataclass_fields__ else "past_key_values"
 logger = logging.get_logger(__name__)
+MODEL_KWARGS = set(TransformersKwargs.__annotations__)  # what a forward passes on to its modules
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -62,12 +66,16 @@ def check_token_ids(name: str, ids: torch.Tensor, vocab_size: int) -> None:
         raise ValueError(f"{name} contains token id {bad}, outside the vocabulary [0, {vocab_size}).")
 
 
-def check_no_stray_cache(kwargs: dict) -> None:
-    """A cache under a name the model does not read would be dropped: every step would decode without its past."""
+def check_model_kwargs(model: nn.Module, kwargs: dict) -> None:
+    """The keyword arguments a forward passes on must be transformers' own (`TransformersKwargs`): a misspelt argument
+    (`label=`) would otherwise be dropped without an error, and a cache under another name would leave every decoding
+    step without its past."""
     for name, value in kwargs.items():
         if isinstance(value, Cache):
             raise TypeError(f"Got a {type(value).__name__} as `{name}`; the model reads its cache as `cache` "
                             "(`past_key_values` before transformers 5.24).")
+        if name not in MODEL_KWARGS:
+            raise TypeError(f"{type(model).__name__}.forward() got an unexpected keyword argument {name!r}.")
 
 
 def check_mask(name: str, mask: torch.Tensor | None, shape: tuple) -> None:
@@ -278,7 +286,7 @@ class VanillaTransformerAttention(nn.Module):
         attention_mask: torch.Tensor | None = None,
         key_value_states: torch.Tensor | None = None,
         cache: EncoderDecoderCache | None = None,
-        output_attentions: bool = False,
+        **kwargs: Unpack[TransformersKwargs],
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         query = self._heads(self.q_proj(hidden_states))
         layer_cache = None
@@ -294,14 +302,14 @@ class VanillaTransformerAttention(nn.Module):
                 if self.is_cross_attention:
                     cache.is_updated[self.layer_idx] = True
         implementation = self.config._attn_implementation or "eager"
-        if output_attentions and implementation != "eager":  # only the written-out product returns the weights
+        if kwargs.get("output_attentions") and implementation != "eager":  # only the written-out product returns the weights
             logger.warning_once(f"output_attentions=True: the attention runs as the written-out (eager) product, not "
                                 f"{implementation}, to return its weights; load the model with "
                                 "attn_implementation='eager' to make that choice yourself.")
             implementation = "eager"
         attention = ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention_forward)
         out, weights = attention(self, query, key, value, attention_mask, scaling=self.scaling,
-                                 dropout=self.dropout if self.training else 0.0)
+                                 dropout=self.dropout if self.training else 0.0, **kwargs)
         out = out.reshape(*hidden_states.shape[:-1], -1)  # (B, T, D)
         return self.out_proj(out), weights
 
@@ -323,10 +331,10 @@ class VanillaTransformerSublayer(nn.Module):
         self.normalize_before = config.normalize_before
         self.dropout = config.dropout
 
-    def forward(self, x: torch.Tensor, sublayer) -> tuple[torch.Tensor, torch.Tensor | None]:
-        out, extra = sublayer(self.layer_norm(x) if self.normalize_before else x)
+    def forward(self, x: torch.Tensor, sublayer) -> torch.Tensor:
+        out = sublayer(self.layer_norm(x) if self.normalize_before else x)
         x = x + apply_dropout(out, self.dropout, self.training)
-        return (x if self.normalize_before else self.layer_norm(x)), extra
+        return x if self.normalize_before else self.layer_norm(x)
 
 
 class VanillaTransformerFeedForward(nn.Module):
@@ -339,10 +347,10 @@ class VanillaTransformerFeedForward(nn.Module):
         self.activation_fn = ACT2FN[config.activation_function]
         self.activation_dropout = config.activation_dropout
 
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, None]:
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.activation_fn(self.fc1(x))
         x = apply_dropout(x, self.activation_dropout, self.training)
-        return self.fc2(x), None
+        return self.fc2(x)
 
 
 class VanillaTransformerEncoderLayer(GradientCheckpointingLayer):
@@ -355,12 +363,12 @@ class VanillaTransformerEncoderLayer(GradientCheckpointingLayer):
         self.ffn = VanillaTransformerFeedForward(config, config.encoder_ffn_dim)
         self.ffn_sublayer = VanillaTransformerSublayer(config)
 
-    def forward(self, hidden_states, attention_mask=None, output_attentions: bool = False):
-        hidden_states, attn = self.self_attn_sublayer(
-            hidden_states, lambda x: self.self_attn(x, attention_mask=attention_mask, output_attentions=output_attentions)
+    def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                **kwargs: Unpack[TransformersKwargs]) -> torch.Tensor:
+        hidden_states = self.self_attn_sublayer(
+            hidden_states, lambda x: self.self_attn(x, attention_mask=attention_mask, **kwargs)[0]
         )
-        hidden_states, _ = self.ffn_sublayer(hidden_states, self.ffn)
-        return hidden_states, attn
+        return self.ffn_sublayer(hidden_states, self.ffn)
 
 
 class VanillaTransformerDecoderLayer(GradientCheckpointingLayer):
@@ -376,19 +384,18 @@ class VanillaTransformerDecoderLayer(GradientCheckpointingLayer):
         self.ffn = VanillaTransformerFeedForward(config, config.decoder_ffn_dim)
         self.ffn_sublayer = VanillaTransformerSublayer(config)
 
-    def forward(self, hidden_states, self_attn_mask=None, encoder_hidden_states=None, cross_attn_mask=None,
-                cache=None, output_attentions: bool = False):
-        hidden_states, self_attn = self.self_attn_sublayer(
-            hidden_states,
-            lambda x: self.self_attn(x, attention_mask=self_attn_mask, cache=cache, output_attentions=output_attentions),
+    def forward(self, hidden_states: torch.Tensor, self_attn_mask: torch.Tensor | None = None,
+                encoder_hidden_states: torch.Tensor | None = None, cross_attn_mask: torch.Tensor | None = None,
+                cache: EncoderDecoderCache | None = None, **kwargs: Unpack[TransformersKwargs]) -> torch.Tensor:
+        hidden_states = self.self_attn_sublayer(
+            hidden_states, lambda x: self.self_attn(x, attention_mask=self_attn_mask, cache=cache, **kwargs)[0]
         )
-        hidden_states, cross_attn = self.encoder_attn_sublayer(
+        hidden_states = self.encoder_attn_sublayer(
             hidden_states,
             lambda x: self.encoder_attn(x, attention_mask=cross_attn_mask, key_value_states=encoder_hidden_states,
-                                        cache=cache, output_attentions=output_attentions),
+                                        cache=cache, **kwargs)[0],
         )
-        hidden_states, _ = self.ffn_sublayer(hidden_states, self.ffn)
-        return hidden_states, self_attn, cross_attn
+        return self.ffn_sublayer(hidden_states, self.ffn)
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -482,20 +489,18 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
     def _new_token_embedding(self) -> nn.Embedding:
         return nn.Embedding(self.config.vocab_size, self.config.d_model, self.config.pad_token_id)
 
-    def _output_flags(self, output_attentions, output_hidden_states, return_dict):
-        output_attentions = self.config.output_attentions if output_attentions is None else output_attentions
-        if output_hidden_states is None:
-            output_hidden_states = self.config.output_hidden_states
-        return_dict = self.config.return_dict if return_dict is None else return_dict
-        return bool(output_attentions), bool(output_hidden_states), return_dict
 
 
-class VanillaTransformerStack(nn.Module):
-    """Embeddings, then N identical layers (section 3.1); pre-LN adds a final LayerNorm after the last layer."""
+class VanillaTransformerStack(VanillaTransformerPreTrainedModel):
+    """Embeddings, then N identical layers (section 3.1); pre-LN adds a final LayerNorm after the last layer.
+
+    A PreTrainedModel, as Marian's encoder and decoder are, so that transformers records the hidden states and
+    attentions its `_can_record_outputs` names (hooks on the layers, installed the first time they are asked for).
+    It calls no `post_init`: the model holding it initialises every weight once, in module order.
+    """
 
     def __init__(self, config: VanillaTransformerConfig, embed_tokens: nn.Embedding, layer_cls, num_layers: int):
-        super().__init__()
-        self.config = config
+        super().__init__(config)
         self.embed = VanillaTransformerEmbedding(config, embed_tokens)
         self.layers = nn.ModuleList([layer_cls(config, i) for i in range(num_layers)])
         self.layer_norm = nn.LayerNorm(config.d_model) if config.normalize_before else None
@@ -510,12 +515,16 @@ class VanillaTransformerStack(nn.Module):
 class VanillaTransformerEncoder(VanillaTransformerStack):
     """The encoder (section 3.1): N layers of self-attention + feed-forward."""
 
+    _can_record_outputs = {"hidden_states": VanillaTransformerEncoderLayer, "attentions": VanillaTransformerAttention}
+
     def __init__(self, config: VanillaTransformerConfig, embed_tokens: nn.Embedding):
         super().__init__(config, embed_tokens, VanillaTransformerEncoderLayer, config.encoder_layers)
         self.char_features = VanillaTransformerCharacterFeatures(config) if config.char_cnn_dim else None
 
-    def forward(self, input_ids=None, attention_mask=None, inputs_embeds=None, output_attentions=False,
-                output_hidden_states=False, return_dict=True, **kwargs) -> BaseModelOutput:
+    @merge_with_config_defaults
+    @capture_outputs
+    def forward(self, input_ids: torch.LongTensor | None = None, attention_mask: torch.Tensor | None = None,
+                inputs_embeds: torch.Tensor | None = None, **kwargs: Unpack[TransformersKwargs]) -> BaseModelOutput:
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("Pass exactly one of input_ids or inputs_embeds to the encoder.")
         if input_ids is not None:
@@ -531,24 +540,11 @@ class VanillaTransformerEncoder(VanillaTransformerStack):
         hidden = self.embed(input_ids, inputs_embeds, word_features=word_features)
         mask = make_attention_mask(attention_mask, hidden.shape[1], hidden.dtype, device=hidden.device,
                                    position_bias=self.relative_bias)  # built once for the stack
-        all_hidden, all_attn = [], []
         for layer in self.layers:
-            if output_hidden_states:
-                all_hidden.append(hidden)
-            # tensors positional (reentrant gradient checkpointing)
-            hidden, attn = layer(hidden, mask, output_attentions=output_attentions)
-            if output_attentions:
-                all_attn.append(attn)
+            hidden = layer(hidden, mask, **kwargs)  # tensors positional (reentrant gradient checkpointing)
         if self.layer_norm is not None:
             hidden = self.layer_norm(hidden)
-        if output_hidden_states:
-            all_hidden.append(hidden)
-        out = BaseModelOutput(
-            last_hidden_state=hidden,
-            hidden_states=tuple(all_hidden) if output_hidden_states else None,
-            attentions=tuple(all_attn) if output_attentions else None,
-        )
-        return out if return_dict else out.to_tuple()
+        return BaseModelOutput(last_hidden_state=hidden)
 
 
 class VanillaTransformerDecoder(VanillaTransformerStack):
@@ -558,16 +554,32 @@ class VanillaTransformerDecoder(VanillaTransformerStack):
     cross-attention keys/values are computed from the encoder output once.
     """
 
+    _can_record_outputs = {
+        "hidden_states": VanillaTransformerDecoderLayer,
+        "attentions": OutputRecorder(VanillaTransformerAttention, index=1, layer_name="self_attn"),
+        "cross_attentions": OutputRecorder(VanillaTransformerAttention, index=1, layer_name="encoder_attn"),
+    }
+
     def __init__(self, config: VanillaTransformerConfig, embed_tokens: nn.Embedding):
         super().__init__(config, embed_tokens, VanillaTransformerDecoderLayer, config.decoder_layers)
 
+    @merge_with_config_defaults
+    @capture_outputs
     @deprecate_kwarg("past_key_values", version="6.0.0", new_name="cache")
-    def forward(self, input_ids=None, attention_mask=None, encoder_hidden_states=None, encoder_attention_mask=None,
-                cache=None, inputs_embeds=None, use_cache=None, output_attentions=False,
-                output_hidden_states=False, return_dict=True, **kwargs) -> BaseModelOutputWithPastAndCrossAttentions:
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        encoder_hidden_states: torch.Tensor | None = None,
+        encoder_attention_mask: torch.Tensor | None = None,
+        cache: EncoderDecoderCache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        use_cache: bool | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> BaseModelOutputWithPastAndCrossAttentions:
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("Pass exactly one of decoder_input_ids or decoder_inputs_embeds to the decoder.")
-        check_no_stray_cache(kwargs)
+        check_model_kwargs(self, kwargs)
         if cache is not None and not isinstance(cache, EncoderDecoderCache):
             raise TypeError(f"cache must be an EncoderDecoderCache (self-attention + cross-attention), got "
                             f"{type(cache).__name__}.")
@@ -588,28 +600,12 @@ class VanillaTransformerDecoder(VanillaTransformerStack):
         self_mask = make_attention_mask(attention_mask, length, hidden.dtype, causal=True, past_length=past_length,
                                         device=hidden.device, position_bias=self.relative_bias)
         cross_mask = make_attention_mask(encoder_attention_mask, length, hidden.dtype)
-        all_hidden, all_self, all_cross = [], [], []
-        for layer in self.layers:
-            if output_hidden_states:
-                all_hidden.append(hidden)
-            hidden, self_attn, cross_attn = layer(  # tensors positional (reentrant gradient checkpointing)
-                hidden, self_mask, encoder_hidden_states, cross_mask, cache=cache, output_attentions=output_attentions,
-            )
-            if output_attentions:
-                all_self.append(self_attn)
-                all_cross.append(cross_attn)
+        for layer in self.layers:  # tensors positional (reentrant gradient checkpointing)
+            hidden = layer(hidden, self_mask, encoder_hidden_states, cross_mask, cache=cache, **kwargs)
         if self.layer_norm is not None:
             hidden = self.layer_norm(hidden)
-        if output_hidden_states:
-            all_hidden.append(hidden)
-        out = BaseModelOutputWithPastAndCrossAttentions(
-            last_hidden_state=hidden,
-            **{CACHE_FIELD: cache if use_cache else None},
-            hidden_states=tuple(all_hidden) if output_hidden_states else None,
-            attentions=tuple(all_self) if output_attentions else None,
-            cross_attentions=tuple(all_cross) if output_attentions else None,
-        )
-        return out if return_dict else out.to_tuple()
+        return BaseModelOutputWithPastAndCrossAttentions(last_hidden_state=hidden,
+                                                         **{CACHE_FIELD: cache if use_cache else None})
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -727,34 +723,27 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
             self.decoder.embed.embed_tokens = value
         self.encoder.embed.embed_tokens = value
 
+    @can_return_tuple
     @deprecate_kwarg("past_key_values", version="6.0.0", new_name="cache")
     def forward(
         self,
-        input_ids=None,
-        attention_mask=None,
-        decoder_input_ids=None,
-        decoder_attention_mask=None,
-        encoder_outputs=None,
-        cache=None,
-        inputs_embeds=None,
-        decoder_inputs_embeds=None,
-        use_cache=None,
-        output_attentions=None,
-        output_hidden_states=None,
-        return_dict=None,
-        **kwargs,
-    ):
-        output_attentions, output_hidden_states, return_dict = self._output_flags(
-            output_attentions, output_hidden_states, return_dict
-        )
-        check_no_stray_cache(kwargs)
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.LongTensor | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
+        encoder_outputs: tuple | BaseModelOutput | None = None,
+        cache: EncoderDecoderCache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        decoder_inputs_embeds: torch.Tensor | None = None,
+        use_cache: bool | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> Seq2SeqModelOutput:
+        check_model_kwargs(self, kwargs)
         if decoder_input_ids is None and decoder_inputs_embeds is None:
             raise ValueError("The seq2seq model needs decoder_input_ids (or decoder_inputs_embeds, or labels).")
-        use_cache = self.config.use_cache if use_cache is None else use_cache
         if encoder_outputs is None:
             encoder_outputs = self.encoder(input_ids=input_ids, attention_mask=attention_mask,
-                                           inputs_embeds=inputs_embeds, output_attentions=output_attentions,
-                                           output_hidden_states=output_hidden_states)
+                                           inputs_embeds=inputs_embeds, return_dict=True, **kwargs)
         elif not isinstance(encoder_outputs, BaseModelOutput):
             encoder_outputs = BaseModelOutput(*encoder_outputs)
         decoder_batch = (decoder_input_ids if decoder_input_ids is not None else decoder_inputs_embeds).shape[0]
@@ -769,10 +758,10 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
             cache=cache,
             inputs_embeds=decoder_inputs_embeds,
             use_cache=use_cache,
-            output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states,
+            return_dict=True,
+            **kwargs,
         )
-        out = Seq2SeqModelOutput(
+        return Seq2SeqModelOutput(
             last_hidden_state=decoder_outputs.last_hidden_state,
             **{CACHE_FIELD: getattr(decoder_outputs, CACHE_FIELD)},
             decoder_hidden_states=decoder_outputs.hidden_states,
@@ -782,7 +771,6 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
             encoder_hidden_states=encoder_outputs.hidden_states,
             encoder_attentions=encoder_outputs.attentions,
         )
-        return out if return_dict else out.to_tuple()
 
 
 class BeamSearchCache(EncoderDecoderCache):
@@ -835,29 +823,26 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor):
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
 
+    @can_return_tuple
     @deprecate_kwarg("past_key_values", version="6.0.0", new_name="cache")
     def forward(
         self,
-        input_ids=None,
-        attention_mask=None,
-        decoder_input_ids=None,
-        decoder_attention_mask=None,
-        encoder_outputs=None,
-        cache=None,
-        inputs_embeds=None,
-        decoder_inputs_embeds=None,
-        labels=None,
-        use_cache=None,
-        output_attentions=None,
-        output_hidden_states=None,
-        return_dict=None,
-        num_items_in_batch=None,
-        **kwargs,
-    ):
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.LongTensor | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
+        encoder_outputs: tuple | BaseModelOutput | None = None,
+        cache: EncoderDecoderCache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        decoder_inputs_embeds: torch.Tensor | None = None,
+        labels: torch.LongTensor | None = None,
+        use_cache: bool | None = None,
+        num_items_in_batch: torch.Tensor | int | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> Seq2SeqLMOutput:
         """`labels` (batch, target length), -100 = ignored, are shifted right into `decoder_input_ids` when those are
         not given. `num_items_in_batch` (from Trainer) turns the mean loss into token sum / num_items_in_batch."""
-        return_dict = self.config.return_dict if return_dict is None else return_dict
-        check_no_stray_cache(kwargs)
+        check_model_kwargs(self, kwargs)
         if labels is not None:
             check_token_ids("labels", labels.masked_fill(labels == -100, 0), self.config.vocab_size)
             use_cache = False
@@ -873,15 +858,14 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
             inputs_embeds=inputs_embeds,
             decoder_inputs_embeds=decoder_inputs_embeds,
             use_cache=use_cache,
-            output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states,
             return_dict=True,
+            **kwargs,
         )
         logits = self.lm_head(outputs.last_hidden_state)  # (B, T, V)
         loss = None
         if labels is not None:
             loss = token_loss(logits, labels, num_items_in_batch, self.config.label_smoothing)
-        out = Seq2SeqLMOutput(
+        return Seq2SeqLMOutput(
             loss=loss,
             logits=logits,
             **{CACHE_FIELD: getattr(outputs, CACHE_FIELD)},
@@ -892,7 +876,6 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
             encoder_hidden_states=outputs.encoder_hidden_states,
             encoder_attentions=outputs.encoder_attentions,
         )
-        return out if return_dict else out.to_tuple()
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -1005,14 +988,12 @@ class VanillaTransformerEncoderModel(VanillaTransformerPreTrainedModel):
         self.shared = value
         self.encoder.embed.embed_tokens = value
 
-    def forward(self, input_ids=None, attention_mask=None, inputs_embeds=None, output_attentions=None,
-                output_hidden_states=None, return_dict=None, **kwargs):
-        output_attentions, output_hidden_states, return_dict = self._output_flags(
-            output_attentions, output_hidden_states, return_dict
-        )
+    @can_return_tuple
+    def forward(self, input_ids: torch.LongTensor | None = None, attention_mask: torch.Tensor | None = None,
+                inputs_embeds: torch.Tensor | None = None, **kwargs: Unpack[TransformersKwargs]) -> BaseModelOutput:
+        check_model_kwargs(self, kwargs)
         return self.encoder(input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds,
-                            output_attentions=output_attentions, output_hidden_states=output_hidden_states,
-                            return_dict=return_dict)
+                            return_dict=True, **kwargs)
 
 
 def iob2_penalties(id2label: dict | None, num_labels: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -1156,26 +1137,26 @@ class VanillaTransformerForTokenClassification(VanillaTransformerPreTrainedModel
     def set_input_embeddings(self, value):
         self.model.set_input_embeddings(value)
 
-    def forward(self, input_ids=None, attention_mask=None, inputs_embeds=None, labels=None, output_attentions=None,
-                output_hidden_states=None, return_dict=None, num_items_in_batch=None, auxiliary_targets=None,
-                **kwargs):
+    @can_return_tuple
+    def forward(self, input_ids: torch.LongTensor | None = None, attention_mask: torch.Tensor | None = None,
+                inputs_embeds: torch.Tensor | None = None, labels: torch.LongTensor | None = None,
+                num_items_in_batch: torch.Tensor | int | None = None, auxiliary_targets: torch.LongTensor | None = None,
+                **kwargs: Unpack[TransformersKwargs]) -> TokenClassifierOutput:
         """`labels` (batch, length): tag ids, -100 = ignored (padding and non-first sub-tokens).
         `auxiliary_targets` (batch, length, len(config.auxiliary_num_labels)): the auxiliary tasks' tag ids, -100 =
         ignored; their cross-entropies, each divided by the main loss's token count, are added to the loss with weight
         `config.auxiliary_loss_weight`. (Not named `*labels`: Trainer would then expect them at evaluation too.)"""
-        return_dict = self.config.return_dict if return_dict is None else return_dict
+        check_model_kwargs(self, kwargs)
         outputs = self.model(input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds,
-                             output_attentions=output_attentions, output_hidden_states=output_hidden_states,
-                             return_dict=True)
+                             return_dict=True, **kwargs)
         hidden = apply_dropout(outputs.last_hidden_state, self.dropout, self.training)
         logits = self.classifier(hidden)  # (B, T, num_labels)
         loss, logits = tagging_loss_and_scores(logits, labels, attention_mask, self.crf, self.training,
                                                num_items_in_batch)
         if auxiliary_targets is not None:
             loss = self._auxiliary_loss(hidden, auxiliary_targets, labels, num_items_in_batch, loss)
-        out = TokenClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
-                                    attentions=outputs.attentions)
-        return out if return_dict else out.to_tuple()
+        return TokenClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
+                                     attentions=outputs.attentions)
 
     def _auxiliary_loss(self, hidden, targets, labels, num_items_in_batch, loss):
         tasks = len(self.auxiliary_classifiers)
@@ -1226,20 +1207,21 @@ class VanillaTransformerForMaskedLM(VanillaTransformerPreTrainedModel):
     def set_output_embeddings(self, new_embeddings):
         self.lm_head = new_embeddings
 
-    def forward(self, input_ids=None, attention_mask=None, inputs_embeds=None, labels=None, output_attentions=None,
-                output_hidden_states=None, return_dict=None, num_items_in_batch=None, **kwargs):
+    @can_return_tuple
+    def forward(self, input_ids: torch.LongTensor | None = None, attention_mask: torch.Tensor | None = None,
+                inputs_embeds: torch.Tensor | None = None, labels: torch.LongTensor | None = None,
+                num_items_in_batch: torch.Tensor | int | None = None,
+                **kwargs: Unpack[TransformersKwargs]) -> MaskedLMOutput:
         """`labels` (batch, length): the original ids at masked positions, -100 elsewhere."""
-        return_dict = self.config.return_dict if return_dict is None else return_dict
+        check_model_kwargs(self, kwargs)
         if labels is not None:
             check_token_ids("labels", labels.masked_fill(labels == -100, 0), self.config.vocab_size)
         outputs = self.model(input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds,
-                             output_attentions=output_attentions, output_hidden_states=output_hidden_states,
-                             return_dict=True)
+                             return_dict=True, **kwargs)
         logits = self.lm_head(outputs.last_hidden_state)  # (B, T, V)
         loss = None if labels is None else token_loss(logits, labels, num_items_in_batch, self.config.label_smoothing)
-        out = MaskedLMOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
-                             attentions=outputs.attentions)
-        return out if return_dict else out.to_tuple()
+        return MaskedLMOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
+                              attentions=outputs.attentions)
 
 
 # ----------------------------------------------------------------------------------------------------------------------
