@@ -16,9 +16,10 @@ pytest.importorskip("gradio", reason="the demo page needs the [demo] extra (grad
 
 from conftest import ROOT, free_port  # noqa: E402
 from hub_server import serve  # noqa: E402
-from vanilla_transformer import app as demo_app  # noqa: E402
+from vanilla_transformer.demo import app as demo_app  # noqa: E402
 from vanilla_transformer import cli, push_to_hub  # noqa: E402
-from vanilla_transformer.data import DEMO_SOURCE_LANG, make_demo_ner, make_demo_translation, mention_spans  # noqa: E402
+from vanilla_transformer.data import DEMO_SOURCE_LANG, make_demo_ner, make_demo_translation  # noqa: E402
+from vanilla_transformer.ner.mentions import mention_spans  # noqa: E402
 from vanilla_transformer.modeling_vanilla_transformer import (  # noqa: E402
     VanillaTransformerForConditionalGeneration,
     VanillaTransformerForTokenClassification,
@@ -277,7 +278,7 @@ def test_space_pushed_and_run(hub, tmp_path, small_demo_model):
     requirements = (space / "requirements.txt").read_text().split()
     assert {r.split("==")[0] for r in requirements} >= {"torch", "transformers", "gradio", "ctranslate2"}
     assert all("==" in r for r in requirements), requirements
-    assert (space / "vanilla_transformer" / "app.py").is_file()
+    assert (space / "vanilla_transformer" / "demo" / "app.py").is_file()
 
     # The Space's app.py, run as the Space runs it (its own copy of the package), serves translations
     port = free_port()

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForTokenClassification
-from vanilla_transformer.ensemble import TokenClassificationEnsemble
+from vanilla_transformer.ner.ensemble import TokenClassificationEnsemble
 
 from conftest import f1_of_predictions_file, ner_args
 from vanilla_transformer import run_ner

@@ -7,7 +7,7 @@ import pytest
 
 from vanilla_transformer import cli
 from vanilla_transformer.data import DataError, load_conll
-from vanilla_transformer.ner_analysis import read_predictions, seen_unseen_report, split_documents
+from vanilla_transformer.ner.analysis import read_predictions, seen_unseen_report, split_documents
 
 
 def write_documents(path, n=20):

@@ -17,7 +17,7 @@ from conftest import (NER_SENTENCES, ROOT, SHARED_DATA, f1_of_predictions_file, 
 from vanilla_transformer import VanillaTransformerForConditionalGeneration
 
 from vanilla_transformer import average_checkpoints, run_ner, run_translation
-from vanilla_transformer import data
+from vanilla_transformer.ner import mentions
 from vanilla_transformer.data import DataError
 
 def test_run_translation_end_to_end(tmp_path):
@@ -184,8 +184,8 @@ def test_run_ner_end_to_end(tmp_path, extra):
 
 def test_run_ner_document_consistency(tmp_path, monkeypatch):
     """--document_consistency hands the predicted tags with their words and documents to
-    `data.document_consistency` (tested in test_data.py), writes what it returns and reports that file's F1. A stand-in
-    that tags every word B-PER makes the hand-over visible."""
+    `mentions.document_consistency` (tested in test_ner_mentions.py), writes what it returns and reports that file's
+    F1. A stand-in that tags every word B-PER makes the hand-over visible."""
     run_ner.main(ner_args(tmp_path, tmp_path / "m", "--do_train", "--max_steps", "1"))
     write_conll(tmp_path / "doc.txt", NER_SENTENCES * 2)
     (tmp_path / "docs.txt").write_text((tmp_path / "doc.txt").read_text() * 2)  # two documents of six sentences
@@ -195,7 +195,7 @@ def test_run_ner_document_consistency(tmp_path, monkeypatch):
         calls.append((words, tags, list(documents)))
         return [["B-PER"] * len(row) for row in tags]
 
-    monkeypatch.setattr(data, "document_consistency", every_word_a_person)
+    monkeypatch.setattr(mentions, "document_consistency", every_word_a_person)
     runs = {}
     for flag in ("false", "true"):
         out = tmp_path / flag

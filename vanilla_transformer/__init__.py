@@ -15,7 +15,7 @@ from .modeling_vanilla_transformer import (
     VanillaTranslationPipeline,
 )
 from .modeling_vanilla_transformer import TRANSLATION_TASK
-from .ensemble import TokenClassificationEnsemble
+from .ner.ensemble import TokenClassificationEnsemble
 
 __version__ = "0.1.0"
 

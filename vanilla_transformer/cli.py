@@ -61,9 +61,9 @@ PASSTHROUGH = {
     "push": ("push_to_hub", "Push a saved model directory (or a demo Space) to the Hugging Face Hub."),
     "serve": ("serve", "Serve a translation model over HTTP (LibreTranslate's API and /v1/translate), with dynamic "
                        "batching."),
-    "demo": ("app", "The demo page in the browser: translation with its attention, entity tagging (Gradio)."),
-    "split-documents": ("ner_analysis:split_main", "Hold out a tuning split of a CoNLL training file, by document."),
-    "ner-report": ("ner_analysis:report_main", "Tagging scores on entities seen in training vs unseen, per type."),
+    "demo": ("demo.app", "The demo page in the browser: translation with its attention, entity tagging (Gradio)."),
+    "split-documents": ("ner.analysis:split_main", "Hold out a tuning split of a CoNLL training file, by document."),
+    "ner-report": ("ner.analysis:report_main", "Tagging scores on entities seen in training vs unseen, per type."),
     "score": ("metrics.paper_bleu", "sacreBLEU and the paper's tokenized, compound-split BLEU of a translation file."),
 }
 

@@ -16,11 +16,12 @@ from dataclasses import dataclass, field
 
 import torch
 from datasets import Dataset
-from transformers import DataCollatorForLanguageModeling, TrainingArguments
+from transformers import DataCollatorForLanguageModeling
 
 from . import data as vt_data
 from .training import (
     AtomicTrainer,
+    MlmTrainingArguments,
     ModelArguments,
     TokenBudgetArguments,
     build_model,
@@ -29,7 +30,6 @@ from .training import (
     finish_run,
     get_tokenizer,
     move_label_smoothing_into_model,
-    paper_training_defaults,
     parse_run_arguments,
     train_and_save,
 )
@@ -62,9 +62,6 @@ class DataTrainingArguments(TokenBudgetArguments):
             raise ValueError(f"--validation_split_percentage must lie in [0, 100), got "
                              f"{self.validation_split_percentage}.")
 
-
-MlmTrainingArguments = paper_training_defaults(TrainingArguments, "MlmTrainingArguments", "vanilla_transformer.run_mlm",
-                                               label_smoothing_factor=0.0)
 
 WORD = re.compile(r"\w+(?:[-'’]\w+)*|[^\w\s]")  # a word (with inner hyphens or apostrophes) or one punctuation mark
 
@@ -173,7 +170,5 @@ def main(argv=None):
     return metrics
 
 
-if __name__ == "__main__":  # python -m: run the imported module's main, whose argument class pickles into checkpoints
-    from vanilla_transformer.run_mlm import main as imported_main
-
-    imported_main()
+if __name__ == "__main__":
+    main()

@@ -12,14 +12,16 @@ from dataclasses import dataclass, field
 
 from datasets import DatasetDict, load_dataset
 from transformers import AutoModelForTokenClassification, AutoTokenizer
-from transformers import TrainingArguments
 
 from . import data as vt_data
-from .ensemble import TokenClassificationEnsemble
+from .ner import mentions
+from .ner.augmentation import MentionReplacement
+from .ner.ensemble import TokenClassificationEnsemble
 from .metrics import load_metric
 from .training import (
     AtomicTrainer,
     ModelArguments,
+    NerTrainingArguments,
     TaggingDataCollator,
     TokenBudgetArguments,
     build_model,
@@ -30,7 +32,6 @@ from .training import (
     get_tokenizer,
     limit_splits,
     move_label_smoothing_into_model,
-    paper_training_defaults,
     parse_run_arguments,
     train_and_save,
 )
@@ -80,10 +81,6 @@ class DataTrainingArguments(TokenBudgetArguments):
         check_ranges(self, positive=("max_seq_length", "max_train_samples", "max_eval_samples", "max_predict_samples",
                                      "demo_train_examples", "demo_eval_examples"), non_negative=("context_words",),
                      fractions=("mention_replacement",))
-
-
-NerTrainingArguments = paper_training_defaults(TrainingArguments, "NerTrainingArguments", "vanilla_transformer.run_ner",
-                                               label_smoothing_factor=0.0, per_device_train_batch_size=32)
 
 
 def load_raw_datasets(data_args, training_args) -> DatasetDict:
@@ -229,7 +226,7 @@ def main(argv=None):
                 batch["auxiliary_tags"] = [auxiliary_tags]
             return {k: v[0] for k, v in preprocess(batch, data_args.label_all_tokens).items()}
 
-        train_dataset = vt_data.MentionReplacement(in_context["train"], encode, data_args.mention_replacement,
+        train_dataset = MentionReplacement(in_context["train"], encode, data_args.mention_replacement,
                                                    seed=training_args.seed)
 
     seqeval = load_metric("seqeval_f1")
@@ -273,7 +270,7 @@ def main(argv=None):
             rows = raw[split]
             documents = rows["document"] if "document" in rows.column_names else range(len(rows))
             words = [w[:len(p)] for w, p in zip(rows["tokens"], pred_tags)]  # words cut by truncation stay O
-            pred_tags = vt_data.document_consistency(words, pred_tags, documents)
+            pred_tags = mentions.document_consistency(words, pred_tags, documents)
             metrics.update({f"{prefix}_{k}": v for k, v in tag_metrics(pred_tags, gold_tags).items()})
         if trainer.is_world_process_zero():
             path = os.path.join(training_args.output_dir, f"predictions_{split}.txt")
@@ -288,7 +285,5 @@ def main(argv=None):
     return all_metrics
 
 
-if __name__ == "__main__":  # python -m: run the imported module's main, whose argument class pickles into checkpoints
-    from vanilla_transformer.run_ner import main as imported_main
-
-    imported_main()
+if __name__ == "__main__":
+    main()

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 from datasets import DatasetDict, Features, List, Value, load_dataset
-from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainingArguments
+from transformers import DataCollatorForSeq2Seq
 
 from . import data as vt_data
 from .metrics import load_metric
@@ -23,6 +23,7 @@ from .training import (
     AtomicSeq2SeqTrainer,
     ModelArguments,
     TokenBudgetArguments,
+    TranslationTrainingArguments,
     build_model,
     check_ranges,
     check_token_budget,
@@ -32,7 +33,6 @@ from .training import (
     get_tokenizer,
     limit_splits,
     move_label_smoothing_into_model,
-    paper_training_defaults,
     parse_run_arguments,
     sequence_lengths,
     train_and_save,
@@ -93,11 +93,6 @@ class DataTrainingArguments(TokenBudgetArguments):
         if self.demo_min_length > self.demo_max_length:
             raise ValueError(f"--demo_min_length {self.demo_min_length} is above --demo_max_length "
                              f"{self.demo_max_length}.")
-
-
-TranslationTrainingArguments = paper_training_defaults(Seq2SeqTrainingArguments, "TranslationTrainingArguments",
-                                                       "vanilla_transformer.run_translation",
-                                                       predict_with_generate=True)
 
 
 def load_split(path: str, src: str, tgt: str, cache_dir: str | None = None):
@@ -292,7 +287,5 @@ def main(argv=None):
     return all_metrics
 
 
-if __name__ == "__main__":  # python -m: run the imported module's main, whose argument class pickles into checkpoints
-    from vanilla_transformer.run_translation import main as imported_main
-
-    imported_main()
+if __name__ == "__main__":
+    main()

@@ -13,15 +13,16 @@ import platform
 import shutil
 import sys
 import time
-from dataclasses import dataclass, field, fields, make_dataclass
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 import torch
 
 from transformers import (AutoConfig, AutoModelForMaskedLM, AutoModelForSeq2SeqLM, AutoModelForTokenClassification,
                           DataCollatorForTokenClassification, EvalPrediction, HfArgumentParser, Seq2SeqTrainer,
-                          Trainer, TrainerCallback, set_seed)
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint, rotate_checkpoints
+                          Seq2SeqTrainingArguments, Trainer, TrainerCallback, TrainingArguments, set_seed)
+from transformers.trainer_utils import (PREFIX_CHECKPOINT_DIR, SaveStrategy, SchedulerType, get_last_checkpoint,
+                                        rotate_checkpoints)
 
 from .configuration_vanilla_transformer import PRESETS, VanillaTransformerConfig
 from .tokenization import check_tokenizer_matches_config, load_tokenizer, train_tokenizer
@@ -281,13 +282,59 @@ def warn_if_slow_bf16(training_args, logger=None) -> None:
     (logger or logging.getLogger(__name__)).warning(f"--bf16 true: {why}; pass --bf16 false.")
 
 
-# The paper's optimizer (section 5.3: Adam with beta2 0.98, eps 1e-9, linear warm-up then inverse square root decay),
-# label smoothing 0.1 (section 5.4) and quiet, CPU-friendly defaults. Every flag still overrides them.
-PAPER_TRAINING_DEFAULTS = dict(
-    output_dir="outputs/run", learning_rate=1e-3, adam_beta2=0.98, adam_epsilon=1e-9, lr_scheduler_type="inverse_sqrt",
-    warmup_steps=400, label_smoothing_factor=0.1, per_device_train_batch_size=64, per_device_eval_batch_size=128,
-    num_train_epochs=10.0, logging_steps=50, save_strategy="epoch", save_total_limit=2, report_to="none",
-)
+TRAINER_FIELDS = {f.name: f for f in fields(TrainingArguments)}
+
+
+def trainer_default(name: str, value):
+    """TrainingArguments' field `name` (its help text kept) with another default."""
+    return field(default=value, metadata=TRAINER_FIELDS[name].metadata)
+
+
+# The argument classes live here, not in the scripts: Trainer pickles them into every checkpoint, so they must be
+# importable by name also when a command runs as `python -m vanilla_transformer.run_translation`.
+@dataclass
+class PaperTrainingArguments(TrainingArguments):  # the types are TrainingArguments' own (HfArgumentParser reads them)
+    """TrainingArguments with the paper's optimizer (section 5.3: Adam with beta2 0.98, eps 1e-9, linear warm-up then
+    inverse square root decay), label smoothing 0.1 (section 5.4) and quiet, CPU-friendly defaults. Every flag still
+    overrides them."""
+
+    output_dir: str | None = trainer_default("output_dir", "outputs/run")
+    learning_rate: float = trainer_default("learning_rate", 1e-3)
+    adam_beta2: float = trainer_default("adam_beta2", 0.98)
+    adam_epsilon: float = trainer_default("adam_epsilon", 1e-9)
+    lr_scheduler_type: SchedulerType | str = trainer_default("lr_scheduler_type", "inverse_sqrt")
+    warmup_steps: float = trainer_default("warmup_steps", 400)
+    label_smoothing_factor: float = trainer_default("label_smoothing_factor", 0.1)
+    per_device_train_batch_size: int = trainer_default("per_device_train_batch_size", 64)
+    per_device_eval_batch_size: int = trainer_default("per_device_eval_batch_size", 128)
+    num_train_epochs: float = trainer_default("num_train_epochs", 10.0)
+    logging_steps: float = trainer_default("logging_steps", 50)
+    save_strategy: SaveStrategy | str = trainer_default("save_strategy", "epoch")
+    save_total_limit: int | None = trainer_default("save_total_limit", 2)
+    report_to: None | str | list[str] = trainer_default("report_to", "none")
+
+
+@dataclass
+class TranslationTrainingArguments(PaperTrainingArguments, Seq2SeqTrainingArguments):
+    """`train-translation`: the paper's defaults, and evaluation by generating translations (BLEU)."""
+
+    predict_with_generate: bool = field(default=True, metadata=Seq2SeqTrainingArguments.__dataclass_fields__[
+        "predict_with_generate"].metadata)
+
+
+@dataclass
+class NerTrainingArguments(PaperTrainingArguments):
+    """`train-ner`: the paper's optimizer, no label smoothing, batches of 32 sentences."""
+
+    label_smoothing_factor: float = trainer_default("label_smoothing_factor", 0.0)
+    per_device_train_batch_size: int = trainer_default("per_device_train_batch_size", 32)
+
+
+@dataclass
+class MlmTrainingArguments(PaperTrainingArguments):
+    """`pretrain-encoder`: the paper's optimizer, no label smoothing."""
+
+    label_smoothing_factor: float = trainer_default("label_smoothing_factor", 0.0)
 
 
 def accelerator_type() -> str | None:
@@ -306,19 +353,6 @@ def with_device_default(args: list[str]) -> list[str]:
     if accelerator_type() or any(a.split("=")[0] in ("--use_cpu", "--no_use_cpu") for a in args):
         return args
     return ["--use_cpu", "true", *args]
-
-
-def paper_training_defaults(cls, name: str, module: str, **extra_defaults):
-    """A subclass of the TrainingArguments class `cls` whose defaults are PAPER_TRAINING_DEFAULTS (+ extra), defined
-    as `module.name`, an importable module (Trainer pickles its arguments into every checkpoint, so the class must be
-    findable also when the command runs as `python -m` or through runpy)."""
-    defaults = {**PAPER_TRAINING_DEFAULTS, **extra_defaults}
-    parent = {f.name: f for f in fields(cls)}
-    new_fields = [(name, parent[name].type, field(default=value, metadata=parent[name].metadata))
-                  for name, value in defaults.items()]
-    new_cls = make_dataclass(name, new_fields, bases=(cls,))
-    new_cls.__module__ = module
-    return new_cls
 
 
 def move_label_smoothing_into_model(model, training_args) -> None:

@@ -5,7 +5,7 @@ import torch
 from torch import nn
 from transformers.modeling_outputs import TokenClassifierOutput
 
-from .modeling_vanilla_transformer import (
+from ..modeling_vanilla_transformer import (
     VanillaTransformerCRF,
     VanillaTransformerForTokenClassification,
     apply_dropout,

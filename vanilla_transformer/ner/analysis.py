@@ -18,7 +18,7 @@ import random
 import sys
 import tempfile
 
-from .data import DataError, iob1_to_iob2, load_conll, read_lines
+from ..data import DataError, iob1_to_iob2, load_conll, read_lines
 
 DOCSTART = "-DOCSTART-"
 

@@ -13,7 +13,7 @@ import sys
 
 import torch
 
-from .tokenization import check_translation_model_dir, load_tokenizer
+from ..tokenization import check_translation_model_dir, load_tokenizer
 
 logger = logging.getLogger(__name__)
 INSTALL_HINT = "The demo page needs Gradio and matplotlib: pip install 'vanilla-transformer[demo]'."
@@ -60,8 +60,8 @@ class TranslationDemo:
     """Translation by `generate` (PyTorch) or CTranslate2, and the cross-attention of the result."""
 
     def __init__(self, model_name_or_path: str, ctranslate2_model: str | None = None, device: str = "cpu"):
-        from .modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
-        from .translate import resolve_device
+        from ..modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
+        from ..translate import resolve_device
 
         check_translation_model_dir(model_name_or_path)
         self.name, self.device = model_name_or_path, resolve_device(device, "pytorch")
@@ -72,7 +72,7 @@ class TranslationDemo:
         self.ctranslate2_model, self._ctranslate2 = ctranslate2_model, None
         self.engines = ["PyTorch"]
         try:
-            from .ctranslate2_converter import require_ctranslate2
+            from ..ctranslate2_converter import require_ctranslate2
 
             require_ctranslate2()
             self.engines.append("CTranslate2")
@@ -90,7 +90,7 @@ class TranslationDemo:
     def ctranslate2(self):
         """Loaded on first use: the exported directory if given, else converted from the PyTorch model (int8)."""
         if self._ctranslate2 is None:
-            from .translate import CTranslate2Translator, resolve_device
+            from ..translate import CTranslate2Translator, resolve_device
 
             device = "cpu" if self.device == "cpu" else resolve_device("auto", "ctranslate2")
             self._ctranslate2 = CTranslate2Translator(self.ctranslate2_model or self.name, device=device,
@@ -153,8 +153,8 @@ class NerDemo:
     def __init__(self, model_name_or_path: str, device: str = "cpu"):
         from transformers import pipeline
 
-        from .modeling_vanilla_transformer import VanillaTransformerForTokenClassification
-        from .translate import resolve_device
+        from ..modeling_vanilla_transformer import VanillaTransformerForTokenClassification
+        from ..translate import resolve_device
 
         self.name = model_name_or_path
         self.tokenizer = load_tokenizer(model_name_or_path)
