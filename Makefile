@@ -25,8 +25,10 @@ setup: $(VENV)/.installed
 demo: setup
 	. recipes/tcmalloc.sh && $(VENV)/bin/vanilla-transformer train-translation --output_dir outputs/demo
 
+# Two pytest workers (one thread each, tests/conftest.py): on two cores the suite's many subprocess and server waits
+# overlap.
 test: setup
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -n 2 tests
 
 # The same suite against the newest releases pyproject.toml admits (upgraded at every run), in a second venv.
 test-latest:
@@ -34,7 +36,7 @@ test-latest:
 	$(LATEST_VENV)/bin/python -m pip install -q --upgrade pip
 	$(LATEST_VENV)/bin/python -m pip install -q --upgrade --upgrade-strategy eager "$(TORCH_PIN)" -e ".[$(EXTRAS)]"
 	$(LATEST_VENV)/bin/python -m pip list 2>/dev/null | grep -iE "^(transformers|accelerate|datasets|tokenizers) "
-	$(LATEST_VENV)/bin/python -m pytest -q tests
+	$(LATEST_VENV)/bin/python -m pytest -q -n 2 tests
 
 # The CUDA tests (tests marked cuda; they skip without a GPU): install a CUDA build of torch into $(VENV) first.
 test-gpu: setup

@@ -17,7 +17,11 @@ os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 if "HF_DATASETS_CACHE" not in os.environ:  # the Arrow files of the tests' corpora: not in the user's cache
     os.environ["HF_DATASETS_CACHE"] = tempfile.mkdtemp(prefix="vt-tests-datasets-")
     atexit.register(shutil.rmtree, os.environ["HF_DATASETS_CACHE"], ignore_errors=True)
-torch.set_num_threads(min(2, torch.get_num_threads()))
+if os.environ.get("PYTEST_XDIST_WORKER"):  # pytest -n N: one thread per worker (and its children), no oversubscription
+    os.environ["OMP_NUM_THREADS"] = "1"
+    torch.set_num_threads(1)
+else:
+    torch.set_num_threads(min(2, torch.get_num_threads()))
 
 
 def pytest_configure(config):
