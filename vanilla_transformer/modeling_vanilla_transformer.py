@@ -241,8 +241,9 @@ def eager_attention_forward(
     **kwargs,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V (equation 1), written out; returns the output (B, T, H, Dh)
-    and the attention weights. The other backends ("sdpa", and "flash_attention_2" / "flex_attention" where torch
-    has them) come from transformers' `ALL_ATTENTION_FUNCTIONS` with the same arguments."""
+    and the attention weights. The other backend, "sdpa" (torch's fused kernels: flash / memory-efficient on GPUs),
+    comes from transformers' `ALL_ATTENTION_FUNCTIONS` with the same arguments. Not offered: "flash_attention_2" and
+    "flex_attention" (their flags are off: loading a model with them is a ValueError naming them)."""
     if query.dtype == torch.float16:  # scores beyond fp16's range (65504) would overflow to inf: take them in fp32
         query, key = query.float(), key.float()
     scores = torch.matmul(query, key.transpose(-1, -2)) * scaling  # (B, H, T, S)
