@@ -18,7 +18,7 @@ from conftest import BLOCK_PACKAGE, ROOT
 from hub_server import serve
 from conftest import ner_args, translation_args, write_parallel
 
-from vanilla_transformer import run_ner, run_translation
+from vanilla_transformer import push_to_hub, run_ner, run_translation
 
 
 @pytest.fixture(scope="module")
@@ -48,33 +48,37 @@ CHILD = BLOCK_PACKAGE + textwrap.dedent("""
     except ImportError:
         pass
     from transformers import AutoTokenizer, AutoModelForSeq2SeqLM, AutoModelForTokenClassification, pipeline
-    repo, head, text, out, revision = sys.argv[1:6]
-    revision = None if revision == "-" else revision
-    tok = AutoTokenizer.from_pretrained(repo, revision=revision)
-    cls = AutoModelForSeq2SeqLM if head == "seq2seq" else AutoModelForTokenClassification
-    model = cls.from_pretrained(repo, trust_remote_code=True, revision=revision).eval()
-    enc = tok([text], return_tensors="pt", return_token_type_ids=False)
-    with torch.no_grad():
-        if head == "seq2seq":
-            logits = model(**enc, decoder_input_ids=enc["input_ids"]).logits
-            pipe = pipeline(model=repo, trust_remote_code=True, revision=revision)
-            result = pipe(text, max_new_tokens=6)
-            assert set(result[0]) == {"translation_text"}, result
-        else:
-            logits = model(**enc).logits
-            pipe = pipeline("token-classification", model=repo, trust_remote_code=True, aggregation_strategy="simple",
-                            revision=revision)
-            result = pipe(text)
-            assert isinstance(result, list), result
-    torch.save({"logits": logits, "pipeline": json.dumps(result, default=float)}, out)
+    repo, head, text, out, *revisions = sys.argv[1:]
+    loaded = {}
+    for given in revisions:  # "-": the latest
+        revision = None if given == "-" else given
+        tok = AutoTokenizer.from_pretrained(repo, revision=revision)
+        cls = AutoModelForSeq2SeqLM if head == "seq2seq" else AutoModelForTokenClassification
+        model = cls.from_pretrained(repo, trust_remote_code=True, revision=revision).eval()
+        enc = tok([text], return_tensors="pt", return_token_type_ids=False)
+        with torch.no_grad():
+            if head == "seq2seq":
+                logits = model(**enc, decoder_input_ids=enc["input_ids"]).logits
+                pipe = pipeline(model=repo, trust_remote_code=True, revision=revision)
+                result = pipe(text, max_new_tokens=6)
+                assert set(result[0]) == {"translation_text"}, result
+            else:
+                logits = model(**enc).logits
+                pipe = pipeline("token-classification", model=repo, trust_remote_code=True,
+                                aggregation_strategy="simple", revision=revision)
+                result = pipe(text)
+                assert isinstance(result, list), result
+        loaded[given] = {"logits": logits, "pipeline": json.dumps(result, default=float)}
+    torch.save(loaded, out)
 """)
 
 
-def load_in_child(endpoint, tmp_path, repo_id, head, text, revision="-"):
+def load_in_child(endpoint, tmp_path, repo_id, head, text, revisions=("-",)):
+    """What a process without our package loads from the Hub: {revision: {"logits", "pipeline"}}, "-" the latest."""
     script = tmp_path / "child.py"
     script.write_text(CHILD)
-    out = tmp_path / f"child_{head}_{revision}.pt"
-    proc = subprocess.run([sys.executable, str(script), repo_id, head, text, str(out), revision],
+    out = tmp_path / f"child_{head}.pt"
+    proc = subprocess.run([sys.executable, str(script), repo_id, head, text, str(out), *revisions],
                           env=hub_env(endpoint, tmp_path), capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return torch.load(out)
@@ -110,20 +114,20 @@ def test_translation_round_trip_and_new_revision(hub, tmp_path):
     assert not any(f.endswith(".bin") or f.startswith("checkpoint-") for f in files)
     assert "auto_map" in json.loads(state.repos[repo_id].commits[-1][2]["config.json"])
 
-    text = "Ein hund läuft im park."
-    got = load_in_child(endpoint, tmp_path, repo_id, "seq2seq", text)
-    torch.testing.assert_close(got["logits"], local_logits(out, "seq2seq", text), rtol=0, atol=0)
-
     # a changed model pushed again is a new revision; both revisions load
-    run_translation.main(translation_args(data_dir, tmp_path / "mt2", "--do_train", "--seed", "7"))
+    changed = AutoModelForSeq2SeqLM.from_pretrained(out)
+    with torch.no_grad():
+        changed.lm_head.weight.mul_(1.5)  # tied: the embeddings change too
+    shutil.copytree(out, tmp_path / "mt2")
+    changed.save_pretrained(tmp_path / "mt2")
     proc = push(endpoint, tmp_path, tmp_path / "mt2", repo_id)
     assert proc.returncode == 0, proc.stderr[-3000:]
     second_sha = state.repos[repo_id].commits[-1][0]
     assert second_sha != first_sha
-    latest = load_in_child(endpoint, tmp_path, repo_id, "seq2seq", text)
-    torch.testing.assert_close(latest["logits"], local_logits(tmp_path / "mt2", "seq2seq", text), rtol=0, atol=0)
-    old = load_in_child(endpoint, tmp_path, repo_id, "seq2seq", text, revision=first_sha)
-    torch.testing.assert_close(old["logits"], got["logits"], rtol=0, atol=0)
+    text = "Ein hund läuft im park."
+    loaded = load_in_child(endpoint, tmp_path, repo_id, "seq2seq", text, revisions=(first_sha, "-"))
+    torch.testing.assert_close(loaded[first_sha]["logits"], local_logits(out, "seq2seq", text), rtol=0, atol=0)
+    torch.testing.assert_close(loaded["-"]["logits"], local_logits(tmp_path / "mt2", "seq2seq", text), rtol=0, atol=0)
 
 
 def test_token_classification_round_trip(hub, tmp_path):
@@ -137,11 +141,12 @@ def test_token_classification_round_trip(hub, tmp_path):
     proc = push(endpoint, tmp_path, out, repo_id)
     assert proc.returncode == 0, proc.stderr[-3000:]
     text = "Anna lives in Berlin ."
-    got = load_in_child(endpoint, tmp_path, repo_id, "token_classification", text)
+    got = load_in_child(endpoint, tmp_path, repo_id, "token_classification", text)["-"]
     torch.testing.assert_close(got["logits"], local_logits(out, "token_classification", text), rtol=0, atol=0)
 
 
-def test_push_refuses_incomplete_directories(hub, tmp_path):
+def test_push_refuses_incomplete_directories(hub, tmp_path, capsys):
+    """Refused before anything is uploaded: the command (exit 2, one error line), then its main in this process."""
     endpoint, _ = hub
     (tmp_path / "empty").mkdir()
     proc = push(endpoint, tmp_path, tmp_path / "empty", "tester/bad")
@@ -151,7 +156,7 @@ def test_push_refuses_incomplete_directories(hub, tmp_path):
     run_translation.main(translation_args(data_dir, out, "--do_train", "--max_steps", "1"))
     shutil.copytree(out, tmp_path / "nocode")
     os.remove(tmp_path / "nocode" / "modeling_vanilla_transformer.py")
-    proc = push(endpoint, tmp_path, tmp_path / "nocode", "tester/bad")
-    assert proc.returncode == 2 and "modeling_vanilla_transformer.py" in proc.stderr
-    proc = push(endpoint, tmp_path, tmp_path / "missing", "tester/bad")
-    assert proc.returncode == 2 and "is not a directory" in proc.stderr
+    capsys.readouterr()
+    for directory, message in (("nocode", "modeling_vanilla_transformer.py"), ("missing", "is not a directory")):
+        assert push_to_hub.main([str(tmp_path / directory), "tester/bad"]) == 2
+        assert message in capsys.readouterr().err
