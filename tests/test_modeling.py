@@ -327,7 +327,8 @@ PRESET_SHAPES = [("tiny", {}), ("small", {}), ("base", {}), ("big", {}),
 def test_cached_generation_equals_uncached_for_every_preset(preset, overrides):
     """What `generate` decodes step by step with the cache it passes back (under the installed transformers' name for
     it) equals decoding from the whole prefix at every step: greedy and beam search, sequences and scores, for a
-    model of every preset's shape (with the deviations too). A cache dropped on the way fails here."""
+    model of every preset's shape (with the deviations too), with dynamic and static caches. A cache dropped on the
+    way fails here."""
     config = VanillaTransformerConfig.from_preset(preset, vocab_size=64, dropout=0.0, **overrides)
     model = seq2seq(config)
     randomize_deviations(model)
@@ -340,6 +341,11 @@ def test_cached_generation_equals_uncached_for_every_preset(preset, overrides):
         torch.testing.assert_close(torch.stack(cached.scores), torch.stack(uncached.scores), rtol=0, atol=1e-4)
         assert isinstance(getattr(cached, CACHE_FIELD), EncoderDecoderCache)
         assert getattr(cached, CACHE_FIELD).get_seq_length() == cached.sequences.shape[1] - 1
+        # a static cache (fixed-size slots, the unfilled ones masked by generate's 4-D mask: what compiled decoding uses)
+        static = model.generate(**kwargs, cache_implementation="static")
+        assert type(getattr(static, CACHE_FIELD).self_attention_cache).__name__ == "StaticCache"
+        assert torch.equal(static.sequences, uncached.sequences), search
+        torch.testing.assert_close(torch.stack(static.scores), torch.stack(uncached.scores), rtol=0, atol=1e-4)
 
 
 @torch.no_grad()

@@ -230,6 +230,22 @@ def make_attention_mask(
     return torch.where(allowed, zero, torch.finfo(dtype).min)
 
 
+def full_attention_mask(mask: torch.Tensor, shape: tuple, dtype: torch.dtype, past_length: int = 0,
+                        position_bias: nn.Module | None = None) -> torch.Tensor:
+    """A mask given whole, (batch, 1, queries, keys), as `generate` builds it for a static cache (its keys are the
+    cache's slots, the unfilled ones masked): boolean (True = attend) or already additive; the relative-position bias
+    is added as in `make_attention_mask`."""
+    if tuple(mask.shape[:3]) != tuple(shape):
+        raise ValueError(f"decoder_attention_mask has shape {tuple(mask.shape)}; a 4-D mask must be "
+                         f"{(*shape, 'keys')} (batch, 1, queries, keys).")
+    if mask.dtype == torch.bool:
+        mask = torch.where(mask, torch.zeros((), dtype=dtype, device=mask.device), torch.finfo(dtype).min)
+    mask = mask.to(dtype)
+    if position_bias is not None:
+        mask = mask + position_bias(shape[2], mask.shape[-1], past_length, mask.device).to(dtype)
+    return mask
+
+
 def eager_attention_forward(
     module: nn.Module,
     query: torch.Tensor,
@@ -593,13 +609,17 @@ class VanillaTransformerDecoder(VanillaTransformerStack):
             check_token_ids("decoder_input_ids", input_ids, self.config.vocab_size)
         hidden = self.embed(input_ids, inputs_embeds, past_length)
         batch, length = hidden.shape[:2]
-        if attention_mask is not None and attention_mask.shape[-1] == length and past_length:
-            attention_mask = torch.cat([attention_mask.new_ones(batch, past_length), attention_mask], dim=-1)
-        check_mask("decoder_attention_mask", attention_mask, (batch, past_length + length))
         check_mask("attention_mask", encoder_attention_mask, encoder_hidden_states.shape[:2])
         # masks built once for the stack
-        self_mask = make_attention_mask(attention_mask, length, hidden.dtype, causal=True, past_length=past_length,
-                                        device=hidden.device, position_bias=self.relative_bias)
+        if attention_mask is not None and attention_mask.dim() == 4:  # built by `generate` for a static cache
+            self_mask = full_attention_mask(attention_mask, (batch, 1, length), hidden.dtype, past_length,
+                                            self.relative_bias)
+        else:
+            if attention_mask is not None and attention_mask.shape[-1] == length and past_length:
+                attention_mask = torch.cat([attention_mask.new_ones(batch, past_length), attention_mask], dim=-1)
+            check_mask("decoder_attention_mask", attention_mask, (batch, past_length + length))
+            self_mask = make_attention_mask(attention_mask, length, hidden.dtype, causal=True, past_length=past_length,
+                                            device=hidden.device, position_bias=self.relative_bias)
         cross_mask = make_attention_mask(encoder_attention_mask, length, hidden.dtype)
         for layer in self.layers:  # tensors positional (reentrant gradient checkpointing)
             hidden = layer(hidden, self_mask, encoder_hidden_states, cross_mask, cache=cache, **kwargs)
