@@ -319,7 +319,7 @@ class VanillaTransformerAttention(nn.Module):
                 if self.is_cross_attention:
                     cache.is_updated[self.layer_idx] = True
         implementation = self.config._attn_implementation or "eager"
-        if kwargs.get("output_attentions") and implementation != "eager":  # only the written-out product returns the weights
+        if kwargs.get("output_attentions") and implementation != "eager":  # only the written-out product has weights
             logger.warning_once(f"output_attentions=True: the attention runs as the written-out (eager) product, not "
                                 f"{implementation}, to return its weights; load the model with "
                                 "attn_implementation='eager' to make that choice yourself.")
