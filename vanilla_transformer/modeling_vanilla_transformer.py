@@ -202,7 +202,9 @@ def make_attention_mask(
     Masked scores get the dtype's minimum (never a literal like -1e9, which overflows in fp16), so a fully padded row
     stays finite: its softmax is uniform instead of NaN. Causal masking (section 3.2.3) lets query i (at absolute
     position past_length + i) see keys 0..past_length + i. With `position_bias`, its relative-position scores are
-    added: (batch or 1, heads, queries, keys). Returns None when nothing is masked or biased.
+    added: (batch or 1, heads, queries, keys). Returns None when nothing is masked or biased. A 4-D mask (batch, 1,
+    queries, keys), as `generate` builds it for a static cache (keys: the cache's slots, the unfilled ones masked), is
+    taken as given: boolean (True = attend) or already additive.
     """
     if position_bias is not None:
         key_length = attention_mask.shape[-1] if attention_mask is not None else past_length + query_length
@@ -210,6 +212,14 @@ def make_attention_mask(
         bias = position_bias(query_length, key_length, past_length, device).to(dtype)  # (1, H, T, S)
         mask = make_attention_mask(attention_mask, query_length, dtype, causal, past_length, device)
         return bias if mask is None else bias + mask  # min + a small bias stays min: masked keys stay masked
+    if attention_mask is not None and attention_mask.dim() == 4:
+        if attention_mask.shape[1] != 1 or attention_mask.shape[2] != query_length:
+            raise ValueError(f"A 4-D attention mask must have shape (batch, 1, {query_length}, keys); got "
+                             f"{tuple(attention_mask.shape)}.")
+        if attention_mask.dtype != torch.bool:
+            return attention_mask.to(dtype)
+        return torch.where(attention_mask, torch.zeros((), dtype=dtype, device=attention_mask.device),
+                           torch.finfo(dtype).min)
     if (attention_mask is not None and not causal and attention_mask.device.type == "cpu"
             and not torch.compiler.is_compiling() and attention_mask.all()):
         attention_mask = None  # nothing padded (no sync cost on CPU): SDPA then runs its faster unmasked kernel
@@ -228,22 +238,6 @@ def make_attention_mask(
         allowed = allowed & (key_pos <= query_pos)  # (B, 1, T, S)
     zero = torch.zeros((), dtype=dtype, device=device)
     return torch.where(allowed, zero, torch.finfo(dtype).min)
-
-
-def full_attention_mask(mask: torch.Tensor, shape: tuple, dtype: torch.dtype, past_length: int = 0,
-                        position_bias: nn.Module | None = None) -> torch.Tensor:
-    """A mask given whole, (batch, 1, queries, keys), as `generate` builds it for a static cache (its keys are the
-    cache's slots, the unfilled ones masked): boolean (True = attend) or already additive; the relative-position bias
-    is added as in `make_attention_mask`."""
-    if tuple(mask.shape[:3]) != tuple(shape):
-        raise ValueError(f"decoder_attention_mask has shape {tuple(mask.shape)}; a 4-D mask must be "
-                         f"{(*shape, 'keys')} (batch, 1, queries, keys).")
-    if mask.dtype == torch.bool:
-        mask = torch.where(mask, torch.zeros((), dtype=dtype, device=mask.device), torch.finfo(dtype).min)
-    mask = mask.to(dtype)
-    if position_bias is not None:
-        mask = mask + position_bias(shape[2], mask.shape[-1], past_length, mask.device).to(dtype)
-    return mask
 
 
 def eager_attention_forward(
@@ -611,15 +605,12 @@ class VanillaTransformerDecoder(VanillaTransformerStack):
         batch, length = hidden.shape[:2]
         check_mask("attention_mask", encoder_attention_mask, encoder_hidden_states.shape[:2])
         # masks built once for the stack
-        if attention_mask is not None and attention_mask.dim() == 4:  # built by `generate` for a static cache
-            self_mask = full_attention_mask(attention_mask, (batch, 1, length), hidden.dtype, past_length,
-                                            self.relative_bias)
-        else:
-            if attention_mask is not None and attention_mask.shape[-1] == length and past_length:
+        if attention_mask is not None and attention_mask.dim() == 2:  # (4-D: built by `generate` for a static cache)
+            if attention_mask.shape[-1] == length and past_length:
                 attention_mask = torch.cat([attention_mask.new_ones(batch, past_length), attention_mask], dim=-1)
             check_mask("decoder_attention_mask", attention_mask, (batch, past_length + length))
-            self_mask = make_attention_mask(attention_mask, length, hidden.dtype, causal=True, past_length=past_length,
-                                            device=hidden.device, position_bias=self.relative_bias)
+        self_mask = make_attention_mask(attention_mask, length, hidden.dtype, causal=True, past_length=past_length,
+                                        device=hidden.device, position_bias=self.relative_bias)
         cross_mask = make_attention_mask(encoder_attention_mask, length, hidden.dtype)
         for layer in self.layers:  # tensors positional (reentrant gradient checkpointing)
             hidden = layer(hidden, self_mask, encoder_hidden_states, cross_mask, cache=cache, **kwargs)

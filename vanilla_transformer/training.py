@@ -282,12 +282,9 @@ def warn_if_slow_bf16(training_args, logger=None) -> None:
     (logger or logging.getLogger(__name__)).warning(f"--bf16 true: {why}; pass --bf16 false.")
 
 
-TRAINER_FIELDS = {f.name: f for f in fields(TrainingArguments)}
-
-
-def trainer_default(name: str, value):
-    """TrainingArguments' field `name` (its help text kept) with another default."""
-    return field(default=value, metadata=TRAINER_FIELDS[name].metadata)
+def trainer_default(name: str, value, arguments=TrainingArguments):
+    """The field `name` of the argument class `arguments` (its help text kept) with another default."""
+    return field(default=value, metadata=next(f.metadata for f in fields(arguments) if f.name == name))
 
 
 # The argument classes live here, not in the scripts: Trainer pickles them into every checkpoint, so they must be
@@ -318,8 +315,7 @@ class PaperTrainingArguments(TrainingArguments):  # the types are TrainingArgume
 class TranslationTrainingArguments(PaperTrainingArguments, Seq2SeqTrainingArguments):
     """`train-translation`: the paper's defaults, and evaluation by generating translations (BLEU)."""
 
-    predict_with_generate: bool = field(default=True, metadata=Seq2SeqTrainingArguments.__dataclass_fields__[
-        "predict_with_generate"].metadata)
+    predict_with_generate: bool = trainer_default("predict_with_generate", True, Seq2SeqTrainingArguments)
 
 
 @dataclass
