@@ -65,8 +65,10 @@ recipe-conll-best: setup
 benchmark: setup
 	$(PY) scripts/benchmark.py --output outputs/benchmark.json
 
-# OpenNMT-py (its own virtual environment) trained for MINUTES (default 60) at the Multi30k recipe's shape, scored
+# Time to quality on Multi30k: our recipe, then OpenNMT-py (its own virtual environment) at the same shape, each
+# trained for at most MINUTES (default 60) with a checkpoint every EVERY steps, every checkpoint scored (docs/benchmarks.md)
 benchmark-peers: setup
+	PY=$(PY) benchmarks/peers/ours.sh $(DATA) outputs/peers/ours
 	PY=$(PY) benchmarks/peers/opennmt.sh $(DATA)/multi30k outputs/peers/opennmt
 
 clean:

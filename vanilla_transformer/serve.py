@@ -252,6 +252,39 @@ def model_languages(model_dir: str) -> tuple[str, str] | None:
 # ---------------------------------------------------------------------------------------------------- the app
 
 
+class LimitsAndMetrics:
+    """ASGI middleware: a body whose announced length is over the limit is answered 413 unread; every response is
+    counted and timed for /metrics. Plain ASGI rather than `@app.middleware("http")`, which runs each request
+    through an extra task and a response stream."""
+
+    def __init__(self, app, max_request_bytes: int, metrics: Metrics):
+        self.app, self.max_request_bytes, self.metrics = app, max_request_bytes, metrics
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        from fastapi.responses import JSONResponse
+
+        start, status = time.perf_counter(), 500  # 500 unless a response starts: an exception went past the app
+
+        async def send_and_note(message):
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        length = dict(scope["headers"]).get(b"content-length")
+        try:
+            if length is not None and (not length.isdigit() or int(length) > self.max_request_bytes):
+                response = JSONResponse({"error": f"request body over {self.max_request_bytes} bytes "
+                                                  "(--max_request_bytes)"}, status_code=413)
+                await response(scope, receive, send_and_note)
+            else:
+                await self.app(scope, receive, send_and_note)
+        finally:
+            self.metrics.request(scope["path"], status, time.perf_counter() - start)
+
+
 @dataclass
 class Settings:
     source_lang: str = "src"
@@ -313,16 +346,7 @@ def create_app(engine: Engine, settings: Settings):
         logger.exception("unexpected error on %s", request.url.path)
         return error(500, f"internal error ({type(exc).__name__})")
 
-    @app.middleware("http")
-    async def limits_and_metrics(request: Request, call_next):
-        start = time.perf_counter()
-        length = request.headers.get("content-length")
-        if length is not None and (not length.isdigit() or int(length) > settings.max_request_bytes):
-            response = error(413, f"request body over {settings.max_request_bytes} bytes (--max_request_bytes)")
-        else:
-            response = await call_next(request)
-        metrics.request(request.url.path, response.status_code, time.perf_counter() - start)
-        return response
+    app.add_middleware(LimitsAndMetrics, max_request_bytes=settings.max_request_bytes, metrics=metrics)
 
     async def read_body(request: Request) -> bytes:
         body = b""
@@ -481,6 +505,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--max_beams", type=positive_int, default=8, help="num_beams at most.")
     parser.add_argument("--max_request_bytes", type=positive_int, default=1 << 20, help="Request body size at most.")
     parser.add_argument("--request_timeout", type=float, default=60.0, help="Seconds a request may wait (504 after).")
+    parser.add_argument("--access_log", action="store_true",
+                        help="Log a line for every request (default: off; /metrics counts them).")
     parser.add_argument("--cors_origins", nargs="*", default=[],
                         help="Origins a browser page may call from (default: none, CORS off).")
     args = parser.parse_args(argv)
@@ -510,5 +536,5 @@ def main(argv=None) -> int:
     logger.info("serving %s (%s -> %s) on http://%s:%d%s", args.model_dir, settings.source_lang, settings.target_lang,
                 args.host, args.port, " with an API key" if settings.api_key else "")
     uvicorn.run(create_app(engine, settings), host=args.host, port=args.port, log_level="info",
-                timeout_graceful_shutdown=settings.request_timeout)
+                access_log=args.access_log, timeout_graceful_shutdown=settings.request_timeout)
     return 0

@@ -2,7 +2,8 @@
 # OpenNMT-py 3.5.1 on Multi30k de -> en, in the shape of vanilla-transformer's recipe (recipes/multi30k.sh): the same
 # joint BPE pieces (prepare.py), d_model 256, 3+3 layers, 4 heads, d_ff 1024, pre-LN (OpenNMT-py's transformer),
 # dropout 0.2, attention dropout 0.1, label smoothing 0.1, Adam (0.9, 0.98) peaking at 1.1e-3 after 800 warm-up steps
-# (noam decay: OpenNMT-py has no cosine), batches of at most 1024 tokens, gradient norm clipped at 1, two threads.
+# (noam decay: OpenNMT-py has no cosine), batches of at most 1024 tokens, gradient norm clipped at 1, two threads,
+# TCMalloc where it is installed.
 # Trains for MINUTES minutes, a checkpoint every EVERY steps; score.py then translates each with beam 4 and scores it.
 # Usage: benchmarks/peers/opennmt.sh [DATA_DIR] [OUT]    (DATA_DIR holds train.{de,en} and validation.{de,en})
 set -euo pipefail
@@ -17,6 +18,7 @@ if [ ! -x "$VENV/bin/onmt_train" ]; then  # its own environment: OpenNMT-py 3.5 
 fi
 [ -f "$PIECES/train.de.bpe" ] || "$PY" benchmarks/peers/prepare.py "$DATA" "$PIECES"
 mkdir -p "$OUT"
+source recipes/tcmalloc.sh  # the allocator vanilla-transformer's recipes run with, where it is installed
 cat > "$OUT/config.yaml" <<YAML
 save_data: $OUT/run
 src_vocab: $OUT/vocab.shared

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# vanilla-transformer's Multi30k recipe (recipes/multi30k.sh: d_model 256, 3+3 pre-LN layers, 4 heads, d_ff 1024,
+# batches of at most 1024 tokens a side, 16 epochs, bf16 where the CPU is fast at it) timed as the peers are: trained
+# for at most MINUTES minutes with a weights-only checkpoint every EVERY steps and no evaluation during training; then
+# every checkpoint translates the validation set (beam 4) and score.py scores it against the minutes since the start.
+# Usage: benchmarks/peers/ours.sh [DATA_DIR] [OUT]    (DATA_DIR holds multi30k/{train,validation}.{de,en})
+set -euo pipefail
+shopt -s nullglob
+DATA=${1:-../shared/data}; OUT=${2:-outputs/peers/ours}
+MINUTES=${MINUTES:-60}; EVERY=${EVERY:-1000}; PY=${PY:-python}
+BIN=$(dirname "$PY")
+mkdir -p "$OUT"
+date +%s > "$OUT/start_time"
+PY=$PY timeout "$((MINUTES * 60))" recipes/multi30k.sh "$DATA" "$OUT" --do_eval false --save_strategy steps \
+  --save_steps "$EVERY" --save_total_limit 1000 --save_only_model true > "$OUT/train.log" 2>&1 \
+  || [ $? -eq 124 ]  # stopped by the clock, as intended
+# CTranslate2 in float32 (converted on the fly), several times faster than PyTorch; docs/benchmarks.md compares the two
+for checkpoint in "$OUT"/checkpoint-*/; do
+  checkpoint=${checkpoint%/}
+  "$BIN/vanilla-transformer" translate "$checkpoint" --engine ctranslate2 --compute_type float32 --num_beams 4 \
+    --batch_size 64 --quiet --input "$DATA/multi30k/validation.de" --output "$checkpoint.hyp"
+done
+"$PY" benchmarks/peers/score.py "$OUT" "$DATA/multi30k/validation.en" --text \
+  --system "vanilla-transformer $("$PY" -c 'import vanilla_transformer; print(vanilla_transformer.__version__)')"
