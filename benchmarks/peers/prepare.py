@@ -9,8 +9,6 @@ validation.en (the reference). `detokenize` turns a system's pieces back into te
 import argparse
 import os
 
-from vanilla_transformer.tokenization import train_tokenizer
-
 
 def read(path: str) -> list[str]:
     with open(path, encoding="utf-8") as f:
@@ -28,6 +26,8 @@ def main(argv=None):
     parser.add_argument("out", help="Folder for the pieces")
     parser.add_argument("--vocab_size", type=int, default=8000)
     args = parser.parse_args(argv)
+    from vanilla_transformer.tokenization import train_tokenizer  # here: score.py imports detokenize without torch
+
     train = {lang: read(os.path.join(args.data, f"train.{lang}")) for lang in ("de", "en")}
     tokenizer = train_tokenizer([s for pair in zip(train["de"], train["en"]) for s in pair], args.vocab_size)
     os.makedirs(args.out, exist_ok=True)
