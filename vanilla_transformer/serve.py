@@ -252,6 +252,10 @@ def model_languages(model_dir: str) -> tuple[str, str] | None:
 # ---------------------------------------------------------------------------------------------------- the app
 
 
+def body_too_large(limit: int) -> ServeError:
+    return ServeError(413, f"request body over {limit} bytes (--max_request_bytes)")
+
+
 class LimitsAndMetrics:
     """ASGI middleware: a body whose announced length is over the limit is answered 413 unread; every response is
     counted and timed for /metrics. Plain ASGI rather than `@app.middleware("http")`, which runs each request
@@ -276,8 +280,8 @@ class LimitsAndMetrics:
         length = dict(scope["headers"]).get(b"content-length")
         try:
             if length is not None and (not length.isdigit() or int(length) > self.max_request_bytes):
-                response = JSONResponse({"error": f"request body over {self.max_request_bytes} bytes "
-                                                  "(--max_request_bytes)"}, status_code=413)
+                error = body_too_large(self.max_request_bytes)
+                response = JSONResponse({"error": error.message}, status_code=error.status)
                 await response(scope, receive, send_and_note)
             else:
                 await self.app(scope, receive, send_and_note)
@@ -353,7 +357,7 @@ def create_app(engine: Engine, settings: Settings):
         async for chunk in request.stream():  # no content-length (chunked): counted as it comes
             body += chunk
             if len(body) > settings.max_request_bytes:
-                raise ServeError(413, f"request body over {settings.max_request_bytes} bytes (--max_request_bytes)")
+                raise body_too_large(settings.max_request_bytes)
         return body
 
     def check_api_key(given) -> None:
