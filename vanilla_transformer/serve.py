@@ -217,9 +217,11 @@ class Engine:
         try:
             self.translator = make_translator(self.model_dir, self.engine, self.device, compute_type=self.compute_type,
                                               threads=self.threads)
-            # the request handlers' own copy: a tokenizer call sets padding / truncation on the shared Rust tokenizer,
-            # so one used by two threads at once pads wrongly (seen under load as "Unable to create tensor")
-            self.counter = copy.deepcopy(self.translator.tokenizer)
+            # the request handlers' own copy of the Rust tokenizer: a tokenizer call sets padding / truncation on the
+            # one it wraps, so one shared by two threads pads wrongly (seen under load as "Unable to create tensor")
+            self.counter = copy.deepcopy(self.translator.tokenizer.backend_tokenizer)
+            self.counter.no_padding()
+            self.counter.no_truncation()
             self.ready.set()
             logger.info("model %s loaded (%s)", self.model_dir, type(self.translator).__name__)
         except BaseException as error:  # reported by /health and the server's log
@@ -227,7 +229,7 @@ class Engine:
             logger.error("could not load %s: %s", self.model_dir, error)
 
     def count_tokens(self, texts: list[str]) -> list[int]:
-        return [len(ids) for ids in self.counter(texts, return_token_type_ids=False)["input_ids"]]
+        return [len(self.counter.encode(text)) for text in texts]  # one by one: no thread pool for a few sentences
 
     def translate(self, texts: list[str], num_beams: int, max_new_tokens: int | None) -> list[str]:
         return self.translator(texts, num_beams=num_beams, max_new_tokens=max_new_tokens)

@@ -4,6 +4,7 @@ Lines are translated in batches sorted by length (less padding) and written back
 input line; empty lines stay empty and are not sent to the model.
 """
 
+import copy
 import os
 import sys
 import tempfile
@@ -95,14 +96,19 @@ class CTranslate2Translator:
         self.options = dict(beam_size=num_beams, min_decoding_length=0, max_decoding_length=max_new_tokens or 256,
                             max_input_length=self.tokenizer.model_max_length if self.tokenizer.model_max_length < 1e6
                             else 1024)
+        # text <-> tokens straight through the Rust tokenizer (a copy: these settings stay here); the Python wrapper's
+        # per-token conversions took as long as the engine itself on a small model under load (docs/serving.md)
+        self.backend = copy.deepcopy(self.tokenizer.backend_tokenizer)
+        self.backend.no_padding()
+        self.backend.enable_truncation(self.options["max_input_length"])
+        self.vocab, self.unk_id = self.backend.get_vocab(), self.tokenizer.unk_token_id
 
     def translate_ids(self, sentences: list[str], **options) -> list[list[int]]:
         """The best hypothesis of each sentence as token ids; `options` override `translate_batch`'s (beam_size,
         ...)."""
-        sources = [self.tokenizer.convert_ids_to_tokens(ids) for ids in
-                   self.tokenizer(sentences, truncation=True, return_token_type_ids=False)["input_ids"]]
+        sources = [encoding.tokens for encoding in self.backend.encode_batch(sentences)]
         results = self.translator.translate_batch(sources, **{**self.options, **options})
-        return [self.tokenizer.convert_tokens_to_ids(r.hypotheses[0]) for r in results]
+        return [[self.vocab.get(token, self.unk_id) for token in r.hypotheses[0]] for r in results]
 
     def __call__(self, sentences: list[str], num_beams: int | None = None,
                  max_new_tokens: int | None = None) -> list[str]:
@@ -110,8 +116,7 @@ class CTranslate2Translator:
         options = {} if num_beams is None else dict(beam_size=num_beams)
         if max_new_tokens is not None:
             options["max_decoding_length"] = max_new_tokens
-        return self.tokenizer.batch_decode(self.translate_ids(sentences, **options), skip_special_tokens=True,
-                                           clean_up_tokenization_spaces=False)
+        return [self.backend.decode(ids, skip_special_tokens=True) for ids in self.translate_ids(sentences, **options)]
 
 
 def make_translator(model_dir, engine: str = "auto", device: str = "cpu", **kwargs):
