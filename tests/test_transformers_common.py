@@ -8,6 +8,7 @@ into this repository. That sdist lacks `tests/generation/test_utils.py` and `tes
 """
 
 import importlib
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -71,7 +72,11 @@ root = common_tests_package()
 if root is None:
     pytest.skip(f"could not fetch the transformers {VERSION} sdist (its tests) from the package index",
                 allow_module_level=True)
-sys.path.insert(0, str(root))
+# registered as a package by its location (no sys.path edit): its relative imports then find the stand-ins
+spec = importlib.util.spec_from_file_location(PACKAGE, root / PACKAGE / "__init__.py",
+                                              submodule_search_locations=[str(root / PACKAGE)])
+sys.modules[PACKAGE] = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(sys.modules[PACKAGE])
 common = importlib.import_module(f"{PACKAGE}.test_modeling_common")
 GenerationTesterMixin = importlib.import_module(f"{PACKAGE}.generation.test_utils").GenerationTesterMixin
 

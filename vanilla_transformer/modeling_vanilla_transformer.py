@@ -486,6 +486,8 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
             init.zeros_(module.token_chars)  # empty until set_token_characters (never memory left over)
         elif isinstance(module, VanillaTransformerPositionalEmbedding) and module.kind == "learned":
             init.normal_(module.weight, mean=0.0, std=self.config.d_model**-0.5)
+        else:  # any other module: transformers' own defaults (the modules above draw as they did, seeds keep results)
+            super()._init_weights(module)
 
     def set_token_characters(self, tokenizer) -> None:
         """Give the character features (`config.char_cnn_dim > 0`) the spelling of every token of `tokenizer`."""
