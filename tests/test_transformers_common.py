@@ -3,8 +3,9 @@
 The wheel ships no tests, so `tests/test_modeling_common.py` is taken from the transformers sdist of the installed
 version (`pip download`, cached under ~/.cache/vanilla-transformer) and imported from there: nothing of it is copied
 into this repository. That sdist lacks `tests/generation/test_utils.py` and `tests/exporters/`, which it imports, so
-`GenerationTesterMixin` and `ExportTesterMixin` are empty stand-ins here: generation is covered by our own tests
-(test_modeling.py). Skipped when the sdist cannot be fetched (no package index) or with VT_TRANSFORMERS_TESTS=0.
+`GenerationTesterMixin` and `ExportTesterMixin` are empty stand-ins here: the mixin's generation checks are ours
+(test_generation.py, test_modeling.py). Skipped when the sdist cannot be fetched (no package index) or with
+VT_TRANSFORMERS_TESTS=0.
 """
 
 import importlib
