@@ -247,6 +247,41 @@ def test_sigterm_finishes_requests_in_flight(small_demo_model):
     assert len(result["translations"]) == 1 and result["translations"][0]
 
 
+@pytest.mark.parametrize("engine_name", ["pytorch", "ctranslate2"])
+def test_engine_counts_whole_sentences_and_freezes_what_it_loaded(small_demo_model, engine_name, tmp_path):
+    """The count is the tokenizer's: special tokens included, never cut or padded, even where the saved tokenizer
+    file carries truncation and padding settings (a tokenizer call drops them; the limits must see the whole
+    sentence). After loading, the collector skips what was loaded (a full collection over the libraries paused every
+    request for 200+ ms)."""
+    import gc
+    import shutil
+
+    from vanilla_transformer.serve import Engine
+    from vanilla_transformer.tokenization import load_tokenizer
+    from vanilla_transformer.translate import make_translator
+
+    if engine_name == "ctranslate2":
+        pytest.importorskip("ctranslate2")
+    model_dir = shutil.copytree(small_demo_model, tmp_path / "model")
+    saved = json.loads((model_dir / "tokenizer.json").read_text())
+    saved["truncation"] = {"direction": "Right", "max_length": 8, "strategy": "LongestFirst", "stride": 0}
+    saved["padding"] = {"strategy": {"Fixed": 16}, "direction": "Right", "pad_to_multiple_of": None, "pad_id": 0,
+                        "pad_type_id": 0, "pad_token": "<pad>"}
+    (model_dir / "tokenizer.json").write_text(json.dumps(saved))
+    engine = Engine(str(model_dir), engine_name, "cpu")
+    try:
+        engine.load()
+        assert engine.error is None and engine.ready.is_set()
+        assert gc.get_freeze_count() > 0
+        texts = ["ab12", "x", "abc123 " * 400]
+        counts = engine.count_tokens(texts)
+        assert counts == [len(ids) for ids in load_tokenizer(small_demo_model)(texts)["input_ids"]]
+        assert counts[0] < 8 < counts[-1]
+        assert engine.translate(["ab12 cd"], 1, None) == make_translator(small_demo_model, "pytorch", "cpu")(["ab12 cd"])
+    finally:
+        gc.unfreeze()
+
+
 def test_serve_command_errors_are_one_line():
     proc = subprocess.run([sys.executable, "-m", "vanilla_transformer.cli", "serve", "/no/such/model"],
                           capture_output=True, text=True)
