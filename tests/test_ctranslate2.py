@@ -125,6 +125,26 @@ def test_translate_command_keeps_order_and_empty_lines(small_demo_model, tmp_pat
     assert proc.stdout == f"{data.demo_translate('abc')}\n\n{data.demo_translate('z')}\n"
 
 
+def test_parallel_workers_translate_a_file_as_one(small_demo_model, held_out, tmp_path):
+    """On a CPU the file command runs one one-thread CTranslate2 worker per thread, each call split between them: the
+    same lines, in order, as one worker."""
+    from vanilla_transformer.translate import translate_file
+
+    lines = [s if i % 7 else "" for i, s in enumerate(held_out)]  # empty lines stay where they are
+    (tmp_path / "src.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert make_translator(small_demo_model, "ctranslate2", threads=2, parallel=True).workers == 2
+    assert make_translator(small_demo_model, "ctranslate2", threads=2).workers == 1  # one call, all threads
+    outputs = {}
+    for threads in (1, 2):
+        stats = translate_file(small_demo_model, tmp_path / "src.txt", tmp_path / f"{threads}.txt", "ctranslate2",
+                               batch_size=16, progress=False, threads=threads, max_new_tokens=16)
+        assert stats["sentences"] == sum(1 for s in lines if s)
+        outputs[threads] = read_lines(str(tmp_path / f"{threads}.txt"))
+    assert outputs[2] == outputs[1]
+    assert [bool(out) for out in outputs[1]] == [bool(s) for s in lines]
+    assert sum(out == data.demo_translate(s) for s, out in zip(lines, outputs[1]) if s) >= 0.98 * stats["sentences"]
+
+
 def test_translate_bad_input_is_named(small_demo_model, tmp_path, capsys):
     assert cli(["translate", str(tmp_path / "missing"), "--input", "-"]) == 2
     assert "does not exist" in capsys.readouterr().err

@@ -121,7 +121,8 @@ def build_parser() -> argparse.ArgumentParser:
     translate.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
                            help="auto (default): a CUDA GPU where the engine sees one, else the CPU.")
     translate.add_argument("--threads", type=int, default=0,
-                           help="CPU threads (default 0: all cores); on small models 1 can be much faster.")
+                           help="CPU threads (default 0: all cores). CTranslate2 translates that many batches at once, one "
+                                "thread each.")
     translate.add_argument("--quiet", action="store_true", help="No progress bar.")
     translate.add_argument("--stats", action="store_true", help="Also print the counts and speed as JSON (stderr).")
     translate.set_defaults(func=translate_command)

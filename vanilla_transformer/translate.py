@@ -42,6 +42,8 @@ def resolve_device(device: str, engine: str) -> str:
 class PyTorchTranslator:
     """`model.generate` on batches of sentences."""
 
+    workers = 1  # batches it runs at once
+
     def __init__(self, model_dir, num_beams: int = 1, max_new_tokens: int | None = None, device: str = "cpu",
                  threads: int = 0):
         from .modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
@@ -71,10 +73,14 @@ class PyTorchTranslator:
 
 
 class CTranslate2Translator:
-    """CTranslate2's `Translator` on an exported directory, or on a saved PyTorch model converted on the fly."""
+    """CTranslate2's `Translator` on an exported directory, or on a saved PyTorch model converted on the fly.
+
+    `parallel` (on a CPU): `threads` one-thread workers, each call split into that many batches run at once, instead of
+    one batch on `threads` threads - for translating many sentences. One thread per batch never waits for the others
+    at every operation: a file of Multi30k ran 3.4x faster on two cores (docs/serving.md)."""
 
     def __init__(self, model_dir, num_beams: int = 1, max_new_tokens: int | None = None, compute_type: str = "default",
-                 threads: int = 0, device: str = "cpu"):
+                 threads: int = 0, device: str = "cpu", parallel: bool = False):
         from .ctranslate2_converter import export_ctranslate2, require_ctranslate2
 
         ctranslate2 = require_ctranslate2()
@@ -85,9 +91,12 @@ class CTranslate2Translator:
         self.tokenizer = load_tokenizer(model_dir)
         # a damaged file is named here: CTranslate2's own errors do not name it
         check_json_files(model_dir, ("config.json", "shared_vocabulary.json"), REEXPORT)
+        threads = threads or torch.get_num_threads()
+        self.workers = threads if parallel and device == "cpu" else 1
         try:
             self.translator = ctranslate2.Translator(model_dir, device=device, compute_type=compute_type,
-                                                     intra_threads=threads or torch.get_num_threads())
+                                                     inter_threads=self.workers,
+                                                     intra_threads=threads // self.workers)
         except RuntimeError as error:
             if any(word in str(error).lower() for word in ("cuda", "cublas")):
                 raise  # the system's CUDA set-up, not the files
@@ -116,6 +125,8 @@ class CTranslate2Translator:
         options = {} if num_beams is None else dict(beam_size=num_beams)
         if max_new_tokens is not None:
             options["max_decoding_length"] = max_new_tokens
+        if self.workers > 1:  # one batch per worker, run at once
+            options["max_batch_size"] = -(-len(sentences) // self.workers)
         return [self.backend.decode(ids, skip_special_tokens=True) for ids in self.translate_ids(sentences, **options)]
 
 
@@ -131,6 +142,7 @@ def make_translator(model_dir, engine: str = "auto", device: str = "cpu", **kwar
         if is_ctranslate2_dir(model_dir):
             raise ValueError(f"{str(model_dir)!r} is an exported CTranslate2 model: use --engine ctranslate2.")
         kwargs.pop("compute_type", None)
+        kwargs.pop("parallel", None)
         return PyTorchTranslator(model_dir, **kwargs)
     return CTranslate2Translator(model_dir, **kwargs)
 
@@ -189,10 +201,10 @@ def write_lines(path: str | None, lines: list[str]) -> None:
 def translate_file(model_dir, input_path=None, output_path=None, engine: str = "auto", batch_size: int = 64,
                    progress: bool = True, **kwargs) -> dict:
     """Translate a file (or stdin) into a file (or stdout); returns counts and speed."""
-    translate = make_translator(model_dir, engine, **kwargs)
+    translate = make_translator(model_dir, engine, parallel=True, **kwargs)
     lines = read_lines(input_path)
     start = time.perf_counter()
-    outputs = translate_lines(translate, lines, batch_size, progress)
+    outputs = translate_lines(translate, lines, batch_size * translate.workers, progress)
     seconds = time.perf_counter() - start
     write_lines(output_path, outputs)
     sentences = sum(1 for line in lines if line.strip())
