@@ -77,7 +77,7 @@ class CTranslate2Translator:
 
     `parallel` (on a CPU): `threads` one-thread workers, each call split into that many batches run at once, instead of
     one batch on `threads` threads - for translating many sentences. One thread per batch never waits for the others
-    at every operation: a file of Multi30k ran 3.4x faster on two cores (docs/serving.md)."""
+    at every operation (measured: docs/design.md)."""
 
     def __init__(self, model_dir, num_beams: int = 1, max_new_tokens: int | None = None, compute_type: str = "default",
                  threads: int = 0, device: str = "cpu", parallel: bool = False):
@@ -105,8 +105,8 @@ class CTranslate2Translator:
         self.options = dict(beam_size=num_beams, min_decoding_length=0, max_decoding_length=max_new_tokens or 256,
                             max_input_length=self.tokenizer.model_max_length if self.tokenizer.model_max_length < 1e6
                             else 1024)
-        # text <-> tokens straight through the Rust tokenizer (a copy: these settings stay here); the Python wrapper's
-        # per-token conversions took as long as the engine itself on a small model under load (docs/serving.md)
+        # text <-> tokens straight through the Rust tokenizer (a copy: these settings stay here), without the Python
+        # wrapper's per-token conversions (measured: docs/design.md)
         self.backend = copy.deepcopy(self.tokenizer.backend_tokenizer)
         self.backend.no_padding()
         self.backend.enable_truncation(self.options["max_input_length"])
