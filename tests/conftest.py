@@ -56,6 +56,30 @@ def torchrun_two() -> list[str]:
     return [path, "--nproc_per_node", "2", "--master_port", str(free_port())]
 
 
+B, S, T = 3, 9, 7  # the model tests' batch: sentences, source length, target length
+
+
+def batch(config, seed=0, pad_last=True):
+    """Random (input_ids, attention_mask, labels) of shapes (B, S), (B, S), (B, T); the last row padded."""
+    g = torch.Generator().manual_seed(seed)
+    input_ids = torch.randint(4, config.vocab_size, (B, S), generator=g)
+    attention_mask = torch.ones(B, S, dtype=torch.long)
+    if pad_last:  # the last row is padded after 4 tokens
+        attention_mask[-1, 4:] = 0
+        input_ids[-1, 4:] = config.pad_token_id
+    labels = torch.randint(4, config.vocab_size, (B, T), generator=g)
+    labels[-1, 5:] = -100
+    return input_ids, attention_mask, labels
+
+
+def seq2seq(config, seed=0, **kwargs):
+    """The translation model with weights drawn from `seed`, in eval mode."""
+    from vanilla_transformer import VanillaTransformerForConditionalGeneration
+
+    torch.manual_seed(seed)
+    return VanillaTransformerForConditionalGeneration(config, **kwargs).eval()
+
+
 @pytest.fixture
 def tiny_config():
     from vanilla_transformer import VanillaTransformerConfig

@@ -6,21 +6,16 @@ Cached against uncached, static caches, beam-cache reordering and compiled decod
 import pytest
 import torch
 
-from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
+from conftest import B, S, batch, seq2seq
+from vanilla_transformer import VanillaTransformerConfig
 
-B, S, NEW = 3, 9, 8
+NEW = 8
 
 
 def model_and_batch(seed=0, **overrides):
     config = VanillaTransformerConfig.from_preset("tiny", dropout=0.0, **overrides)
-    torch.manual_seed(seed)
-    model = VanillaTransformerForConditionalGeneration(config).eval()
-    g = torch.Generator().manual_seed(0)
-    input_ids = torch.randint(4, config.vocab_size, (B, S), generator=g)
-    attention_mask = torch.ones(B, S, dtype=torch.long)
-    attention_mask[-1, 4:] = 0  # the last row is padded after 4 tokens
-    input_ids[-1, 4:] = config.pad_token_id
-    return model, input_ids, attention_mask
+    input_ids, attention_mask, _ = batch(config)  # the last row is padded after 4 tokens
+    return seq2seq(config, seed=seed), input_ids, attention_mask
 
 
 def greedy_kwargs(input_ids, attention_mask):

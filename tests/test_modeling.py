@@ -14,7 +14,17 @@ import torch.nn.functional as F
 from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, AutoModelForSeq2SeqLM, AutoModelForTokenClassification
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
-from conftest import BLOCK_PACKAGE, randomize_deviations, subprocess_env, tagging_accuracy_after_training
+from conftest import (
+    BLOCK_PACKAGE,
+    B,
+    S,
+    T,
+    batch,
+    randomize_deviations,
+    seq2seq,
+    subprocess_env,
+    tagging_accuracy_after_training,
+)
 from vanilla_transformer import (
     VanillaTransformerConfig,
     VanillaTransformerEncoderModel,
@@ -29,26 +39,6 @@ from vanilla_transformer.modeling_vanilla_transformer import (
     make_attention_mask,
     shift_tokens_right,
 )
-
-B, S, T = 3, 9, 7
-
-
-def batch(config, seed=0, pad_last=True):
-    g = torch.Generator().manual_seed(seed)
-    input_ids = torch.randint(4, config.vocab_size, (B, S), generator=g)
-    attention_mask = torch.ones(B, S, dtype=torch.long)
-    if pad_last:  # the last row is padded after 4 tokens
-        attention_mask[-1, 4:] = 0
-        input_ids[-1, 4:] = config.pad_token_id
-    labels = torch.randint(4, config.vocab_size, (B, T), generator=g)
-    labels[-1, 5:] = -100
-    return input_ids, attention_mask, labels
-
-
-def seq2seq(config, **kwargs):
-    torch.manual_seed(0)
-    return VanillaTransformerForConditionalGeneration(config, **kwargs).eval()
-
 
 # ------------------------------------------------------------------------------------------------------ shapes / heads
 

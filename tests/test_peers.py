@@ -2,6 +2,11 @@
 
 import importlib.util
 import json
+import os
+import subprocess
+import sys
+
+import pytest
 
 from conftest import ROOT
 
@@ -36,12 +41,6 @@ def test_pieces_are_the_recipes_bpe_and_detokenize_back(tmp_path):
 def test_score_and_report_read_both_layouts(tmp_path):
     """score.py reads OpenNMT-py's checkpoints (pieces) and ours (text), timed from `start_time` to the checkpoint's
     file; report.py finds the first checkpoint at each BLEU threshold and the best within the time budget."""
-    import os
-    import subprocess
-    import sys
-
-    import pytest
-
     report = load("report")
     references = ["A man rides a bike.", "Two dogs play in the snow."]
     (tmp_path / "ref.en").write_text("\n".join(references) + "\n", encoding="utf-8")

@@ -20,7 +20,7 @@ from fastapi.testclient import TestClient  # noqa: E402
 
 from conftest import free_port  # noqa: E402
 from vanilla_transformer import data  # noqa: E402
-from vanilla_transformer.serve import Settings, create_app  # noqa: E402
+from vanilla_transformer.serve import Engine, Settings, create_app  # noqa: E402
 
 
 class FakeEngine:
@@ -256,7 +256,6 @@ def test_engine_counts_whole_sentences_and_freezes_what_it_loaded(small_demo_mod
     import gc
     import shutil
 
-    from vanilla_transformer.serve import Engine
     from vanilla_transformer.tokenization import load_tokenizer
     from vanilla_transformer.translate import make_translator
 
