@@ -12,7 +12,7 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForSeq2SeqLM, AutoModelForTokenClassification, AutoTokenizer
 
-from conftest import (NER_SENTENCES, ROOT, SHARED_DATA, f1_of_predictions_file, ner_args,
+from conftest import (NER_SENTENCES, ROOT, SHARED_DATA, f1_of_predictions_file, free_port, ner_args,
                       read_predictions_file, torchrun_two, translation_args, write_conll, write_parallel)
 from vanilla_transformer import VanillaTransformerForConditionalGeneration
 
@@ -306,6 +306,34 @@ def test_two_processes_match_one(tmp_path):
         torch.testing.assert_close(w1[name], w2[name], rtol=1e-4, atol=1e-6)
     predictions = (two / "generated_predictions_validation.txt").read_text(encoding="utf-8").splitlines()
     assert len(predictions) == 7
+
+
+@pytest.mark.parametrize("held_elsewhere", [False, True])
+def test_process_group_closed_after_the_wrapper(held_elsewhere):
+    """The end of a run under torchrun: the data-parallel wrapper is dropped, then the process group closed (left to
+    the exit, Gloo's threads can abort a finished run); where something else still holds the wrapper, the group is
+    left open (closing it would join Gloo's threads from the wrapper's destructor later, under the interpreter lock)."""
+    import gc
+    from types import SimpleNamespace
+
+    from torch.nn.parallel import DistributedDataParallel
+
+    from vanilla_transformer.training import close_process_group
+
+    torch.distributed.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1)
+    try:
+        model = torch.nn.Linear(3, 2)
+        trainer = SimpleNamespace(model=model, model_wrapped=DistributedDataParallel(model),
+                                  accelerator=SimpleNamespace(free_memory=gc.collect))
+        trainer.model_wrapped(torch.ones(4, 3)).sum().backward()  # a gradient all-reduce on the group
+        kept = trainer.model_wrapped if held_elsewhere else None
+        close_process_group(trainer)
+        assert trainer.model_wrapped is model
+        assert torch.distributed.is_initialized() == held_elsewhere
+        del kept
+    finally:
+        if torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
 
 
 @pytest.mark.skipif(not os.path.isdir(os.path.join(SHARED_DATA, "multi30k")), reason="shared data absent")

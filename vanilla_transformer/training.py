@@ -13,6 +13,7 @@ import platform
 import shutil
 import sys
 import time
+import weakref
 from dataclasses import dataclass, field, fields
 
 import numpy as np
@@ -872,6 +873,22 @@ def finish_run(trainer, training_args, model, task: str, data_args, train_sample
                             wall_seconds=metrics.get("train_wall_seconds"), argv=argv, **card)
     if trainer.is_world_process_zero():
         print("\nMetrics:", {k: round(v, 4) if isinstance(v, float) else v for k, v in metrics.items()})
+    close_process_group(trainer)
+
+
+def close_process_group(trainer) -> None:
+    """Under torchrun, closes the process group once the run is done. Left to the interpreter's exit, a CPU (Gloo)
+    worker thread still releasing the tensors of the last collective can abort the process after a good run
+    ("terminate called without an active exception"). Closing it while the data-parallel wrapper still holds it would
+    instead stop its threads from a destructor that keeps the interpreter's lock those threads wait for (a hang), so the
+    wrapper goes first; where something else still holds the wrapper, the group is left to the exit as before."""
+    if not torch.distributed.is_initialized():
+        return
+    wrapper = weakref.ref(trainer.model_wrapped)
+    trainer.model_wrapped = trainer.model
+    trainer.accelerator.free_memory()  # its references to the wrapper, then a garbage collection
+    if wrapper() is None:
+        torch.distributed.destroy_process_group()
 
 
 def dataset_label(data_args) -> str:
