@@ -66,6 +66,16 @@ def test_padding_is_skipped_on_either_side(crf, side):
     torch.testing.assert_close(crf.max_marginals(padded, mask)[:, real], crf.max_marginals(emissions, ones))
 
 
+def test_a_row_without_tokens_adds_nothing(crf):
+    torch.manual_seed(3)
+    emissions, labels = torch.randn(2, 4, L), torch.tensor([[1, 0, 2, -100], [0, 0, 1, 2]])
+    mask = torch.tensor([[1, 1, 1, 0], [1, 1, 1, 1]], dtype=torch.bool)
+    with_empty = crf.neg_log_likelihood(torch.cat([emissions, torch.randn(1, 4, L) * 100]),
+                                        torch.cat([labels, torch.full((1, 4), -100)]),
+                                        torch.cat([mask, torch.zeros(1, 4, dtype=torch.bool)]))
+    torch.testing.assert_close(with_empty, crf.neg_log_likelihood(emissions, labels, mask))
+
+
 def tagger(**overrides):
     torch.manual_seed(0)
     config = VanillaTransformerConfig.from_preset("tiny", num_labels=L, use_crf=True, **overrides)

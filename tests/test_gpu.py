@@ -13,7 +13,7 @@ import torch
 
 from conftest import DEMO_FLAGS, ROOT, train_demo
 from vanilla_transformer import (VanillaTransformerConfig, VanillaTransformerForConditionalGeneration,
-                                 VanillaTransformerForTokenClassification)
+                                 VanillaTransformerForMaskedLM, VanillaTransformerForTokenClassification)
 
 pytestmark = [pytest.mark.cuda,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="PyTorch sees no CUDA GPU")]
@@ -86,6 +86,31 @@ def test_training_under_cuda_graphs_matches_eager():
             optimizer.zero_grad(set_to_none=True)
             losses[name].append(loss.item())
     torch.testing.assert_close(torch.tensor(losses["graphs"]), torch.tensor(losses["eager"]), rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize("task", ["seq2seq", "token_classification", "token_classification_crf", "masked_lm"])
+def test_training_step_reads_nothing_back_from_the_gpu(task):
+    """Forward, loss and backward of a training step (padding, ignored labels, label smoothing, dropout on) queue
+    their work without waiting for the GPU: under `torch.cuda.set_sync_debug_mode("error")` any operation that would
+    read a GPU value back to the host (`.item()`, a data-dependent shape, a min/max check on the ids) raises."""
+    config = VanillaTransformerConfig.from_preset("tiny", label_smoothing=0.1, use_crf=task.endswith("crf"), num_labels=5)
+    cls = {"seq2seq": VanillaTransformerForConditionalGeneration, "masked_lm": VanillaTransformerForMaskedLM}.get(
+        task, VanillaTransformerForTokenClassification)
+    model = cls(config).cuda().train()
+    ids, mask, labels = batches(config, 1)[0]
+    if task != "seq2seq":  # one label per input token
+        labels = torch.randint(0, 5 if task.startswith("token") else config.vocab_size, ids.shape,
+                               generator=torch.Generator().manual_seed(4)).masked_fill(mask == 0, -100)
+    ids, mask, labels = ids.cuda(), mask.cuda(), labels.cuda()
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+        loss.backward()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert torch.isfinite(loss).item()
+    assert all(p.grad is not None for p in model.parameters() if p.requires_grad)
 
 
 def test_crf_tagger_decodes_on_cuda_as_on_cpu():
