@@ -27,10 +27,12 @@ class FakeEngine:
     """The engine's interface without a model: a translation is the sentence reversed; `fail_on` raises for a batch
     holding that sentence; `delay` seconds per call; `loaded` gates the loading."""
 
-    def __init__(self, delay: float = 0.0, fail_on: str | None = None):
-        self.model_dir, self.error, self.delay, self.fail_on = "fake", None, delay, fail_on
+    def __init__(self, delay: float = 0.0, fail_on: str | None = None, workers: int = 1):
+        self.model_dir, self.error, self.delay, self.fail_on, self.workers = "fake", None, delay, fail_on, workers
         self.ready, self.loaded, self.batches = threading.Event(), threading.Event(), []
         self.loaded.set()
+        self.running = self.most_running = 0  # calls at the same time
+        self.lock = threading.Lock()
 
     def load(self):
         self.loaded.wait()
@@ -40,8 +42,13 @@ class FakeEngine:
         return [len(t.split()) + 1 for t in texts]
 
     def translate(self, texts, num_beams, max_new_tokens):
-        self.batches.append(list(texts))
+        with self.lock:
+            self.batches.append(list(texts))
+            self.running += 1
+            self.most_running = max(self.most_running, self.running)
         time.sleep(self.delay)
+        with self.lock:
+            self.running -= 1
         if self.fail_on in texts:
             raise RuntimeError("engine crashed")
         return [t[::-1] for t in texts]
@@ -163,8 +170,10 @@ def test_full_queue_is_503_with_retry_after_and_slow_engine_is_504():
         assert late.status_code == 504 and "--request_timeout" in late.json()["error"]
 
 
-def test_concurrent_requests_are_batched_and_never_mixed():
-    engine = FakeEngine(delay=0.05)
+@pytest.mark.parametrize("workers", [1, 2])
+def test_concurrent_requests_are_batched_and_never_mixed(workers):
+    """With `--workers 2` two batches run at once (never more), and still no request gets another's sentences."""
+    engine = FakeEngine(delay=0.05, workers=workers)
     requests = [[f"r{r} s{s} " + "w " * ((r * 7 + s) % 5) for s in range(1 + r % 4)] for r in range(40)]
     with client_for(engine, max_wait_ms=20) as client:
         wait_ready(client)
@@ -174,6 +183,7 @@ def test_concurrent_requests_are_batched_and_never_mixed():
         assert response.json()["translations"] == [s.strip()[::-1] for s in sentences]
     assert len(engine.batches) < sum(map(len, requests)) / 2  # sentences of several requests shared engine calls
     assert max(len(b) for b in engine.batches) > 4
+    assert engine.most_running == workers
 
 
 # ------------------------------------------------------------------------------------------ the real model and server
@@ -281,9 +291,45 @@ def test_engine_counts_whole_sentences_and_freezes_what_it_loaded(small_demo_mod
         gc.unfreeze()
 
 
-def test_serve_command_errors_are_one_line():
+def test_ctranslate2_workers_translate_concurrent_batches_as_one(small_demo_model):
+    """`--workers 2`: two CTranslate2 batches at once from two threads (one tokenizer between them) give the
+    translations of one batch at a time."""
+    pytest.importorskip("ctranslate2")
+    sources = [pair["src"] for pair in data.make_demo_translation(64, seed=5, max_length=12)["translation"]]
+    chunks = [sources[i:i + 8] for i in range(0, 64, 8)]
+    import gc
+
+    engine, one = (Engine(str(small_demo_model), "ctranslate2", "cpu", threads=2, workers=workers)
+                   for workers in (2, 1))
+    try:
+        engine.load()
+        one.load()
+        assert engine.error is None and engine.translator.workers == 2
+        with ThreadPoolExecutor(2) as pool:
+            together = list(pool.map(lambda chunk: engine.translate(chunk, 1, None), chunks))
+        assert together == [one.translate(chunk, 1, None) for chunk in chunks]
+    finally:
+        gc.unfreeze()  # (loading froze the collector's view of the test process)
+
+
+def test_default_workers_one_per_thread_for_ctranslate2_on_a_cpu():
+    import torch
+
+    from vanilla_transformer.serve import default_workers
+
+    assert default_workers(False, "cpu", 0) == torch.get_num_threads()
+    assert default_workers(False, "cpu", 3) == 3
+    assert default_workers(True, "cpu", 3) == 1  # PyTorch: one batch at a time
+
+
+def test_serve_command_errors_are_one_line(small_demo_model):
     proc = subprocess.run([sys.executable, "-m", "vanilla_transformer.cli", "serve", "/no/such/model"],
                           capture_output=True, text=True)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         "vanilla-transformer serve: error: Model directory '/no/such/model' does not exist."]
+    proc = subprocess.run([sys.executable, "-m", "vanilla_transformer.cli", "serve", str(small_demo_model),
+                           "--workers", "2"], capture_output=True, text=True)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+    assert proc.stderr.startswith("vanilla-transformer serve: error: --workers: several batches at once need the "
+                                  "CTranslate2 engine")

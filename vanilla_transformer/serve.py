@@ -104,16 +104,20 @@ class Item:
 class DynamicBatcher:
     """Sentences from concurrent requests -> engine batches of at most `max_batch_tokens` source tokens (and at least
     one sentence), collected for at most `max_wait` seconds after the first arrives. `translate(texts, num_beams,
-    max_new_tokens)` runs in one worker thread; an exception fails that batch's sentences only. At most `max_queue`
-    sentences wait: more is `ServeError(503)` with Retry-After."""
+    max_new_tokens)` runs in `workers` threads, one batch each (the next batch forms while they run); an exception
+    fails that batch's sentences only. At most `max_queue` sentences wait: more is `ServeError(503)` with
+    Retry-After."""
 
-    def __init__(self, translate, max_batch_tokens: int, max_wait: float, max_queue: int, metrics: Metrics):
+    def __init__(self, translate, max_batch_tokens: int, max_wait: float, max_queue: int, metrics: Metrics,
+                 workers: int = 1):
         self.translate, self.max_batch_tokens, self.max_wait = translate, max_batch_tokens, max_wait
         self.max_queue, self.metrics = max_queue, metrics
         self.queue: asyncio.Queue[Item] = asyncio.Queue()
         self.held: list[Item] = []  # taken from the queue, waiting for a batch with their options
-        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vt-engine")
+        self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="vt-engine")
+        self.free = asyncio.Semaphore(workers)  # engine threads without a batch
         self.task: asyncio.Task | None = None
+        self.running: set[asyncio.Task] = set()
         metrics.queue_length = self.waiting
 
     def waiting(self) -> int:
@@ -125,7 +129,7 @@ class DynamicBatcher:
     async def stop(self) -> None:
         if self.task is not None:
             self.task.cancel()
-            await asyncio.gather(self.task, return_exceptions=True)
+            await asyncio.gather(self.task, *self.running, return_exceptions=True)
         self.executor.shutdown(wait=True)
 
     async def submit(self, texts: list[str], tokens: list[int], options: tuple) -> list[str]:
@@ -174,27 +178,37 @@ class DynamicBatcher:
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
+            await self.free.acquire()  # a batch is formed only when an engine thread can take it
             batch = await self.next_batch()
             if not batch:
+                self.free.release()
                 continue
-            num_beams, max_new_tokens = batch[0].options
-            self.metrics.observe("vt_batch_sentences", len(batch))
-            try:
-                outputs = await loop.run_in_executor(self.executor, self.translate, [i.text for i in batch],
-                                                     num_beams, max_new_tokens)
-                if len(outputs) != len(batch):
-                    raise RuntimeError(f"the engine returned {len(outputs)} translations for {len(batch)} sentences")
-            except Exception as error:  # noqa: BLE001 - this batch's requests fail with 500, the server goes on
-                logger.exception("engine call failed for a batch of %d sentences", len(batch))
-                self.metrics.count("vt_engine_errors_total")
-                for item in batch:
-                    if not item.future.done():
-                        item.future.set_exception(ServeError(500, f"translation failed: {type(error).__name__}"))
-                continue
-            self.metrics.count("vt_sentences_total", len(batch))
-            for item, text in zip(batch, outputs):
+            task = loop.create_task(self.run_batch(batch))
+            self.running.add(task)
+            task.add_done_callback(self.running.discard)
+
+    async def run_batch(self, batch: list[Item]) -> None:
+        """One batch on an engine thread; its sentences' futures get their translations, or all fail with a 500."""
+        num_beams, max_new_tokens = batch[0].options
+        self.metrics.observe("vt_batch_sentences", len(batch))
+        try:
+            outputs = await asyncio.get_running_loop().run_in_executor(
+                self.executor, self.translate, [i.text for i in batch], num_beams, max_new_tokens)
+            if len(outputs) != len(batch):
+                raise RuntimeError(f"the engine returned {len(outputs)} translations for {len(batch)} sentences")
+        except Exception as error:  # noqa: BLE001 - this batch's requests fail with 500, the server goes on
+            logger.exception("engine call failed for a batch of %d sentences", len(batch))
+            self.metrics.count("vt_engine_errors_total")
+            for item in batch:
                 if not item.future.done():
-                    item.future.set_result(text)
+                    item.future.set_exception(ServeError(500, f"translation failed: {type(error).__name__}"))
+            return
+        finally:
+            self.free.release()
+        self.metrics.count("vt_sentences_total", len(batch))
+        for item, text in zip(batch, outputs):
+            if not item.future.done():
+                item.future.set_result(text)
 
 
 # ---------------------------------------------------------------------------------------------------- the engine
@@ -205,9 +219,9 @@ class Engine:
     max_new_tokens)` on the engine's thread, `count_tokens(texts)` for limits and batching."""
 
     def __init__(self, model_dir: str, engine: str = "auto", device: str = "auto", compute_type: str = "default",
-                 threads: int = 0):
+                 threads: int = 0, workers: int = 1):
         self.model_dir, self.engine, self.device, self.compute_type = model_dir, engine, device, compute_type
-        self.threads = threads
+        self.threads, self.workers = threads, workers
         self.ready = threading.Event()
         self.error: BaseException | None = None
         self.translator = None
@@ -217,7 +231,7 @@ class Engine:
 
         try:
             self.translator = make_translator(self.model_dir, self.engine, self.device, compute_type=self.compute_type,
-                                              threads=self.threads)
+                                              threads=self.threads, workers=self.workers)
             # the request handlers' own copy of the Rust tokenizer: a tokenizer call sets padding / truncation on the
             # one it wraps, so one shared by two threads pads wrongly (seen under load as "Unable to create tensor")
             self.counter = copy.deepcopy(self.translator.tokenizer.backend_tokenizer)
@@ -330,7 +344,7 @@ def create_app(engine: Engine, settings: Settings):
     @asynccontextmanager
     async def lifespan(app):
         batcher = DynamicBatcher(engine.translate, settings.max_batch_tokens, settings.max_wait_ms / 1000,
-                                 settings.max_queue, metrics)
+                                 settings.max_queue, metrics, engine.workers)
         batcher.start()
         app.state.batcher = batcher
         loader = threading.Thread(target=engine.load, name="vt-load", daemon=True)
@@ -496,8 +510,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     parser.add_argument("--compute_type", default="default", help="CTranslate2 only (int8, float16, ...).")
     parser.add_argument("--threads", type=int, default=0,
-                        help="CPU threads of one engine call (default 0: all cores). On small models 1 can be much "
-                             "faster (docs/serving.md).")
+                        help="CPU threads of the engine, shared by its --workers (default 0: all cores).")
+    parser.add_argument("--workers", type=int, default=0,
+                        help="Engine batches run at once, each on threads / workers threads (CTranslate2). Default 0: "
+                             "on a CPU one one-thread batch per thread (docs/serving.md), else 1.")
     parser.add_argument("--host", default="127.0.0.1", help="Address to listen on (default: loopback only).")
     parser.add_argument("--port", type=int, default=5000)
     parser.add_argument("--api_key", default=os.environ.get("VT_API_KEY"),
@@ -521,9 +537,21 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--cors_origins", nargs="*", default=[],
                         help="Origins a browser page may call from (default: none, CORS off).")
     args = parser.parse_args(argv)
-    if args.max_wait_ms < 0 or args.request_timeout <= 0:
-        parser.error("--max_wait_ms must be >= 0 and --request_timeout > 0")
+    if args.max_wait_ms < 0 or args.request_timeout <= 0 or args.workers < 0 or args.threads < 0:
+        parser.error("--max_wait_ms, --workers and --threads must be >= 0 and --request_timeout > 0")
     return args
+
+
+def default_workers(pytorch: bool, device: str, threads: int) -> int:
+    """`--workers 0`: CTranslate2 on a CPU runs one one-thread batch per thread (as `translate` does; two one-thread
+    batches outran one two-thread batch at 8 to 128 clients: docs/serving.md); PyTorch and GPUs one batch at a time."""
+    import torch
+
+    from .translate import resolve_device
+
+    if pytorch or resolve_device(device, "ctranslate2") != "cpu":
+        return 1
+    return threads or torch.get_num_threads()
 
 
 def main(argv=None) -> int:
@@ -531,10 +559,15 @@ def main(argv=None) -> int:
         import uvicorn
     except ImportError:
         raise ImportError("serve needs FastAPI and uvicorn: pip install 'vanilla-transformer[serve]'") from None
-    from .tokenization import check_translation_model_dir
+    from .tokenization import check_translation_model_dir, is_ctranslate2_dir
 
     args = parse_args(argv)
     check_translation_model_dir(args.model_dir)  # a wrong path is an error now, not a failed /health later
+    pytorch = args.engine == "pytorch" or args.engine == "auto" and not is_ctranslate2_dir(args.model_dir)
+    if args.workers > 1 and pytorch:
+        raise ValueError("--workers: several batches at once need the CTranslate2 engine (an exported directory, or "
+                         "--engine ctranslate2); the PyTorch engine runs one.")
+    workers = args.workers or default_workers(pytorch, args.device, args.threads)
     source, target = model_languages(args.model_dir) or ("src", "tgt")
     settings = Settings(source_lang=args.source_lang or source, target_lang=args.target_lang or target,
                         api_key=args.api_key or None, max_request_bytes=args.max_request_bytes,
@@ -542,10 +575,11 @@ def main(argv=None) -> int:
                         max_batch_tokens=args.max_batch_tokens, max_wait_ms=args.max_wait_ms,
                         max_queue=args.max_queue, max_beams=args.max_beams, request_timeout=args.request_timeout,
                         cors_origins=tuple(args.cors_origins))
-    engine = Engine(args.model_dir, args.engine, args.device, args.compute_type, args.threads)
+    engine = Engine(args.model_dir, args.engine, args.device, args.compute_type, args.threads, workers)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logger.info("serving %s (%s -> %s) on http://%s:%d%s", args.model_dir, settings.source_lang, settings.target_lang,
-                args.host, args.port, " with an API key" if settings.api_key else "")
+    logger.info("serving %s (%s -> %s) on http://%s:%d%s, %d engine batch(es) at once", args.model_dir,
+                settings.source_lang, settings.target_lang, args.host, args.port,
+                " with an API key" if settings.api_key else "", workers)
     uvicorn.run(create_app(engine, settings), host=args.host, port=args.port, log_level="info",
                 access_log=args.access_log, timeout_graceful_shutdown=settings.request_timeout)
     return 0

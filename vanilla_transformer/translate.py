@@ -75,12 +75,13 @@ class PyTorchTranslator:
 class CTranslate2Translator:
     """CTranslate2's `Translator` on an exported directory, or on a saved PyTorch model converted on the fly.
 
-    `parallel` (on a CPU): `threads` one-thread workers, each call split into that many batches run at once, instead of
-    one batch on `threads` threads - for translating many sentences. One thread per batch never waits for the others
-    at every operation (measured: docs/design.md)."""
+    `workers`: CTranslate2 workers, each running one batch on `threads` / `workers` threads, so calls from that many
+    threads run at once (the server's `--workers`). `parallel` (on a CPU): `threads` one-thread workers, each call split
+    into that many batches run at once, instead of one batch on `threads` threads - for translating many sentences.
+    One thread per batch never waits for the others at every operation (measured: docs/design.md)."""
 
     def __init__(self, model_dir, num_beams: int = 1, max_new_tokens: int | None = None, compute_type: str = "default",
-                 threads: int = 0, device: str = "cpu", parallel: bool = False):
+                 threads: int = 0, device: str = "cpu", parallel: bool = False, workers: int = 1):
         from .ctranslate2_converter import export_ctranslate2, require_ctranslate2
 
         ctranslate2 = require_ctranslate2()
@@ -92,11 +93,12 @@ class CTranslate2Translator:
         # a damaged file is named here: CTranslate2's own errors do not name it
         check_json_files(model_dir, ("config.json", "shared_vocabulary.json"), REEXPORT)
         threads = threads or torch.get_num_threads()
-        self.workers = threads if parallel and device == "cpu" else 1
+        self.split = parallel and device == "cpu"
+        self.workers = threads if self.split else workers
         try:
             self.translator = ctranslate2.Translator(model_dir, device=device, compute_type=compute_type,
                                                      inter_threads=self.workers,
-                                                     intra_threads=threads // self.workers)
+                                                     intra_threads=max(1, threads // self.workers))
         except RuntimeError as error:
             if any(word in str(error).lower() for word in ("cuda", "cublas")):
                 raise  # the system's CUDA set-up, not the files
@@ -125,7 +127,7 @@ class CTranslate2Translator:
         options = {} if num_beams is None else dict(beam_size=num_beams)
         if max_new_tokens is not None:
             options["max_decoding_length"] = max_new_tokens
-        if self.workers > 1:  # one batch per worker, run at once
+        if self.split and self.workers > 1:  # one batch per worker, run at once
             options["max_batch_size"] = -(-len(sentences) // self.workers)
         return [self.backend.decode(ids, skip_special_tokens=True) for ids in self.translate_ids(sentences, **options)]
 
@@ -143,6 +145,8 @@ def make_translator(model_dir, engine: str = "auto", device: str = "cpu", **kwar
             raise ValueError(f"{str(model_dir)!r} is an exported CTranslate2 model: use --engine ctranslate2.")
         kwargs.pop("compute_type", None)
         kwargs.pop("parallel", None)
+        if kwargs.pop("workers", 1) != 1:
+            raise ValueError("workers: several batches at once need the CTranslate2 engine; PyTorch runs one.")
         return PyTorchTranslator(model_dir, **kwargs)
     return CTranslate2Translator(model_dir, **kwargs)
 
