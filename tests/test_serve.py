@@ -172,10 +172,12 @@ def test_full_queue_is_503_with_retry_after_and_slow_engine_is_504():
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_concurrent_requests_are_batched_and_never_mixed(workers):
-    """With `--workers 2` two batches run at once (never more), and still no request gets another's sentences."""
-    engine = FakeEngine(delay=0.05, workers=workers)
+    """With `--workers 2` two batches run at once (never more), and still no request gets another's sentences. The
+    16 clients' sentences (3-7 tokens each) are more than one batch of 30 tokens holds, so a second batch has
+    sentences to start with while the first runs."""
+    engine = FakeEngine(delay=0.1, workers=workers)
     requests = [[f"r{r} s{s} " + "w " * ((r * 7 + s) % 5) for s in range(1 + r % 4)] for r in range(40)]
-    with client_for(engine, max_wait_ms=20) as client:
+    with client_for(engine, max_wait_ms=20, max_batch_tokens=30) as client:
         wait_ready(client)
         with ThreadPoolExecutor(16) as pool:
             responses = list(pool.map(lambda q: client.post("/v1/translate", json={"sentences": q}), requests))

@@ -5,9 +5,9 @@ Endpoints:
 - `POST /v1/translate`: `{"sentences": [...], "num_beams": 1, "max_new_tokens": null}` -> `{"translations": [...]}`;
 - `GET /health`: 200 once the model is loaded, 503 before; `GET /metrics`: Prometheus text format.
 
-One worker per model groups the sentences of concurrent requests into engine batches of at most `--max_batch_tokens`
-source tokens, waiting at most `--max_wait_ms` for a batch to fill; each sentence keeps its own future, so a request
-gets back exactly its own translations. FastAPI on uvicorn (the `serve` extra): typed request bodies with clear 422
+One batcher per model groups the sentences of concurrent requests into engine batches of at most `--max_batch_tokens`
+source tokens, waiting at most `--max_wait_ms` for a batch to fill, and runs `--workers` of them at once; each
+sentence keeps its own future, so a request gets back exactly its own translations. FastAPI on uvicorn (the `serve` extra): typed request bodies with clear 422
 errors, graceful shutdown on SIGTERM (in-flight requests finish first), and the stack the demo page already uses.
 """
 
