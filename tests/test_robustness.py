@@ -84,9 +84,10 @@ def test_seq2seq_invariants_on_random_configs_and_batches(data):
         loaded = VanillaTransformerForConditionalGeneration.from_pretrained(tmp).eval()
     for (name, param), loaded_param in zip(model.state_dict().items(), loaded.state_dict().values()):
         assert torch.equal(param, loaded_param), name
-    with torch.no_grad():  # equal weights; the GEMM kernel may differ in the last bit with the buffers' alignment
+    with torch.no_grad():  # equal weights; the GEMM kernel may differ in the last bits with the buffers' alignment,
+        # and through 2 + 2 layers those reach ~2e-6 (seen): the tolerance of the other kernel-path comparisons above
         torch.testing.assert_close(loaded(input_ids=ids, attention_mask=mask, decoder_input_ids=dec).logits,
-                                   out.logits, rtol=1e-6, atol=1e-6)
+                                   out.logits, rtol=0, atol=1e-5)
 
 
 @PROPERTY_SETTINGS
@@ -113,7 +114,7 @@ def test_tagger_invariants_on_random_configs_and_batches(data):
         model.save_pretrained(tmp)
         loaded = VanillaTransformerForTokenClassification.from_pretrained(tmp).eval()
     with torch.no_grad():
-        torch.testing.assert_close(loaded(input_ids=ids, attention_mask=mask).logits, out.logits, rtol=1e-6, atol=1e-6)
+        torch.testing.assert_close(loaded(input_ids=ids, attention_mask=mask).logits, out.logits, rtol=0, atol=1e-5)
 
 
 # ------------------------------------------------------------------------------------------------------ fuzzed loaders
