@@ -559,11 +559,12 @@ def main(argv=None) -> int:
         import uvicorn
     except ImportError:
         raise ImportError("serve needs FastAPI and uvicorn: pip install 'vanilla-transformer[serve]'") from None
-    from .tokenization import check_translation_model_dir, is_ctranslate2_dir
+    from .tokenization import check_translation_model_dir
+    from .translate import resolve_engine
 
     args = parse_args(argv)
     check_translation_model_dir(args.model_dir)  # a wrong path is an error now, not a failed /health later
-    pytorch = args.engine == "pytorch" or args.engine == "auto" and not is_ctranslate2_dir(args.model_dir)
+    pytorch = resolve_engine(args.model_dir, args.engine) == "pytorch"
     if args.workers > 1 and pytorch:
         raise ValueError("--workers: several batches at once need the CTranslate2 engine (an exported directory, or "
                          "--engine ctranslate2); the PyTorch engine runs one.")

@@ -132,13 +132,19 @@ class CTranslate2Translator:
         return [self.backend.decode(ids, skip_special_tokens=True) for ids in self.translate_ids(sentences, **options)]
 
 
-def make_translator(model_dir, engine: str = "auto", device: str = "cpu", **kwargs):
-    """A callable translating a list of sentences; `device` "auto" takes a CUDA GPU where the engine sees one."""
+def resolve_engine(model_dir, engine: str) -> str:
+    """"auto" -> "ctranslate2" for an exported directory, else "pytorch"."""
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}.")
-    check_translation_model_dir(model_dir)
     if engine == "auto":
-        engine = "ctranslate2" if is_ctranslate2_dir(model_dir) else "pytorch"
+        return "ctranslate2" if is_ctranslate2_dir(model_dir) else "pytorch"
+    return engine
+
+
+def make_translator(model_dir, engine: str = "auto", device: str = "cpu", **kwargs):
+    """A callable translating a list of sentences; `device` "auto" takes a CUDA GPU where the engine sees one."""
+    engine = resolve_engine(model_dir, engine)
+    check_translation_model_dir(model_dir)
     kwargs["device"] = resolve_device(device, engine)
     if engine == "pytorch":
         if is_ctranslate2_dir(model_dir):
