@@ -130,10 +130,11 @@ def test_device_benchmark_runs_every_case_on_the_cpu(tmp_path):
     assert device_benchmark("cpu", ["tiny"], [False], 300, 2, 64, 10, [], float("inf"), str(out), tasks=("lengths",),
                             steps=3) == 0
     rows = {row["case"]: row for row in json.loads(out.read_text())["lengths"]}
-    assert list(rows) == ["ours --max_tokens 128", "marian random batches 128", "marian grouped batches 128",
-                          "marian --max_tokens 128"]
+    assert list(rows) == ["ours --max_tokens 128", "ours --packing 128", "marian grouped batches 128",
+                          "marian random batches 128", "marian --max_tokens 128"]
     for row in rows.values():
         assert row["tokens_per_second"] > 0 and 0 <= row["padding"] < 1
+    assert rows["ours --packing 128"]["shapes"] == 1 and rows["ours --max_tokens 128"]["shapes"] > 1
     # token budgets pad least, random sentence batches most (the lengths of a natural corpus)
     assert rows["ours --max_tokens 128"]["padding"] < rows["marian grouped batches 128"]["padding"] < rows[
         "marian random batches 128"]["padding"]

@@ -3,6 +3,8 @@ mixin ships in neither the transformers wheel nor its sdist): per-step output sh
 decoding equal to greedy, continuing from a returned cache, encoder embeddings as input, logits processors obeyed.
 Cached against uncached, static caches, beam-cache reordering and compiled decoding: test_modeling.py."""
 
+import copy
+
 import pytest
 import torch
 
@@ -95,3 +97,44 @@ def test_logits_processors_are_obeyed():
     for row in out.tolist():
         bigrams = list(zip(row, row[1:]))
         assert len(bigrams) == len(set(bigrams)), row
+
+
+@pytest.mark.parametrize("beams", [1, 2])
+def test_compiled_generate_with_a_static_cache_equals_eager(beams):
+    """transformers' `test_generate_compile_model_forward_fullgraph`: `generate` with a static cache and the decoding
+    step compiled as one graph (no break, no data-dependent branch on the cache's length) gives eager's tokens."""
+    from transformers import CompileConfig
+
+    model, ids, mask = model_and_batch()
+    kwargs = dict(greedy_kwargs(ids, mask), num_beams=beams)
+    eager = model.generate(**kwargs)
+    compile_config = CompileConfig(fullgraph=True, dynamic=False, backend="eager")  # tracing alone: no code generation
+    compile_config._compile_all_devices = True  # a public field: compile on a CPU too (transformers' own tests set it)
+    torch.compiler.reset()
+    compiled = model.generate(**kwargs, cache_implementation="static", compile_config=compile_config)
+    assert torch.equal(compiled, eager)
+
+
+@pytest.mark.parametrize("cache_implementation", ["static", "dynamic"])
+def test_prefill_and_decoding_step_export_and_equal_eager(cache_implementation):
+    """transformers' `test_torch_export_generate`: the prefill and the cached decoding step, captured from `generate`,
+    export with torch.export (transformers' DynamoExporter) and compute what the eager model computes."""
+    from transformers import GenerationConfig
+    from transformers.exporters import DynamoConfig, DynamoExporter
+    from transformers.exporters.utils import decompose_for_generation, get_leaf_tensors
+
+    model, ids, mask = model_and_batch()
+    generation_config = GenerationConfig(cache_implementation=cache_implementation, max_new_tokens=2,
+                                         do_sample=False, num_beams=1,
+                                         decoder_start_token_id=model.config.decoder_start_token_id,
+                                         pad_token_id=model.config.pad_token_id)
+    components = decompose_for_generation(model, {"input_ids": ids, "attention_mask": mask}, generation_config)
+    assert set(components) == {"prefill", "decode"}
+    for name, (module, inputs) in components.items():
+        with torch.no_grad():
+            expected = get_leaf_tensors(module(**copy.deepcopy(inputs)))
+            program = DynamoExporter().export(module, inputs, config=DynamoConfig(dynamic=False))  # pops use_cache...
+            got = get_leaf_tensors(program.program.module()(**copy.deepcopy(inputs)))
+        assert "logits" in expected and expected.keys() == got.keys(), name
+        for key in expected:
+            torch.testing.assert_close(got[key], expected[key], rtol=1e-4, atol=1e-4, msg=f"{name}: {key}")

@@ -244,3 +244,41 @@ def test_token_budget_batches_train_on_cuda(tmp_path, caplog):
         metrics = run_translation.main(["--output_dir", str(tmp_path), *FLAGS])
     assert "Device: cuda:0" in caplog.text and metrics["train_loss"] == metrics["train_loss"]  # not NaN
     assert (tmp_path / "model.safetensors").is_file()
+
+
+def test_packed_rows_on_cuda_compute_each_pair_alone_and_train_under_cuda_graphs():
+    """Packed rows (`--packing`) on the GPU with SDPA's kernels: each pair's logits equal the pair run alone, and
+    training steps compiled with CUDA graphs over packed batches (one shape) give eager's losses."""
+    from test_packing import LENGTH, ROWS, pairs_and_batch, spans
+
+    config = VanillaTransformerConfig.from_preset("tiny", dropout=0.0)
+    torch.manual_seed(0)
+    model = VanillaTransformerForConditionalGeneration(config).cuda().eval()
+    _, _, packed = pairs_and_batch(config)
+    packed = {k: v.cuda() for k, v in packed.items()}
+    with torch.no_grad():
+        logits = model(**packed).logits
+        for row in range(ROWS):
+            sources = spans(packed, row, "attention_mask")
+            for pair, (t0, t1) in spans(packed, row).items():
+                s0, s1 = sources[pair]
+                alone = model(input_ids=packed["input_ids"][row:row + 1, s0:s1],
+                              labels=packed["labels"][row:row + 1, t0:t1]).logits[0]
+                torch.testing.assert_close(logits[row, t0:t1], alone, rtol=1e-4, atol=1e-4)
+    losses = {}
+    batches_of_one_shape = [pairs_and_batch(config, seed)[2] for seed in range(4)]
+    for name in ("eager", "compiled"):
+        torch.manual_seed(0)
+        model = VanillaTransformerForConditionalGeneration(config).cuda().train()
+        forward = torch.compile(model, mode="reduce-overhead") if name == "compiled" else model
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        losses[name] = []
+        for batch in batches_of_one_shape:
+            torch.compiler.cudagraph_mark_step_begin()
+            loss = forward(**{k: v.cuda() for k, v in batch.items()}).loss
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            losses[name].append(loss.item())
+    assert {tuple(b["input_ids"].shape) for b in batches_of_one_shape} == {(ROWS, LENGTH)}
+    torch.testing.assert_close(torch.tensor(losses["compiled"]), torch.tensor(losses["eager"]), rtol=1e-3, atol=1e-4)

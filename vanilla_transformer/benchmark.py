@@ -441,17 +441,21 @@ def synthetic_lengths(pairs: int, seed: int = 0, longest: int = 128):
 
 def length_batches(strategy: str, source, target, max_tokens: int, seed: int = 0) -> list[list[int]]:
     """One epoch's batches (index lists, in training order) of pairs with these lengths. "tokens": `--max_tokens`
-    (TokenBudgetBatchSampler, padded to a multiple of 8); "random": the Trainer's default, shuffled batches of a fixed
+    (TokenBudgetBatchSampler, padded to a multiple of 8); "packed": `--packing` (PackedBatchSampler: (row, pair) keys,
+    rows of the default length); "random": the Trainer's default, shuffled batches of a fixed
     number of pairs, as many as the budget holds at the mean length; "grouped": the same number of pairs with
     `--group_by_length` (transformers' LengthGroupedSampler)."""
     import numpy as np
     import torch
     from transformers.trainer_pt_utils import LengthGroupedSampler
 
-    from vanilla_transformer.training import TokenBudgetBatchSampler
+    from vanilla_transformer.training import PackedBatchSampler, TokenBudgetBatchSampler, default_packing_length
 
     if strategy == "tokens":
         return list(TokenBudgetBatchSampler(source, target, max_tokens, seed=seed, pad_to_multiple_of=8))
+    if strategy == "packed":  # (row, pair) keys
+        length = default_packing_length(max(source.max(), target.max()), max_tokens)
+        return list(PackedBatchSampler(source, target, length, max_tokens // length, seed=seed))
     size = int(max_tokens // np.maximum(source, target).mean())
     generator = torch.Generator().manual_seed(seed)
     order = (torch.randperm(len(source), generator=generator).tolist() if strategy == "random" else
@@ -463,10 +467,12 @@ def device_lengths_case(name: str, shape: dict, device: str, strategy: str, comp
                         steps: int, dropout: float = 0.1) -> dict:
     """Training tokens/s on sentences of natural lengths (`synthetic_lengths`): real source + target tokens (padding
     excluded) per second over `steps` batches of `strategy` (`length_batches`), bf16 autocast, fused AdamW; compiled
-    with dynamic shapes. The batches are run twice and the second pass is timed: a long run meets every batch shape
+    with dynamic shapes, or static ones for packed rows (`compile_model` "reduce-overhead": with CUDA graphs). The batches are run twice and the second pass is timed: a long run meets every batch shape
     again and again, and the first pass pays what is paid once per shape (compilation, kernel plans, allocations).
     MFU counts the real tokens' FLOPs."""
     import torch
+
+    from vanilla_transformer.training import PackedSeq2SeqCollator, default_packing_length
 
     source, target = synthetic_lengths(200_000)
     batches = length_batches(strategy, source, target, max_tokens)[:steps]
@@ -482,13 +488,26 @@ def device_lengths_case(name: str, shape: dict, device: str, strategy: str, comp
 
     inputs = []
     for batch in batches:
+        if strategy == "packed":  # random ids in packed rows
+            length = default_packing_length(max(source.max(), target.max()), max_tokens)
+            collate = PackedSeq2SeqCollator(0, 1, max_tokens // length, length)
+            inputs.append({k: v.to(device) for k, v in collate([dict(
+                row=row, input_ids=torch.randint(4, vocab, (int(source[i]),), generator=g).tolist(),
+                labels=torch.randint(4, vocab, (int(target[i]),), generator=g).tolist()) for row, i in batch]).items()})
+            continue
         src = padded(source[batch].tolist(), 0)
         labels = padded(target[batch].tolist(), -100)
         inputs.append(dict(input_ids=src, attention_mask=(src != 0).long(), labels=labels))
+    batches = [[i for _, i in batch] for batch in batches] if strategy == "packed" else batches
     torch.manual_seed(0)
     model = build(name, shape, dropout).to(device).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device == "cuda")
-    forward = torch.compile(model, dynamic=True) if compile_model else model
+    if compile_model:  # one shape (packed rows): a static graph, CUDA graphs with "reduce-overhead"; else dynamic
+        static = strategy == "packed"
+        forward = torch.compile(model, dynamic=not static,
+                                mode=compile_model if isinstance(compile_model, str) else None)
+    else:
+        forward = model
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     step = lambda batch: bf16_training_step(forward, optimizer, device, batch)  # noqa: E731
 
@@ -516,7 +535,8 @@ def device_lengths_case(name: str, shape: dict, device: str, strategy: str, comp
 
 
 LENGTH_CASES = [  # (model, batches, compiled, budget multiple): in order of importance
-    ("ours", "tokens", False, 1), ("marian", "random", False, 1), ("marian", "grouped", False, 1),
+    ("ours", "tokens", False, 1), ("ours", "packed", False, 1), ("ours", "packed", "default", 1),
+    ("ours", "packed", "reduce-overhead", 1), ("marian", "grouped", False, 1), ("marian", "random", False, 1),
     ("marian", "tokens", False, 1), ("ours", "tokens", True, 1), ("marian", "grouped", True, 1),
     ("ours", "tokens", True, 4), ("marian", "random", True, 1)]
 
@@ -527,10 +547,11 @@ def device_lengths_benchmark(shape: dict, device: str, max_tokens: int, steps: i
     budgets against Marian with the Trainer's sentence batches, random or grouped by length."""
     import torch
 
-    wanted = {False: False in compile_modes, True: "dynamic" in compile_modes}
+    wanted = {False: False in compile_modes, True: "dynamic" in compile_modes, "default": "default" in compile_modes,
+              "reduce-overhead": "reduce-overhead" in compile_modes and device == "cuda"}
     for name, strategy, compiled, multiple in [case for case in LENGTH_CASES if wanted[case[2]]]:
-        label = (f"{name} {'--max_tokens' if strategy == 'tokens' else strategy + ' batches'} "
-                 f"{max_tokens * multiple}{' compiled' if compiled else ''}")
+        batching = {"tokens": "--max_tokens", "packed": "--packing"}.get(strategy, strategy + " batches")
+        label = f"{name} {batching} {max_tokens * multiple}{COMPILE_LABELS[compiled] if compiled else ''}"
         if time.perf_counter() > deadline:
             result["skipped"].append(dict(task="lengths", case=label))
             print(f"lengths {label}: skipped (time budget)", flush=True)
@@ -590,7 +611,7 @@ def device_inference_cases(shape: dict, device: str, task: str, compute_types, r
     return out
 
 
-COMPILE_LABELS = {False: "", "default": " compiled", "reduce-overhead": " CUDA graphs"}
+COMPILE_LABELS = {False: "", "default": " compiled", "reduce-overhead": " CUDA graphs", True: " compiled dynamic"}
 
 
 def device_benchmark(device: str, presets, compile_modes, vocab: int, batch: int, length: int, reps: int,
@@ -836,7 +857,8 @@ def main(argv=None):
     parser.add_argument("--rounds", type=int, default=2, help="Alternations ours/reference per case")
     parser.add_argument("--reps", type=int, default=5, help="Timed repetitions per child (>= 5)")
     parser.add_argument("--tasks", nargs="+", default=None,
-                        help="Only these tasks (--device cuda: train, lengths, greedy, beam; default all but lengths)")
+                        help="Only these tasks (--device cuda: train, lengths, greedy, beam; default all but lengths). "
+                             "--tasks lengths alone on the CPU: the natural-length training cases there, in bf16")
     parser.add_argument("--engines", nargs="+", default=["pytorch", "ctranslate2"], choices=["pytorch", "ctranslate2"],
                         help="Only the cases that serve our model with these engines")
     parser.add_argument("--compute_types", nargs="+", default=["float32", "int8"], choices=["float32", "int8"],
@@ -883,6 +905,11 @@ def main(argv=None):
         with open(args.output, "w") as f:
             json.dump(rows, f, indent=2)
         return 0
+    if args.device == "cpu" and args.tasks == ["lengths"]:  # natural lengths on the CPU, in bf16 as on a GPU
+        compile_modes = [{"false": False, "true": "default"}.get(c, c) for c in args.compile]
+        return device_benchmark("cpu", args.presets or ["small"], compile_modes, args.vocab_size or VOCAB,
+                                args.batch_size, args.length, args.reps, [], args.time_budget, args.output,
+                                ["lengths"])
     if args.device != "cpu":
         import torch
 

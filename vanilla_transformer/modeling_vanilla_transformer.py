@@ -116,11 +116,9 @@ def apply_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
 class VanillaTransformerPositionalEmbedding(nn.Module):
     """Positions added to the token embeddings (section 3.5).
 
-    "sinusoidal": PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(...), interleaved as in the paper.
-    The table has no parameters and is not saved; it is built lazily and grows with the longest sequence seen, so
-    inputs longer than `max_position_embeddings` work. Under `torch.compile` the rows are computed in the graph
-    instead: a compiled region must not store tensors on the module (CUDA graphs reuse their memory on the next
-    step). "learned": a trained table of `max_position_embeddings` rows.
+    "sinusoidal": PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(...), interleaved as in the paper,
+    computed for the positions asked (no table, no parameters: any length works, and a compiled or exported graph
+    computes them itself). "learned": a trained table of `max_position_embeddings` rows.
     """
 
     def __init__(self, config: VanillaTransformerConfig):
@@ -130,30 +128,45 @@ class VanillaTransformerPositionalEmbedding(nn.Module):
         self.max_positions = config.max_position_embeddings
         if self.kind == "learned":
             self.weight = nn.Parameter(torch.empty(config.max_position_embeddings, config.d_model))
-        self._table = None  # sinusoidal cache, (n_positions, d_model) fp32
 
     @staticmethod
-    def sinusoidal_table(n_positions: int, d_model: int, device=None) -> torch.Tensor:
-        position = torch.arange(n_positions, dtype=torch.float32, device=device).unsqueeze(1)  # (P, 1)
-        inv_freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32, device=device) * (-math.log(10000.0) / d_model))
-        angles = position * inv_freq  # (P, D/2)
-        return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(1)  # (P, D): sin, cos interleaved
+    def sinusoids(positions: torch.Tensor, d_model: int) -> torch.Tensor:
+        inv_freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32, device=positions.device)
+                             * (-math.log(10000.0) / d_model))
+        angles = positions.float().unsqueeze(-1) * inv_freq  # (..., D/2)
+        return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)  # (..., D): sin, cos interleaved
 
-    def forward(self, past_length: int, length: int, device) -> torch.Tensor:
-        end = past_length + length
-        if self.kind == "learned":
-            if end > self.max_positions:
-                raise ValueError(
-                    f"Sequence of {end} positions exceeds max_position_embeddings={self.max_positions} of the learned "
-                    "position table; truncate the input or use position_embedding_type='sinusoidal'."
-                )
-            return self.weight[past_length:end]
-        if torch.compiler.is_compiling():
-            return self.sinusoidal_table(end, self.d_model, device)[past_length:]
-        if self._table is None or self._table.shape[0] < end or self._table.device != torch.device(device):
-            size = max(end, self.max_positions, 2 * (self._table.shape[0] if self._table is not None else 0))
-            self._table = self.sinusoidal_table(size, self.d_model, device)
-        return self._table[past_length:end]
+    @classmethod
+    def sinusoidal_table(cls, n_positions: int, d_model: int, device=None) -> torch.Tensor:
+        return cls.sinusoids(torch.arange(n_positions, device=device), d_model)  # (P, D)
+
+    def forward(self, position_ids: torch.Tensor, end: int | torch.Tensor | None = None) -> torch.Tensor:
+        """position_ids (batch or 1, length) -> (batch or 1, length, d_model); `end`: one past the last position (the
+        length when None)."""
+        if self.kind == "sinusoidal":
+            return self.sinusoids(position_ids, self.d_model)
+        end = position_ids.shape[-1] if end is None else end
+        if isinstance(end, int) and end > self.max_positions:  # (a static cache's length is a tensor: no check)
+            raise ValueError(
+                f"Sequence of {end} positions exceeds max_position_embeddings={self.max_positions} of the learned "
+                "position table; truncate the input or use position_embedding_type='sinusoidal'."
+            )
+        return self.weight[position_ids]
+
+
+def position_ids_of(attention_mask: torch.Tensor | None, length: int, past_length: int | torch.Tensor = 0,
+                    device=None) -> torch.Tensor:
+    """The position of every token (batch or 1, length): 0, 1, ... from each sequence's first token.
+
+    A 2-D `attention_mask` may hold segment numbers instead of ones (1, 1, 1, 2, 2, 0 = two sequences packed into one
+    row, then padding): positions restart where the number changes, so every packed sequence is placed as if alone
+    (deviation: the paper has one sequence per row). With a cache, positions continue from `past_length`.
+    """
+    if attention_mask is None or attention_mask.dim() != 2 or attention_mask.shape[-1] != length:
+        return (torch.arange(length, device=device) + past_length).unsqueeze(0)  # (1, T)
+    index = torch.arange(length, device=attention_mask.device)
+    starts = (attention_mask != attention_mask.roll(1, dims=1)) | (index == 0)  # (B, T): a sequence starts here
+    return index - torch.where(starts, index, 0).cummax(dim=1).values  # (B, T)
 
 
 class VanillaTransformerEmbedding(nn.Module):
@@ -170,15 +183,16 @@ class VanillaTransformerEmbedding(nn.Module):
         self.dropout = config.dropout
         self.token_dropout = config.token_dropout
 
-    def forward(self, input_ids=None, inputs_embeds=None, past_length: int = 0, word_features=None) -> torch.Tensor:
+    def forward(self, input_ids=None, inputs_embeds=None, position_ids=None, end=None,
+                word_features=None) -> torch.Tensor:
         if inputs_embeds is None:
             inputs_embeds = self.embed_tokens(input_ids)
+        if position_ids is None:
+            position_ids, end = position_ids_of(None, inputs_embeds.shape[1], device=inputs_embeds.device), None
         if self.training and self.token_dropout > 0:
             keep = torch.rand(inputs_embeds.shape[:-1], device=inputs_embeds.device) >= self.token_dropout  # (B, T)
             inputs_embeds = inputs_embeds * keep.unsqueeze(-1).to(inputs_embeds.dtype)
-        hidden = inputs_embeds * self.embed_scale + self.embed_positions(
-            past_length, inputs_embeds.shape[1], inputs_embeds.device
-        ).to(inputs_embeds.dtype)
+        hidden = inputs_embeds * self.embed_scale + self.embed_positions(position_ids, end).to(inputs_embeds.dtype)
         if word_features is not None:  # character features (deviation, see VanillaTransformerCharacterFeatures)
             hidden = hidden + word_features.to(hidden.dtype)
         return apply_dropout(hidden, self.dropout, self.training)
@@ -193,24 +207,29 @@ def make_attention_mask(
     query_length: int,
     dtype: torch.dtype,
     causal: bool = False,
-    past_length: int = 0,
+    past_length: int | torch.Tensor = 0,
     device=None,
     position_bias: nn.Module | None = None,  # VanillaTransformerRelativePositionBias
+    query_segments: torch.Tensor | None = None,
 ) -> torch.Tensor | None:
-    """The one mask helper: `attention_mask` (batch, keys) with 1 = attend -> additive mask (batch, 1, queries, keys).
+    """The one mask helper: `attention_mask` (batch, keys), 0 = padding -> additive mask (batch, 1, queries, keys).
 
-    Masked scores get the dtype's minimum (never a literal like -1e9, which overflows in fp16), so a fully padded row
-    stays finite: its softmax is uniform instead of NaN. Causal masking (section 3.2.3) lets query i (at absolute
-    position past_length + i) see keys 0..past_length + i. With `position_bias`, its relative-position scores are
-    added: (batch or 1, heads, queries, keys). Returns None when nothing is masked or biased. A 4-D mask (batch, 1,
-    queries, keys), as `generate` builds it for a static cache (keys: the cache's slots, the unfilled ones masked), is
-    taken as given: boolean (True = attend) or already additive.
+    The mask's non-zero entries are 1, or segment numbers when several sequences are packed into a row
+    (`position_ids_of`); with `query_segments` (batch, queries), the queries' own numbers, a query sees only the keys
+    of its segment: each packed sentence attends to itself, and the decoder's to its own source. Masked scores get the
+    dtype's minimum (never a literal like -1e9, which overflows in fp16), so a fully masked row stays finite: its
+    softmax is uniform instead of NaN. Causal masking (section 3.2.3) lets query i (at absolute position
+    past_length + i) see keys 0..past_length + i. With `position_bias`, its relative-position scores are added:
+    (batch or 1, heads, queries, keys). Returns None when nothing is masked or biased. A 4-D mask (batch, 1, queries,
+    keys), as `generate` builds it for a static cache (keys: the cache's slots, the unfilled ones masked), is taken as
+    given: boolean (True = attend) or already additive.
     """
     if position_bias is not None:
         key_length = attention_mask.shape[-1] if attention_mask is not None else past_length + query_length
         device = attention_mask.device if attention_mask is not None else device
         bias = position_bias(query_length, key_length, past_length, device).to(dtype)  # (1, H, T, S)
-        mask = make_attention_mask(attention_mask, query_length, dtype, causal, past_length, device)
+        mask = make_attention_mask(attention_mask, query_length, dtype, causal, past_length, device,
+                                   query_segments=query_segments)
         return bias if mask is None else bias + mask  # min + a small bias stays min: masked keys stay masked
     if attention_mask is not None and attention_mask.dim() == 4:
         if attention_mask.shape[1] != 1 or attention_mask.shape[2] != query_length:
@@ -221,19 +240,22 @@ def make_attention_mask(
         return torch.where(attention_mask, torch.zeros((), dtype=dtype, device=attention_mask.device),
                            torch.finfo(dtype).min)
     if (attention_mask is not None and not causal and attention_mask.device.type == "cpu"
-            and not torch.compiler.is_compiling() and attention_mask.all()):
-        attention_mask = None  # nothing padded (no sync cost on CPU): SDPA then runs its faster unmasked kernel
+            and not torch.compiler.is_compiling() and (attention_mask == 1).all()):
+        attention_mask = None  # one sequence a row, nothing padded (no sync cost on CPU): SDPA's unmasked kernel
     if attention_mask is None and (not causal or query_length == 1):
         return None
     if attention_mask is not None:
         device = attention_mask.device
         key_length = attention_mask.shape[-1]
-        allowed = attention_mask[:, None, None, :].bool()  # (B, 1, 1, S)
+        keys = attention_mask[:, None, None, :]  # (B, 1, 1, S)
+        allowed = keys != 0
+        if query_segments is not None:
+            allowed = allowed & (query_segments[:, None, :, None] == keys)  # (B, 1, T, S)
     else:
         key_length = past_length + query_length
         allowed = torch.ones(1, 1, 1, key_length, dtype=torch.bool, device=device)
     if causal:
-        query_pos = torch.arange(past_length, past_length + query_length, device=device)[:, None]  # (T, 1)
+        query_pos = (torch.arange(query_length, device=device) + past_length)[:, None]  # (T, 1)
         key_pos = torch.arange(key_length, device=device)[None, :]  # (1, S)
         allowed = allowed & (key_pos <= query_pos)  # (B, 1, T, S)
     zero = torch.zeros((), dtype=dtype, device=device)
@@ -550,9 +572,12 @@ class VanillaTransformerEncoder(VanillaTransformerStack):
                 raise ValueError("char_cnn_dim > 0: the character features are computed from input_ids; pass "
                                  "input_ids instead of inputs_embeds.")
             word_features = self.char_features(input_ids)
-        hidden = self.embed(input_ids, inputs_embeds, word_features=word_features)
-        mask = make_attention_mask(attention_mask, hidden.shape[1], hidden.dtype, device=hidden.device,
-                                   position_bias=self.relative_bias)  # built once for the stack
+        length = shape[1]
+        device = (input_ids if input_ids is not None else inputs_embeds).device
+        positions = position_ids_of(attention_mask, length, device=device)
+        hidden = self.embed(input_ids, inputs_embeds, positions, length, word_features=word_features)
+        mask = make_attention_mask(attention_mask, length, hidden.dtype, device=hidden.device,
+                                   position_bias=self.relative_bias, query_segments=attention_mask)  # once a stack
         for layer in self.layers:
             hidden = layer(hidden, mask, **kwargs)  # tensors positional (reentrant gradient checkpointing)
         if self.layer_norm is not None:
@@ -598,22 +623,32 @@ class VanillaTransformerDecoder(VanillaTransformerStack):
                             f"{type(cache).__name__}.")
         if encoder_hidden_states is None:
             raise ValueError("The decoder needs encoder_hidden_states (pass input_ids or encoder_outputs).")
+        without_past = cache is None  # (a forward call without a cache: training, or scoring whole targets)
         if use_cache and cache is None:
             cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
-        past_length = cache.get_seq_length() if cache is not None else 0
-        if input_ids is not None and not past_length:  # later steps decode ids the model chose from its vocabulary
-            check_token_ids("decoder_input_ids", input_ids, self.config.vocab_size)
-        hidden = self.embed(input_ids, inputs_embeds, past_length)
-        batch, length = hidden.shape[:2]
+        past_length = cache.get_seq_length() if cache is not None else 0  # a tensor for a static cache
+        if input_ids is not None and not torch.compiler.is_compiling() and not past_length:
+            check_token_ids("decoder_input_ids", input_ids, self.config.vocab_size)  # (later steps: the model's ids)
+        batch, length = (input_ids if input_ids is not None else inputs_embeds).shape[:2]
+        device = (input_ids if input_ids is not None else inputs_embeds).device
         check_mask("attention_mask", encoder_attention_mask, encoder_hidden_states.shape[:2])
         # masks built once for the stack
+        query_segments = None  # packed rows (segment numbers in both masks) are trained without a cache
         if attention_mask is not None and attention_mask.dim() == 2:  # (4-D: built by `generate` for a static cache)
-            if attention_mask.shape[-1] == length and past_length:
-                attention_mask = torch.cat([attention_mask.new_ones(batch, past_length), attention_mask], dim=-1)
-            check_mask("decoder_attention_mask", attention_mask, (batch, past_length + length))
+            if without_past:
+                check_mask("decoder_attention_mask", attention_mask, (batch, length))
+                query_segments = attention_mask
+            else:
+                if attention_mask.shape[-1] == length and past_length:
+                    attention_mask = torch.cat([attention_mask.new_ones(batch, past_length), attention_mask], dim=-1)
+                check_mask("decoder_attention_mask", attention_mask, (batch, past_length + length))
+        positions = position_ids_of(query_segments, length, past_length, device)
+        hidden = self.embed(input_ids, inputs_embeds, positions, past_length + length)
         self_mask = make_attention_mask(attention_mask, length, hidden.dtype, causal=True, past_length=past_length,
-                                        device=hidden.device, position_bias=self.relative_bias)
-        cross_mask = make_attention_mask(encoder_attention_mask, length, hidden.dtype)
+                                        device=device, position_bias=self.relative_bias,
+                                        query_segments=query_segments)
+        cross_mask = make_attention_mask(encoder_attention_mask, length, hidden.dtype,
+                                         query_segments=None if encoder_attention_mask is None else query_segments)
         for layer in self.layers:  # tensors positional (reentrant gradient checkpointing)
             hidden = layer(hidden, self_mask, encoder_hidden_states, cross_mask, cache=cache, **kwargs)
         if self.layer_norm is not None:
@@ -908,8 +943,9 @@ class VanillaTransformerRelativePositionBias(nn.Module):
         self.max_distance = config.relative_attention_max_distance
         self.weight = nn.Parameter(torch.zeros(2 * self.max_distance + 1, num_heads))
 
-    def forward(self, query_length: int, key_length: int, past_length: int = 0, device=None) -> torch.Tensor:
-        query_pos = torch.arange(past_length, past_length + query_length, device=device)[:, None]  # (T, 1)
+    def forward(self, query_length: int, key_length: int, past_length: int | torch.Tensor = 0,
+                device=None) -> torch.Tensor:
+        query_pos = (torch.arange(query_length, device=device) + past_length)[:, None]  # (T, 1)
         key_pos = torch.arange(key_length, device=device)[None, :]  # (1, S)
         distance = (key_pos - query_pos).clamp(-self.max_distance, self.max_distance) + self.max_distance  # (T, S)
         return self.weight[distance].permute(2, 0, 1).unsqueeze(0)  # (1, H, T, S)

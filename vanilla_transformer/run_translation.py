@@ -138,8 +138,11 @@ def check_streaming(data_args: DataTrainingArguments, training_args) -> None:
     if not data_args.max_tokens or training_args.max_steps <= 0:
         raise ValueError("--streaming needs --max_tokens (batches form as the stream is read) and --max_steps (a "
                          "stream has no length to count epochs in).")
-    multiple = 8 if training_args.device.type == "cuda" else 1  # the collator's padding
+    multiple = 8 if training_args.device.type == "cuda" or data_args.packing else 1  # the collator's padding
     longest = -(-max(data_args.max_source_length, data_args.max_target_length) // multiple) * multiple
+    if data_args.packing:  # rows as long as the longest pair the stream may hold, unless set
+        data_args.packing_length = data_args.packing_length or longest
+        longest = data_args.packing_length
     if data_args.max_tokens < longest:
         raise ValueError(f"--streaming: --max_tokens {data_args.max_tokens} is below the longest pair the stream may "
                          f"hold ({longest} tokens, --max_source_length / --max_target_length): raise --max_tokens or "
@@ -166,7 +169,7 @@ def main(argv=None):
         (ModelArguments, DataTrainingArguments, TranslationTrainingArguments), argv, logger, demo_defaults)
     demo = not (data_args.dataset_name or data_args.train_file or data_args.validation_file or data_args.test_file)
 
-    check_token_budget(data_args, training_args, logger)
+    check_token_budget(data_args, training_args, logger, packs=True)
     check_streaming(data_args, training_args)
     with training_args.main_process_first(desc="reading data"):
         raw = load_raw_datasets(data_args, model_args, training_args)
@@ -258,6 +261,8 @@ def main(argv=None):
         compute_metrics=compute_metrics if training_args.predict_with_generate else None,
         max_tokens=data_args.max_tokens,
         eval_max_tokens=data_args.eval_max_tokens,
+        packing=data_args.packing,
+        packing_length=data_args.packing_length,
     )
 
     all_metrics = {}

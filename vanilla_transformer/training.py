@@ -521,21 +521,41 @@ class TokenBudgetArguments:
     eval_max_tokens: int | None = field(default=None, metadata={
         "help": "Evaluation and prediction batches by a token budget instead of --per_device_eval_batch_size: at most "
                 "this many padded input tokens, and as many label tokens, per batch and process."})
+    packing: bool = field(default=False, metadata={
+        "help": "With --max_tokens (train-translation): every training batch has one shape, --max_tokens / "
+                "--packing_length rows of --packing_length tokens, each row holding several pairs (sources in the "
+                "encoder's rows, targets in the decoder's); each pair attends only to itself and its positions "
+                "start at 0. Little padding, and one shape for --torch_compile."})
+    packing_length: int | None = field(default=None, metadata={
+        "help": "The length of a packed row (--packing). Default: 128, or the longest training example (input or "
+                "label tokens) rounded up to a multiple of 8 when longer, at most --max_tokens."})
 
     def __post_init__(self):
-        check_ranges(self, positive=("max_tokens", "eval_max_tokens"))
+        check_ranges(self, positive=("max_tokens", "eval_max_tokens", "packing_length"))
 
 
-def check_token_budget(data_args, training_args, logger=None) -> None:
-    """The combinations of flags that --max_tokens rules out, or warns about."""
+def check_token_budget(data_args, training_args, logger=None, packs: bool = False) -> None:
+    """The combinations of flags that --max_tokens (and --packing) rule out, or warn about; `packs`: the command
+    can pack."""
     if data_args.max_tokens and str(training_args.train_sampling_strategy) == "group_by_length":
         raise ValueError("--max_tokens batches examples of similar length itself: drop --train_sampling_strategy "
                          "group_by_length.")
-    if data_args.max_tokens and training_args.torch_compile:
+    if data_args.packing and not packs:
+        raise ValueError("--packing is offered by train-translation only (a tagger's CRF would chain the tags of "
+                         "the sentences packed into a row); drop --packing.")
+    if data_args.packing and not data_args.max_tokens:
+        raise ValueError("--packing fills rows up to a token budget: give --max_tokens too (rows per batch = "
+                         "--max_tokens / --packing_length).")
+    if data_args.packing_length and not data_args.packing:
+        raise ValueError("--packing_length sets the length of packed rows: give --packing true too.")
+    if data_args.packing and data_args.packing_length and data_args.packing_length > data_args.max_tokens:
+        raise ValueError(f"--packing_length {data_args.packing_length} is above --max_tokens {data_args.max_tokens}: "
+                         "a batch holds at least one row.")
+    if data_args.max_tokens and training_args.torch_compile and not data_args.packing:
         (logger or logging.getLogger(__name__)).warning(
             "--torch_compile with --max_tokens: batch shapes change from step to step, which the compiler meets with "
             "dynamic shapes; measured, that ran far slower than eager on an H200 and gave nothing on a CPU "
-            "(docs/gpu.md). Leave --torch_compile off with --max_tokens.")
+            "(docs/gpu.md). Add --packing true (one shape for every batch), or leave --torch_compile off.")
 
 
 def padded_lengths(source_lengths, target_lengths, max_tokens: int, pad_to_multiple_of: int = 1,
@@ -593,6 +613,122 @@ class TokenBudgetBatchSampler:
             yield self.batch(i)
 
 
+def pack_rows(source_lengths, target_lengths, length: int, seed: int = 0, open_rows: int = 1024):
+    """Examples packed into rows of `length` tokens on each side (first fit, longest pairs first, ties in a seeded
+    random order): (members, starts), row r holding the examples members[starts[r]:starts[r + 1]]. At most
+    `open_rows` rows take examples at a time (the fullest is closed when another opens), so packing stays linear in
+    the corpus. An example longer than `length` on either side is a ValueError naming it."""
+    source, target = padded_lengths(source_lengths, target_lengths, length, flag="--packing_length")
+    ties = np.random.default_rng([seed, 2**30]).random(len(source))
+    order = np.lexsort((ties, -(source + target)))  # longest pairs first
+    free = np.zeros((open_rows, 2), dtype=np.int64)  # tokens still free in each open row: source, target
+    slot_row = np.full(open_rows, -1, dtype=np.int64)  # the row each open slot holds, -1: none
+    row_of = np.empty(len(source), dtype=np.int64)
+    rows = 0
+    for i in order:
+        fits = np.flatnonzero((free[:, 0] >= source[i]) & (free[:, 1] >= target[i]))
+        if fits.size:
+            slot = fits[0]
+        else:  # a new row, in an empty slot or the fullest open row's
+            slot = int(np.argmin(free.sum(axis=1))) if (slot_row >= 0).all() else int(np.argmin(slot_row))
+            slot_row[slot], free[slot] = rows, length
+            rows += 1
+        row_of[i] = slot_row[slot]
+        free[slot] -= (source[i], target[i])
+    members = np.argsort(row_of, kind="stable")
+    starts = np.searchsorted(row_of[members], np.arange(rows + 1))
+    return members, starts
+
+
+def default_packing_length(longest: int, max_tokens: int) -> int:
+    """Rows of at least 128 tokens (longer rows leave less padding at their ends; 2-3% on Multi30k at 128), at least
+    the longest example rounded up to a multiple of 8, at most the token budget."""
+    return max(-(-int(longest) // 8) * 8, min(128, max_tokens))
+
+
+class PackedBatchSampler:
+    """Training batches of `rows` packed rows of `length` tokens (`pack_rows`), the same shape every step: the rows
+    are packed once and dealt, in a seeded random order, into batches (the last one topped up with empty rows by
+    the collator); each epoch visits the batches in a new order drawn from (seed, epoch), every example once. Yields
+    (row in the batch, example) keys for `RowsOf`."""
+
+    def __init__(self, source_lengths, target_lengths, length: int, rows: int, seed: int = 0, shuffle: bool = True):
+        self.members, self.starts = pack_rows(source_lengths, target_lengths, length, seed)
+        self.length, self.rows = length, rows
+        self.row_order = np.random.default_rng([seed, 2**29]).permutation(len(self.starts) - 1)
+        self.seed, self.shuffle, self.epoch = seed, shuffle, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
+
+    def __len__(self) -> int:
+        return -(-(len(self.starts) - 1) // self.rows)
+
+    def batch(self, i: int) -> list[tuple[int, int]]:
+        keys = []
+        for slot, row in enumerate(self.row_order[i * self.rows:(i + 1) * self.rows]):
+            keys += [(slot, int(e)) for e in self.members[self.starts[row]:self.starts[row + 1]]]
+        return keys
+
+    def __iter__(self):
+        order = (np.random.default_rng([self.seed, self.epoch]).permutation(len(self)) if self.shuffle
+                 else range(len(self)))
+        for i in order:
+            yield self.batch(i)
+
+
+class RowsOf(torch.utils.data.Dataset):
+    """A dataset read by (row, index) keys (`PackedBatchSampler`): example `index`, with the packed row it goes to."""
+
+    def __init__(self, dataset):
+        self.dataset = dataset
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitems__(self, keys):
+        examples = self.dataset.__getitems__([index for _, index in keys])
+        return [dict(example, row=row) for (row, _), example in zip(keys, examples)]
+
+    def __getitem__(self, key):
+        return self.__getitems__([key])[0]
+
+
+@dataclass
+class PackedSeq2SeqCollator:
+    """Pairs -> packed rows of one shape (`rows` x `length` each side): `input_ids` holds the sources of a row one
+    after another, `labels` their targets; `decoder_input_ids` each target shifted right behind its own start token;
+    `attention_mask` / `decoder_attention_mask` number the pairs of a row 1, 2, ... (0: padding), which the model
+    reads as segments (each pair attends to itself, positions restart). Examples carry their `row` (`RowsOf`)."""
+
+    pad_token_id: int
+    decoder_start_token_id: int
+    rows: int
+    length: int
+
+    def __call__(self, features):
+        shape = (self.rows, self.length)
+        batch = {"input_ids": torch.full(shape, self.pad_token_id), "attention_mask": torch.zeros(shape, dtype=torch.long),
+                 "decoder_input_ids": torch.full(shape, self.pad_token_id),
+                 "decoder_attention_mask": torch.zeros(shape, dtype=torch.long), "labels": torch.full(shape, -100)}
+        used = [[0, 0, 0] for _ in range(self.rows)]  # per row: pairs, source tokens, target tokens
+        for feature in features:
+            row = feature["row"]
+            source, target = feature["input_ids"], feature["labels"]
+            pair, s, t = used[row][0] + 1, used[row][1], used[row][2]
+            if s + len(source) > self.length or t + len(target) > self.length:
+                raise ValueError(f"A pair of {len(source)} source and {len(target)} target tokens overflows packed row "
+                                 f"{row} (length {self.length}).")
+            batch["input_ids"][row, s:s + len(source)] = torch.as_tensor(source)
+            batch["attention_mask"][row, s:s + len(source)] = pair
+            batch["labels"][row, t:t + len(target)] = torch.as_tensor(target)
+            batch["decoder_input_ids"][row, t] = self.decoder_start_token_id
+            batch["decoder_input_ids"][row, t + 1:t + len(target)] = torch.as_tensor(target[:-1])
+            batch["decoder_attention_mask"][row, t:t + len(target)] = pair
+            used[row] = [pair, s + len(source), t + len(target)]
+        return batch
+
+
 class TokenBudgetStream(torch.utils.data.IterableDataset):
     """Token-budget batches (collated) from a stream of tokenized examples (`--streaming`), repeated without end (the
     Trainer stops at --max_steps). The stream is read `buffer` examples at a time; each buffer is cut into batches as
@@ -602,9 +738,18 @@ class TokenBudgetStream(torch.utils.data.IterableDataset):
     Resuming reads the stream again from its start, skipping the batches already trained."""
 
     def __init__(self, examples, max_tokens: int, collate_fn, seed: int = 0, buffer: int = 100_000,
-                 pad_to_multiple_of: int = 1, rank: int = 0, processes: int = 1):
+                 pad_to_multiple_of: int = 1, rank: int = 0, processes: int = 1, packing_length: int | None = None):
         self.examples, self.max_tokens, self.collate_fn, self.seed = examples, max_tokens, collate_fn, seed
         self.buffer, self.pad_to_multiple_of, self.rank, self.processes = buffer, pad_to_multiple_of, rank, processes
+        self.packing_length = packing_length  # packed rows of this length (PackedBatchSampler) instead
+
+    def batches(self, chunk):
+        lengths = [len(e["input_ids"]) for e in chunk], [len(e.get("labels", e["input_ids"])) for e in chunk]
+        if self.packing_length:
+            return PackedBatchSampler(*lengths, self.packing_length, self.max_tokens // self.packing_length,
+                                      seed=self.seed)
+        return TokenBudgetBatchSampler(*lengths, self.max_tokens, seed=self.seed,
+                                       pad_to_multiple_of=self.pad_to_multiple_of)
 
     def buffers(self):
         """Lists of `buffer` examples (the last one shorter), the stream read again and again."""
@@ -621,14 +766,13 @@ class TokenBudgetStream(torch.utils.data.IterableDataset):
         workers, worker_id = (worker.num_workers, worker.id) if worker else (1, 0)
         readers, reader = self.processes * workers, self.rank * workers + worker_id
         for number, chunk in enumerate(self.buffers()):
-            batches = TokenBudgetBatchSampler([len(e["input_ids"]) for e in chunk],
-                                              [len(e.get("labels", e["input_ids"])) for e in chunk], self.max_tokens,
-                                              seed=self.seed, pad_to_multiple_of=self.pad_to_multiple_of)
+            batches = self.batches(chunk)
             batches.set_epoch(number)
             kept = len(batches) // readers * readers
-            for i, rows in enumerate(batches):
+            for i, keys in enumerate(batches):
                 if i < kept and i % readers == reader:
-                    yield self.collate_fn([chunk[row] for row in rows])
+                    yield self.collate_fn([chunk[key] if isinstance(key, int) else dict(chunk[key[1]], row=key[0])
+                                           for key in keys])
 
 
 class EvaluationBatches:
@@ -673,9 +817,11 @@ class TokenBudgetMixin:
     (TokenBudgetBatchSampler), `eval_max_tokens` for evaluation and prediction (EvaluationBatches); the dataset's
     `input_ids` and `labels` (else `input_ids` again) give the lengths. None: the Trainer's own batches."""
 
-    def __init__(self, *args, max_tokens: int | None = None, eval_max_tokens: int | None = None, **kwargs):
+    def __init__(self, *args, max_tokens: int | None = None, eval_max_tokens: int | None = None,
+                 packing: bool = False, packing_length: int | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.max_tokens, self.eval_max_tokens, self.evaluated_examples = max_tokens, eval_max_tokens, None
+        self.packing, self.packing_length = packing, packing_length
         if eval_max_tokens and self.compute_metrics is not None:
             self.compute_metrics = self.on_real_examples(self.compute_metrics)
 
@@ -686,12 +832,17 @@ class TokenBudgetMixin:
     def pad_to_multiple_of(self) -> int:
         return getattr(self.data_collator, "pad_to_multiple_of", None) or 1
 
-    def loader(self, dataset, batch_sampler):
+    def loader(self, dataset, batch_sampler, collate_fn=None):
         from torch.utils.data import DataLoader
 
         return self.accelerator.prepare(DataLoader(
-            dataset, batch_sampler=batch_sampler, collate_fn=self.data_collator,
+            dataset, batch_sampler=batch_sampler, collate_fn=collate_fn or self.data_collator,
             num_workers=self.args.dataloader_num_workers, pin_memory=self.args.dataloader_pin_memory))
+
+    def packed_collator(self, length: int):
+        config = self.model.config
+        return PackedSeq2SeqCollator(config.pad_token_id, config.decoder_start_token_id, self.max_tokens // length,
+                                     length)
 
     def get_train_dataloader(self):
         if not self.max_tokens:
@@ -699,11 +850,20 @@ class TokenBudgetMixin:
         if not hasattr(self.train_dataset, "__len__"):  # a stream: its own batches on each process (not dispatched)
             from torch.utils.data import DataLoader
 
-            stream = TokenBudgetStream(self.train_dataset, self.max_tokens, self.data_collator, seed=self.args.seed,
-                                       pad_to_multiple_of=self.pad_to_multiple_of(), rank=self.args.process_index,
-                                       processes=self.args.world_size)
+            length = self.packing_length if self.packing else None  # (the command sets it for a stream)
+            stream = TokenBudgetStream(self.train_dataset, self.max_tokens,
+                                       self.packed_collator(length) if length else self.data_collator,
+                                       seed=self.args.seed, pad_to_multiple_of=self.pad_to_multiple_of(),
+                                       rank=self.args.process_index, processes=self.args.world_size,
+                                       packing_length=length)
             return DataLoader(stream, batch_size=None, num_workers=self.args.dataloader_num_workers,
                               pin_memory=self.args.dataloader_pin_memory)
+        if self.packing:
+            source, target = self.lengths(self.train_dataset)
+            length = self.packing_length or default_packing_length(max(source.max(), target.max()), self.max_tokens)
+            sampler = PackedBatchSampler(source, target, length, self.max_tokens // length, seed=self.args.seed)
+            self.add_callback(EpochOfSampler(sampler))
+            return self.loader(RowsOf(self.train_dataset), sampler, self.packed_collator(length))
         sampler = TokenBudgetBatchSampler(*self.lengths(self.train_dataset), self.max_tokens, seed=self.args.seed,
                                           pad_to_multiple_of=self.pad_to_multiple_of())
         self.add_callback(EpochOfSampler(sampler))
@@ -756,20 +916,26 @@ class AtomicTrainer(TokenBudgetMixin, InOrderEvaluationMixin, AtomicCheckpointMi
 
 
 class TokenCountMixin:
-    """Counts the real (not padding) source and target tokens trained on, on the device without waiting for it:
-    `train_and_save` reports them per second (fairseq's wps), summed over processes."""
+    """Counts the real (not padding) source and target tokens trained on, on the device without waiting for it, and
+    the token slots of the batches (real + padding): `train_and_save` reports tokens per second (fairseq's wps) and
+    the padding fraction, summed over processes."""
 
-    tokens_trained = 0
+    tokens_trained, token_slots = 0, 0
 
     def training_step(self, model, inputs, num_items_in_batch=None):
         if "attention_mask" in inputs and "labels" in inputs:
-            self.tokens_trained = self.tokens_trained + inputs["attention_mask"].sum() + (inputs["labels"] >= 0).sum()
+            self.tokens_trained = (self.tokens_trained + (inputs["attention_mask"] != 0).sum()
+                                   + (inputs["labels"] >= 0).sum())
+            self.token_slots += inputs["attention_mask"].numel() + inputs["labels"].numel()
         return super().training_step(model, inputs, num_items_in_batch)
 
-    def tokens_trained_all_processes(self) -> int:
+    def tokens_trained_all_processes(self) -> tuple[int, int]:
+        """(real tokens, token slots) trained on by all processes."""
         if not torch.is_tensor(self.tokens_trained):
-            return 0
-        return int(self.accelerator.reduce(self.tokens_trained.reshape(1), reduction="sum").item())
+            return 0, 0
+        counts = torch.stack([self.tokens_trained, self.tokens_trained.new_tensor(self.token_slots)])
+        real, slots = self.accelerator.reduce(counts, reduction="sum").tolist()
+        return int(real), int(slots)
 
 
 class AtomicSeq2SeqTrainer(TokenCountMixin, TokenBudgetMixin, InOrderEvaluationMixin, AtomicCheckpointMixin,
@@ -827,7 +993,10 @@ def train_and_save(trainer, train_dataset, resume_from=None) -> dict:
         metrics["train_samples"] = len(train_dataset)
     metrics["train_wall_seconds"] = time.time() - start
     if isinstance(trainer, TokenCountMixin):
-        metrics["train_tokens_per_second"] = trainer.tokens_trained_all_processes() / metrics["train_runtime"]
+        real, slots = trainer.tokens_trained_all_processes()
+        metrics["train_tokens_per_second"] = real / metrics["train_runtime"]
+        if slots:
+            metrics["train_padding_fraction"] = 1 - real / slots
     trainer.log_metrics("train", metrics)
     trainer.save_metrics("train", metrics)
     trainer.save_state()
