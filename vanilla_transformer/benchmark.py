@@ -439,10 +439,11 @@ def synthetic_lengths(pairs: int, seed: int = 0, longest: int = 128):
     return tuple(np.clip(np.rint(side), 2, longest).astype(np.int64) for side in (source, target))
 
 
-def length_batches(strategy: str, source, target, max_tokens: int, seed: int = 0) -> list[list[int]]:
+def length_batches(strategy: str, source, target, max_tokens: int, seed: int = 0, d_model: int = 512,
+                   packing_length: int | None = None) -> list[list[int]]:
     """One epoch's batches (index lists, in training order) of pairs with these lengths. "tokens": `--max_tokens`
     (TokenBudgetBatchSampler, padded to a multiple of 8); "packed": `--packing` (PackedBatchSampler: (row, pair) keys,
-    rows of the default length); "random": the Trainer's default, shuffled batches of a fixed
+    rows of `packing_length` tokens, default `default_packing_length` for `d_model`); "random": the Trainer's default, shuffled batches of a fixed
     number of pairs, as many as the budget holds at the mean length; "grouped": the same number of pairs with
     `--group_by_length` (transformers' LengthGroupedSampler)."""
     import numpy as np
@@ -454,7 +455,7 @@ def length_batches(strategy: str, source, target, max_tokens: int, seed: int = 0
     if strategy == "tokens":
         return list(TokenBudgetBatchSampler(source, target, max_tokens, seed=seed, pad_to_multiple_of=8))
     if strategy == "packed":  # (row, pair) keys
-        length = default_packing_length(max(source.max(), target.max()), max_tokens)
+        length = packing_length or default_packing_length(max(source.max(), target.max()), max_tokens, d_model)
         return list(PackedBatchSampler(source, target, length, max_tokens // length, seed=seed))
     size = int(max_tokens // np.maximum(source, target).mean())
     generator = torch.Generator().manual_seed(seed)
@@ -464,7 +465,7 @@ def length_batches(strategy: str, source, target, max_tokens: int, seed: int = 0
 
 
 def device_lengths_case(name: str, shape: dict, device: str, strategy: str, compile_model: bool, max_tokens: int,
-                        steps: int, dropout: float = 0.1) -> dict:
+                        steps: int, dropout: float = 0.1, packing_length: int | None = None) -> dict:
     """Training tokens/s on sentences of natural lengths (`synthetic_lengths`): real source + target tokens (padding
     excluded) per second over `steps` batches of `strategy` (`length_batches`), bf16 autocast, fused AdamW; compiled
     with dynamic shapes, or static ones for packed rows (`compile_model` "reduce-overhead": with CUDA graphs). The batches are run twice and the second pass is timed: a long run meets every batch shape
@@ -475,7 +476,9 @@ def device_lengths_case(name: str, shape: dict, device: str, strategy: str, comp
     from vanilla_transformer.training import PackedSeq2SeqCollator, default_packing_length
 
     source, target = synthetic_lengths(200_000)
-    batches = length_batches(strategy, source, target, max_tokens)[:steps]
+    length = packing_length or default_packing_length(max(source.max(), target.max()), max_tokens, shape["d_model"])
+    batches = length_batches(strategy, source, target, max_tokens, d_model=shape["d_model"],
+                             packing_length=length)[:steps]
     vocab = shape.get("vocab", VOCAB)
     g = torch.Generator().manual_seed(1)
 
@@ -489,7 +492,6 @@ def device_lengths_case(name: str, shape: dict, device: str, strategy: str, comp
     inputs = []
     for batch in batches:
         if strategy == "packed":  # random ids in packed rows
-            length = default_packing_length(max(source.max(), target.max()), max_tokens)
             collate = PackedSeq2SeqCollator(0, 1, max_tokens // length, length)
             inputs.append({k: v.to(device) for k, v in collate([dict(
                 row=row, input_ids=torch.randint(4, vocab, (int(source[i]),), generator=g).tolist(),
@@ -529,7 +531,8 @@ def device_lengths_case(name: str, shape: dict, device: str, strategy: str, comp
                 for b in batches for s, t in zip(source[b], target[b]))
     return dict(tokens_per_second=real / seconds, step_seconds=seconds / len(batches), warmup_seconds=first,
                 flops_per_second=flops / seconds, padding=1 - real / padded_total,
-                pairs_per_step=sum(len(b) for b in batches) / len(batches), shapes=len({
+                pairs_per_step=sum(len(b) for b in batches) / len(batches),
+                packing_length=length if strategy == "packed" else None, shapes=len({
                     (tuple(batch["input_ids"].shape), tuple(batch["labels"].shape)) for batch in inputs}),
                 peak_memory_gb=torch.cuda.max_memory_allocated() / 1e9 if device == "cuda" else None)
 
@@ -542,7 +545,8 @@ LENGTH_CASES = [  # (model, batches, compiled, budget multiple): in order of imp
 
 
 def device_lengths_benchmark(shape: dict, device: str, max_tokens: int, steps: int, peak, measured,
-                             deadline: float, result: dict, save, compile_modes=(False,)) -> None:
+                             deadline: float, result: dict, save, compile_modes=(False,),
+                             packing_length: int | None = None) -> None:
     """Every LENGTH_CASES row on one device (none starts after `deadline`, a perf_counter time): ours with token
     budgets against Marian with the Trainer's sentence batches, random or grouped by length."""
     import torch
@@ -557,7 +561,8 @@ def device_lengths_benchmark(shape: dict, device: str, max_tokens: int, steps: i
             print(f"lengths {label}: skipped (time budget)", flush=True)
             continue
         try:
-            row = device_lengths_case(name, shape, device, strategy, compiled, max_tokens * multiple, steps)
+            row = device_lengths_case(name, shape, device, strategy, compiled, max_tokens * multiple, steps,
+                                      packing_length=packing_length)
         except Exception as error:  # noqa: BLE001 - one failed case (e.g. out of memory) is reported
             message = str(error).splitlines()[0] if str(error) else ""
             print(f"lengths {label}: failed ({type(error).__name__}: {message})", flush=True)
@@ -616,7 +621,7 @@ COMPILE_LABELS = {False: "", "default": " compiled", "reduce-overhead": " CUDA g
 
 def device_benchmark(device: str, presets, compile_modes, vocab: int, batch: int, length: int, reps: int,
                      compute_types, time_budget: float, output: str, tasks=("train", "greedy", "beam"),
-                     steps: int = 40) -> int:
+                     steps: int = 40, packing_length: int | None = None) -> int:
     """Ours against MarianMTModel of the same shape on one device (a CUDA GPU; the CPU for a check), in one process:
     training tokens/s and MFU in bf16 in each of `compile_modes` (False: eager; "default", "reduce-overhead":
     `torch.compile` modes; "dynamic": the natural-length cases compiled with dynamic shapes too), on sentences of one
@@ -646,7 +651,7 @@ def device_benchmark(device: str, presets, compile_modes, vocab: int, batch: int
 
     if "lengths" in tasks:
         device_lengths_benchmark(dict(shape_of(presets[0]), vocab=vocab), device, batch * length, steps,
-                                 peak, measured, started + time_budget, result, save, compile_modes)
+                                 peak, measured, started + time_budget, result, save, compile_modes, packing_length)
     for what, preset, compiled in plan:
         label = COMPILE_LABELS[compiled]
         if time.perf_counter() - started > time_budget:
@@ -851,6 +856,8 @@ def main(argv=None):
                         help="--device cuda training: sentence pairs per step (with --length 64: 25,600 tokens, the "
                              "paper's batch)")
     parser.add_argument("--length", type=int, default=64, help="--device cuda training: tokens per sentence")
+    parser.add_argument("--packing_length", type=int, default=None,
+                        help="--tasks lengths: the rows of the --packing cases (default: as train-translation's)")
     parser.add_argument("--time_budget", type=float, default=float("inf"),
                         help="--device cuda: start no case after this many seconds")
     parser.add_argument("--quick", action="store_true", help="CI-sized: tiny preset, 5 repetitions, one round")
@@ -909,7 +916,7 @@ def main(argv=None):
         compile_modes = [{"false": False, "true": "default"}.get(c, c) for c in args.compile]
         return device_benchmark("cpu", args.presets or ["small"], compile_modes, args.vocab_size or VOCAB,
                                 args.batch_size, args.length, args.reps, [], args.time_budget, args.output,
-                                ["lengths"])
+                                ["lengths"], packing_length=args.packing_length)
     if args.device != "cpu":
         import torch
 
@@ -921,7 +928,7 @@ def main(argv=None):
         return device_benchmark(args.device, args.presets or ["base", "big"], compile_modes,
                                 args.vocab_size or 37000, args.batch_size, args.length, max(args.reps, 10),
                                 compute_types if "ctranslate2" in args.engines else [], args.time_budget,
-                                args.output, tasks)
+                                args.output, tasks, packing_length=args.packing_length)
     if args.in_process:
         return in_process_ab(["tiny"] if args.quick else args.presets or ["small", "base"], args.tasks or ["greedy", "beam"], args.engines,
                              args.compute_types)
