@@ -15,8 +15,10 @@
 #   NPROC x gradient accumulation; MAX_TOKENS (default 4096) is the most one process holds at once (lower it when the
 #   GPU runs out of memory: the accumulation grows to keep the step's size). STEPS (default 100000), SAVE_STEPS
 #   (default 1500: checkpoints about 10 minutes apart on 8 GPUs, as in the paper) and MAX_LENGTH (default 256 tokens
-#   per sentence; longer are truncated) shorten or change the run. Extra flags go to the training command and replace
-#   the recipe's (a later flag wins).
+#   per sentence; longer are truncated) shorten or change the run. PACKING=true trains on packed rows compiled with
+#   CUDA graphs (--packing true --torch_compile true --torch_compile_mode reduce-overhead: on one H200 2.9x the
+#   token-budget batches' speed in the benchmark's loop, docs/gpu.md; for GPUs, not CPUs). Extra flags go to the
+#   training command and replace the recipe's (a later flag wins).
 # Writes OUTPUT_DIR (model, checkpoints, train_results.json), OUTPUT_DIR/averaged (the averaged model) and
 # OUTPUT_DIR/newstest2014 (generated_predictions_test.txt, scores.json).
 set -euo pipefail
@@ -29,6 +31,8 @@ MAX_TOKENS=${MAX_TOKENS:-4096}
 STEPS=${STEPS:-100000}
 SAVE_STEPS=${SAVE_STEPS:-1500}
 MAX_LENGTH=${MAX_LENGTH:-256}
+PACKED=()
+[ "${PACKING:-false}" = true ] && PACKED=(--packing true --torch_compile true --torch_compile_mode reduce-overhead)
 HERE=$(cd "$(dirname "$0")" && pwd)
 if [ "$DATA" = hub ]; then
   TRAIN=(--dataset_name wmt14 --dataset_config_name de-en)
@@ -51,7 +55,7 @@ echo "bf16 autocast: $BF16"
 # shellcheck disable=SC2086 # LAUNCH is a command line
 $LAUNCH "$HERE/../scripts/run_translation.py" "${TRAIN[@]}" --source_lang en --target_lang de \
   --config_name base --vocab_size 37000 --max_source_length "$MAX_LENGTH" --max_target_length "$MAX_LENGTH" \
-  --max_tokens "$PER_PROCESS" --gradient_accumulation_steps "$ACCUM" \
+  --max_tokens "$PER_PROCESS" --gradient_accumulation_steps "$ACCUM" "${PACKED[@]}" \
   --learning_rate 7e-4 --lr_scheduler_type inverse_sqrt --warmup_steps 4000 \
   --adam_beta1 0.9 --adam_beta2 0.98 --adam_epsilon 1e-9 --weight_decay 0 --max_grad_norm 0 \
   --label_smoothing_factor 0.1 --bf16 "$BF16" --max_steps "$STEPS" \

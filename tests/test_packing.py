@@ -131,6 +131,25 @@ def test_packing_scales_to_a_large_corpus():
     assert (np.add.reduceat(source[members], starts[:-1]) <= 256).all()
 
 
+def test_a_packed_stream_gives_each_example_once_a_pass_in_batches_of_one_shape():
+    """`--streaming --packing`: each buffer of the stream is packed as it is read; every collated batch has rows x
+    length tokens a side, and one pass holds every example once."""
+    from vanilla_transformer.training import TokenBudgetStream
+
+    g = np.random.default_rng(0)
+    examples = [{"input_ids": [5] * int(s), "labels": [6] * int(t), "id": i}
+                for i, (s, t) in enumerate(zip(g.integers(1, 30, 500), g.integers(1, 30, 500)))]
+    collate = PackedSeq2SeqCollator(0, 1, 4, 32)
+    seen, shapes = [], set()
+    stream = iter(TokenBudgetStream(examples, max_tokens=128, seed=1, buffer=200, packing_length=32,
+                                    collate_fn=lambda rows: (collate(rows), [row["id"] for row in rows])))
+    while len(seen) < 500:
+        batch, rows = next(stream)
+        shapes.add((tuple(batch["input_ids"].shape), tuple(batch["labels"].shape)))
+        seen += rows
+    assert sorted(seen) == list(range(500)) and shapes == {((4, 32), (4, 32))}
+
+
 def test_rows_of_a_dataset_carry_their_row():
     import datasets
 

@@ -80,18 +80,20 @@ def flags(tmp_path, prefix, *extra):
             "--bf16", "false", "--seed", "3", "--cache_dir", str(tmp_path / "cache"), "--report_to", "none", *extra]
 
 
-def test_streaming_run_caches_nothing_and_resumes_where_it_stopped(tmp_path):
+@pytest.mark.parametrize("packing", [[], ["--packing", "true", "--packing_length", "64"]], ids=["budget", "packed"])
+def test_streaming_run_caches_nothing_and_resumes_where_it_stopped(tmp_path, packing):
     prefix = tmp_path / "train"
     write_corpus(prefix)
     whole = tmp_path / "whole"
-    metrics = run_translation.main(["--output_dir", str(whole), *flags(tmp_path, prefix)])
+    metrics = run_translation.main(["--output_dir", str(whole), *flags(tmp_path, prefix, *packing)])
     assert json.loads((whole / "trainer_state.json").read_text())["global_step"] == 6
     assert metrics["train_tokens_per_second"] > 0 and "train_samples" not in metrics  # a stream has no length
     assert not list((tmp_path / "cache").rglob("*.arrow"))  # nothing read into a cache
     resumed = tmp_path / "resumed"
     resumed.mkdir()
     shutil.copytree(whole / "checkpoint-4", resumed / "checkpoint-4")
-    run_translation.main(["--output_dir", str(resumed), *flags(tmp_path, prefix), "--resume_from_checkpoint", "true"])
+    run_translation.main(["--output_dir", str(resumed), *flags(tmp_path, prefix, *packing),
+                          "--resume_from_checkpoint", "true"])
     a, b = load_file(str(whole / "model.safetensors")), load_file(str(resumed / "model.safetensors"))
     for key in a:
         torch.testing.assert_close(b[key], a[key], rtol=1e-5, atol=1e-6, msg=key)

@@ -443,8 +443,9 @@ def length_batches(strategy: str, source, target, max_tokens: int, seed: int = 0
                    packing_length: int | None = None) -> list[list[int]]:
     """One epoch's batches (index lists, in training order) of pairs with these lengths. "tokens": `--max_tokens`
     (TokenBudgetBatchSampler, padded to a multiple of 8); "packed": `--packing` (PackedBatchSampler: (row, pair) keys,
-    rows of `packing_length` tokens, default `default_packing_length` for `d_model`); "random": the Trainer's default, shuffled batches of a fixed
-    number of pairs, as many as the budget holds at the mean length; "grouped": the same number of pairs with
+    rows of `packing_length` tokens, default `default_packing_length` for `d_model`); "random": the Trainer's
+    default, shuffled batches of a fixed number of pairs, as many as the budget holds at the mean length; "grouped":
+    the same number of pairs with
     `--group_by_length` (transformers' LengthGroupedSampler)."""
     import numpy as np
     import torch
@@ -468,9 +469,10 @@ def device_lengths_case(name: str, shape: dict, device: str, strategy: str, comp
                         steps: int, dropout: float = 0.1, packing_length: int | None = None) -> dict:
     """Training tokens/s on sentences of natural lengths (`synthetic_lengths`): real source + target tokens (padding
     excluded) per second over `steps` batches of `strategy` (`length_batches`), bf16 autocast, fused AdamW; compiled
-    with dynamic shapes, or static ones for packed rows (`compile_model` "reduce-overhead": with CUDA graphs). The batches are run twice and the second pass is timed: a long run meets every batch shape
-    again and again, and the first pass pays what is paid once per shape (compilation, kernel plans, allocations).
-    MFU counts the real tokens' FLOPs."""
+    with dynamic shapes, or static ones for packed rows (`compile_model` "reduce-overhead": with CUDA graphs). The
+    batches are run twice and the second pass is timed: a long run meets every batch shape again and again, and the
+    first pass pays what is paid once per shape (compilation, kernel plans, allocations). MFU counts the real tokens'
+    FLOPs."""
     import torch
 
     from vanilla_transformer.training import PackedSeq2SeqCollator, default_packing_length
@@ -699,19 +701,21 @@ def device_benchmark(device: str, presets, compile_modes, vocab: int, batch: int
 
 
 def padding_report(prefix: str, source_lang: str, target_lang: str, budgets, batch_size: int = 64,
-                   vocab_size: int = 8000, seed: int = 42, multiple: int = 1) -> list[dict]:
+                   vocab_size: int = 8000, seed: int = 42, multiple: int = 1,
+                   packing_lengths=(64, 128, 256)) -> list[dict]:
     """The share of padding in one epoch's training batches of a parallel corpus (`prefix`.src/.tgt), tokenized with a
     joint BPE of `vocab_size` and padded to a multiple of `multiple` (the translation command pads to 8 on a GPU, to
     the longest on a CPU): sentence batches of `batch_size` in random order and grouped by length (Trainer's
-    `--train_sampling_strategy group_by_length`), and token-budget batches (`--max_tokens`) for each budget. Padding
-    counts on both sides (source and target)."""
+    `--train_sampling_strategy group_by_length`), token-budget batches (`--max_tokens`) for each budget, and packed
+    rows (`--packing`) of each of `packing_lengths` within each budget (with `multiple` 1 only: they have one shape).
+    Padding counts on both sides (source and target)."""
     import numpy as np
     import torch
     from transformers.trainer_pt_utils import LengthGroupedSampler
 
     from vanilla_transformer.data import load_parallel_text
     from vanilla_transformer.tokenization import train_tokenizer
-    from vanilla_transformer.training import TokenBudgetBatchSampler
+    from vanilla_transformer.training import PackedBatchSampler, TokenBudgetBatchSampler
 
     pairs = load_parallel_text(prefix, source_lang, target_lang)["translation"]
     sources, targets = [p[source_lang] for p in pairs], [p[target_lang] for p in pairs]
@@ -739,6 +743,12 @@ def padding_report(prefix: str, source_lang: str, target_lang: str, budgets, bat
     for budget in budgets:
         sampler = TokenBudgetBatchSampler(*lengths, budget, seed=seed, pad_to_multiple_of=multiple)
         rows.append(dict(batching=f"--max_tokens {budget}", **share(list(sampler))))
+    for budget, length in [(b, n) for b in budgets for n in packing_lengths if n <= b and multiple == 1]:
+        sampler = PackedBatchSampler(*lengths, length, budget // length, seed=seed)  # one shape: no multiple
+        real = sum(side.sum() for side in lengths)
+        rows.append(dict(batching=f"--max_tokens {budget} --packing (rows of {length})", batches=len(sampler),
+                         padding=1 - real / (2 * len(sampler) * budget // length * length),
+                         mean_tokens=budget // length * length))
     for row in rows:
         print(f"padded to a multiple of {multiple}: {row['batching']:28s} {row['batches']:6d} batches  "
               f"{row['mean_tokens']:7.0f} padded tokens per batch and side  padding {row['padding'] * 100:5.1f}%",

@@ -712,9 +712,9 @@ class PackedSeq2SeqCollator:
 
     def __call__(self, features):
         shape = (self.rows, self.length)
-        batch = {"input_ids": torch.full(shape, self.pad_token_id), "attention_mask": torch.zeros(shape, dtype=torch.long),
-                 "decoder_input_ids": torch.full(shape, self.pad_token_id),
-                 "decoder_attention_mask": torch.zeros(shape, dtype=torch.long), "labels": torch.full(shape, -100)}
+        pad, empty = torch.full(shape, self.pad_token_id), torch.zeros(shape, dtype=torch.long)
+        batch = {"input_ids": pad, "decoder_input_ids": pad.clone(), "labels": torch.full(shape, -100),
+                 "attention_mask": empty, "decoder_attention_mask": empty.clone()}
         used = [[0, 0, 0] for _ in range(self.rows)]  # per row: pairs, source tokens, target tokens
         for feature in features:
             row = feature["row"]
