@@ -231,3 +231,24 @@ def test_a_tagger_refuses_packing(tmp_path):
 
     with pytest.raises(ValueError, match="--packing is offered by train-translation only"):
         run_ner.main(["--output_dir", str(tmp_path), "--packing", "true", "--max_tokens", "256"])
+
+
+def test_compiled_training_command_compiles_once_with_packing(tmp_path):
+    """`train-translation --torch_compile true --packing true` compiles its step once for the run: torch's own
+    recompilation log (TORCH_LOGS=recompiles) stays silent over two epochs, where token budgets recompile."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    flags = [*FLAGS, "--torch_compile", "true", "--torch_compile_backend", "eager"]  # (eager: tracing, no codegen)
+    logs = {}
+    for name, extra in (("packed", ["--packing", "true", "--packing_length", "32"]), ("budget", [])):
+        proc = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "run_translation.py"), "--output_dir",
+                               str(tmp_path / name), *flags, *extra], capture_output=True, text=True, timeout=600,
+                              env=dict(os.environ, TORCH_LOGS="recompiles", OMP_NUM_THREADS="1"))
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        logs[name] = proc.stderr
+    assert "Recompiling" not in logs["packed"]
+    assert "Recompiling" in logs["budget"]  # the log does speak when shapes change

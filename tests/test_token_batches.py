@@ -106,17 +106,18 @@ FLAGS = ["--config_overrides", "d_model=32,encoder_ffn_dim=64,decoder_ffn_dim=64
          "--max_steps", "30", "--logging_steps", "3", "--disable_tqdm", "true", "--bf16", "false", "--seed", "3"]
 
 
-def test_resumed_run_sees_the_same_batches(tmp_path):
+@pytest.mark.parametrize("packing", [[], ["--packing", "true"]], ids=["budget", "packed"])
+def test_resumed_run_sees_the_same_batches(tmp_path, packing):
     """Stopped in the middle of a later epoch and resumed, a run ends with the uninterrupted run's weights (the
-    epoch's batch order is drawn again from the seed and the epoch)."""
+    epoch's batch order is drawn again from the seed and the epoch), with token budgets and with packed rows."""
     whole = tmp_path / "whole"
-    run_translation.main(["--output_dir", str(whole), *FLAGS])
+    run_translation.main(["--output_dir", str(whole), *FLAGS, *packing])
     state = json.loads((whole / "checkpoint-17" / "trainer_state.json").read_text())
     assert state["epoch"] > 1 and state["epoch"] % 1  # in the middle of an epoch after the first
     resumed = tmp_path / "resumed"
     resumed.mkdir()
     shutil.copytree(whole / "checkpoint-17", resumed / "checkpoint-17")
-    run_translation.main(["--output_dir", str(resumed), *FLAGS, "--resume_from_checkpoint", "true"])
+    run_translation.main(["--output_dir", str(resumed), *FLAGS, *packing, "--resume_from_checkpoint", "true"])
     a, b = load_file(str(whole / "model.safetensors")), load_file(str(resumed / "model.safetensors"))
     assert a.keys() == b.keys()
     for key in a:
@@ -177,7 +178,8 @@ def test_tokens_trained_are_counted_without_padding(tmp_path):
     assert state["global_step"] < 120  # several pairs a batch
 
 
-def test_two_processes_with_accumulation_match_one(tmp_path):
+@pytest.mark.parametrize("packing", [[], ["--packing", "true"]], ids=["budget", "packed"])
+def test_two_processes_with_accumulation_match_one(tmp_path, packing):
     """Token batches dealt to 2 processes that accumulate 2 each = 1 process accumulating 4: the loss of an optimizer
     step is divided by the target tokens of all its batches on all processes (num_items_in_batch), so the weights
     after a few SGD steps agree within float tolerance (a per-process normalisation would scale each process's
@@ -191,7 +193,7 @@ def test_two_processes_with_accumulation_match_one(tmp_path):
              "decoder_layers=1,dropout=0.0", "--label_smoothing_factor", "0.1", "--max_tokens", "96",
              "--demo_train_examples", "400", "--demo_max_length", "24", "--optim", "sgd", "--learning_rate", "0.5",
              "--warmup_steps", "0", "--do_train", "--do_eval", "false", "--do_predict", "false", "--save_strategy",
-             "no", "--max_steps", "4", "--disable_tqdm", "true", "--bf16", "false", "--seed", "5"]
+             "no", "--max_steps", "4", "--disable_tqdm", "true", "--bf16", "false", "--seed", "5", *packing]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     one, two = tmp_path / "one", tmp_path / "two"
     r1 = subprocess.run([sys.executable, script, "--output_dir", str(one), *flags, "--gradient_accumulation_steps",

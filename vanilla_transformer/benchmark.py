@@ -750,7 +750,7 @@ def padding_report(prefix: str, source_lang: str, target_lang: str, budgets, bat
                          padding=1 - real / (2 * len(sampler) * budget // length * length),
                          mean_tokens=budget // length * length))
     for row in rows:
-        print(f"padded to a multiple of {multiple}: {row['batching']:28s} {row['batches']:6d} batches  "
+        print(f"padded to a multiple of {multiple}: {row['batching']:44s} {row['batches']:6d} batches  "
               f"{row['mean_tokens']:7.0f} padded tokens per batch and side  padding {row['padding'] * 100:5.1f}%",
               flush=True)
     return rows
