@@ -335,3 +335,21 @@ def test_serve_command_errors_are_one_line(small_demo_model):
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
     assert proc.stderr.startswith("vanilla-transformer serve: error: --workers: several batches at once need the "
                                   "CTranslate2 engine")
+
+
+def test_a_model_that_cannot_load_ends_the_command_before_it_listens(small_demo_model, tmp_path):
+    """A saved directory that passes the path checks but whose weights file is missing: `serve` loads before it
+    listens, so the command ends at once with one error line naming the file and exit status 2 (it used to listen and
+    answer 503 until stopped). A training-arguments `.bin` beside it is not taken for pickled weights."""
+    import shutil
+
+    broken = tmp_path / "broken"
+    shutil.copytree(small_demo_model, broken)
+    (broken / "model.safetensors").unlink()
+    (broken / "training_args.bin").write_bytes(b"not weights")
+    proc = subprocess.run([sys.executable, "-m", "vanilla_transformer.cli", "serve", str(broken), "--port",
+                           str(free_port())], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("vanilla-transformer serve: error: could not load the model in ")
+    assert "model.safetensors" in lines[0] and "pickled" not in lines[0]

@@ -459,7 +459,8 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
         except SafetensorError as error:
             raise OSError(f"The weights file (model.safetensors) of {path!r} is truncated or corrupted: {error}") from error
         except OSError as error:
-            if not opted_in and os.path.isdir(path) and any(f.endswith(".bin") for f in os.listdir(path)):
+            if not opted_in and os.path.isdir(path) and any(f.startswith("pytorch_model") and f.endswith(".bin")
+                                                            for f in os.listdir(path)):
                 raise OSError(f"{path!r} holds only pickled .bin weights, refused by default (unpickling can run code). "
                               "If you trust them, pass use_safetensors=False (loaded with weights_only=True), then "
                               "save_pretrained() to convert them to safetensors.") from error

@@ -215,8 +215,9 @@ class DynamicBatcher:
 
 
 class Engine:
-    """The model, loaded in a background thread (`/health` says 503 until it is ready): `translate(texts, num_beams,
-    max_new_tokens)` on the engine's thread, `count_tokens(texts)` for limits and batching."""
+    """The model, loaded by `serve` before it listens (`open`), or by the app in a background thread (`load`; `/health`
+    says 503 until it is ready): `translate(texts, num_beams, max_new_tokens)` on the engine's thread, `count_tokens
+    (texts)` for limits and batching."""
 
     def __init__(self, model_dir: str, engine: str = "auto", device: str = "auto", compute_type: str = "default",
                  threads: int = 0, workers: int = 1):
@@ -226,24 +227,31 @@ class Engine:
         self.error: BaseException | None = None
         self.translator = None
 
-    def load(self) -> None:
+    def open(self) -> None:
+        """Load the model; an error propagates (`serve` loads before it listens: a model that cannot load ends the
+        command with one error line)."""
         from .translate import make_translator
 
+        self.translator = make_translator(self.model_dir, self.engine, self.device, compute_type=self.compute_type,
+                                          threads=self.threads, workers=self.workers)
+        # the request handlers' own copy of the Rust tokenizer: a tokenizer call sets padding / truncation on the
+        # one it wraps, so one shared by two threads pads wrongly (seen under load as "Unable to create tensor")
+        self.counter = copy.deepcopy(self.translator.tokenizer.backend_tokenizer)
+        self.counter.no_padding()
+        self.counter.no_truncation()
+        # the libraries and the model are millions of long-lived objects: a full collection walked them all, a
+        # 200+ ms pause of every request at a time (the load test's p99); frozen, a collection sees only new ones
+        gc.collect()
+        gc.freeze()
+        self.ready.set()
+        logger.info("model %s loaded (%s)", self.model_dir, type(self.translator).__name__)
+
+    def load(self) -> None:
+        """`open` in the background (an app created around an engine not yet loaded): an error is kept for /health
+        and the log."""
         try:
-            self.translator = make_translator(self.model_dir, self.engine, self.device, compute_type=self.compute_type,
-                                              threads=self.threads, workers=self.workers)
-            # the request handlers' own copy of the Rust tokenizer: a tokenizer call sets padding / truncation on the
-            # one it wraps, so one shared by two threads pads wrongly (seen under load as "Unable to create tensor")
-            self.counter = copy.deepcopy(self.translator.tokenizer.backend_tokenizer)
-            self.counter.no_padding()
-            self.counter.no_truncation()
-            # the libraries and the model are millions of long-lived objects: a full collection walked them all, a
-            # 200+ ms pause of every request at a time (the load test's p99); frozen, a collection sees only new ones
-            gc.collect()
-            gc.freeze()
-            self.ready.set()
-            logger.info("model %s loaded (%s)", self.model_dir, type(self.translator).__name__)
-        except BaseException as error:  # reported by /health and the server's log
+            self.open()
+        except BaseException as error:
             self.error = error
             logger.error("could not load %s: %s", self.model_dir, error)
 
@@ -332,7 +340,7 @@ LANGUAGE_NAMES = {"de": "German", "en": "English", "fr": "French", "es": "Spanis
 
 
 def create_app(engine: Engine, settings: Settings):
-    """The FastAPI application; the model loads in the background when the app starts."""
+    """The FastAPI application; an engine not yet loaded loads in the background when the app starts."""
     from contextlib import asynccontextmanager
 
     from fastapi import FastAPI, Request
@@ -347,8 +355,8 @@ def create_app(engine: Engine, settings: Settings):
                                  settings.max_queue, metrics, engine.workers)
         batcher.start()
         app.state.batcher = batcher
-        loader = threading.Thread(target=engine.load, name="vt-load", daemon=True)
-        loader.start()
+        if not engine.ready.is_set():  # (the command loads before it listens)
+            threading.Thread(target=engine.load, name="vt-load", daemon=True).start()
         yield
         await batcher.stop()
 
@@ -577,6 +585,10 @@ def main(argv=None) -> int:
                         max_queue=args.max_queue, max_beams=args.max_beams, request_timeout=args.request_timeout,
                         cors_origins=tuple(args.cors_origins))
     engine = Engine(args.model_dir, args.engine, args.device, args.compute_type, args.threads, workers)
+    try:
+        engine.open()  # before listening: a model that cannot load is an error line, not a server answering 503
+    except (OSError, ValueError) as error:
+        raise OSError(f"could not load the model in {args.model_dir}: {error}") from error
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logger.info("serving %s (%s -> %s) on http://%s:%d%s, %d engine batch(es) at once", args.model_dir,
                 settings.source_lang, settings.target_lang, args.host, args.port,
