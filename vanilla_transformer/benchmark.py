@@ -747,7 +747,7 @@ def padding_report(prefix: str, source_lang: str, target_lang: str, budgets, bat
         sampler = PackedBatchSampler(*lengths, length, budget // length, seed=seed)  # one shape: no multiple
         real = sum(side.sum() for side in lengths)
         rows.append(dict(batching=f"--max_tokens {budget} --packing (rows of {length})", batches=len(sampler),
-                         padding=1 - real / (2 * len(sampler) * budget // length * length),
+                         padding=1 - real / (2 * len(sampler) * (budget // length) * length),
                          mean_tokens=budget // length * length))
     for row in rows:
         print(f"padded to a multiple of {multiple}: {row['batching']:44s} {row['batches']:6d} batches  "
