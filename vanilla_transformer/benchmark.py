@@ -439,11 +439,11 @@ def synthetic_lengths(pairs: int, seed: int = 0, longest: int = 128):
     return tuple(np.clip(np.rint(side), 2, longest).astype(np.int64) for side in (source, target))
 
 
-def length_batches(strategy: str, source, target, max_tokens: int, seed: int = 0, d_model: int = 512,
+def length_batches(strategy: str, source, target, max_tokens: int, seed: int = 0,
                    packing_length: int | None = None) -> list[list[int]]:
     """One epoch's batches (index lists, in training order) of pairs with these lengths. "tokens": `--max_tokens`
     (TokenBudgetBatchSampler, padded to a multiple of 8); "packed": `--packing` (PackedBatchSampler: (row, pair) keys,
-    rows of `packing_length` tokens, default `default_packing_length` for `d_model`); "random": the Trainer's
+    rows of `packing_length` tokens); "random": the Trainer's
     default, shuffled batches of a fixed number of pairs, as many as the budget holds at the mean length; "grouped":
     the same number of pairs with
     `--group_by_length` (transformers' LengthGroupedSampler)."""
@@ -451,13 +451,12 @@ def length_batches(strategy: str, source, target, max_tokens: int, seed: int = 0
     import torch
     from transformers.trainer_pt_utils import LengthGroupedSampler
 
-    from vanilla_transformer.training import PackedBatchSampler, TokenBudgetBatchSampler, default_packing_length
+    from vanilla_transformer.training import PackedBatchSampler, TokenBudgetBatchSampler
 
     if strategy == "tokens":
         return list(TokenBudgetBatchSampler(source, target, max_tokens, seed=seed, pad_to_multiple_of=8))
     if strategy == "packed":  # (row, pair) keys
-        length = packing_length or default_packing_length(max(source.max(), target.max()), max_tokens, d_model)
-        return list(PackedBatchSampler(source, target, length, max_tokens // length, seed=seed))
+        return list(PackedBatchSampler(source, target, packing_length, max_tokens // packing_length, seed=seed))
     size = int(max_tokens // np.maximum(source, target).mean())
     generator = torch.Generator().manual_seed(seed)
     order = (torch.randperm(len(source), generator=generator).tolist() if strategy == "random" else
@@ -479,8 +478,7 @@ def device_lengths_case(name: str, shape: dict, device: str, strategy: str, comp
 
     source, target = synthetic_lengths(200_000)
     length = packing_length or default_packing_length(max(source.max(), target.max()), max_tokens, shape["d_model"])
-    batches = length_batches(strategy, source, target, max_tokens, d_model=shape["d_model"],
-                             packing_length=length)[:steps]
+    batches = length_batches(strategy, source, target, max_tokens, packing_length=length)[:steps]
     vocab = shape.get("vocab", VOCAB)
     g = torch.Generator().manual_seed(1)
 
@@ -491,10 +489,9 @@ def device_lengths_case(name: str, shape: dict, device: str, strategy: str, comp
             row[:n] = torch.randint(4, vocab, (n,), generator=g)
         return ids.to(device)
 
-    inputs = []
+    inputs, collate = [], PackedSeq2SeqCollator(0, 1, max_tokens // length, length)
     for batch in batches:
         if strategy == "packed":  # random ids in packed rows
-            collate = PackedSeq2SeqCollator(0, 1, max_tokens // length, length)
             inputs.append({k: v.to(device) for k, v in collate([dict(
                 row=row, input_ids=torch.randint(4, vocab, (int(source[i]),), generator=g).tolist(),
                 labels=torch.randint(4, vocab, (int(target[i]),), generator=g).tolist()) for row, i in batch]).items()})

@@ -648,8 +648,7 @@ class VanillaTransformerDecoder(VanillaTransformerStack):
         self_mask = make_attention_mask(attention_mask, length, hidden.dtype, causal=True, past_length=past_length,
                                         device=device, position_bias=self.relative_bias,
                                         query_segments=query_segments)
-        cross_mask = make_attention_mask(encoder_attention_mask, length, hidden.dtype,
-                                         query_segments=None if encoder_attention_mask is None else query_segments)
+        cross_mask = make_attention_mask(encoder_attention_mask, length, hidden.dtype, query_segments=query_segments)
         for layer in self.layers:  # tensors positional (reentrant gradient checkpointing)
             hidden = layer(hidden, self_mask, encoder_hidden_states, cross_mask, cache=cache, **kwargs)
         if self.layer_norm is not None:
