@@ -48,6 +48,7 @@ CASES = [  # (argv with {d} for the folder of broken inputs, what stderr must na
     ("train-translation --demo_min_length 9 --demo_max_length 3 --output_dir {d}/out", "--demo_min_length 9"),
     ("train-translation --max_source_lenght 64 --output_dir {d}/out", "--max_source_lenght"),
     ("train-translation --model_name_or_path {d}/empty --output_dir {d}/out", "empty"),
+    ("train-translation --attn_implementation flex_attention --output_dir {d}/out", "trains on GPUs only"),
     ("train-ner --mention_replacement 1.5 --output_dir {d}/out", "--mention_replacement must lie between 0 and 1"),
     ("train-ner --context_words -1 --output_dir {d}/out", "--context_words must not be negative"),
     ("train-ner --eval_max_tokens 0 --output_dir {d}/out", "--eval_max_tokens must be at least 1, got 0"),

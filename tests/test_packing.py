@@ -42,7 +42,7 @@ CONFIGS = {
 
 
 @pytest.mark.parametrize("overrides", CONFIGS.values(), ids=CONFIGS.keys())
-@pytest.mark.parametrize("implementation", ["eager", "sdpa"])
+@pytest.mark.parametrize("implementation", ["eager", "sdpa", "flex_attention"])
 def test_each_packed_pair_is_computed_as_if_alone(overrides, implementation):
     """A packed row's logits for each pair, and each pair's summed loss, equal the pair run alone (batch of one, no
     padding) within 1e-5: each pair attends to itself only (encoder, causal decoder, cross-attention to its own

@@ -34,6 +34,11 @@ from transformers.utils.deprecation import deprecate_kwarg
 from transformers.utils.generic import merge_with_config_defaults
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
+try:  # flex attention (torch >= 2.5): block masks
+    from torch.nn.attention.flex_attention import BlockMask, create_block_mask
+except ImportError:
+    BlockMask = create_block_mask = None
+
 from .configuration_vanilla_transformer import REMOTE_TRANSLATION_TASK, TRANSLATION_TASK, VanillaTransformerConfig
 
 # transformers 5.24 renamed the cache argument and output field `past_key_values` to `cache`. Ours is `cache`;
@@ -202,6 +207,27 @@ class VanillaTransformerEmbedding(nn.Module):
 # Attention (section 3.2)
 
 
+def mask_rule(attention_mask: torch.Tensor | None, causal: bool, past_length: int | torch.Tensor = 0,
+              query_segments: torch.Tensor | None = None):
+    """Which keys a query may see, as a function `allowed(batch, head, query, key) -> bool` of index tensors: a
+    `mask_mod` for flex attention's block masks, and, called on broadcast aranges, the dense mask of the other
+    backends. `attention_mask` (batch, keys): 0 = padding, otherwise 1, or segment numbers when several sequences are
+    packed into a row (`position_ids_of`); with `query_segments` (batch, queries), the queries' own numbers, a query
+    sees only the keys of its segment: each packed sentence attends to itself, and the decoder's to its own source.
+    Causal masking (section 3.2.3) lets query i (at absolute position past_length + i) see keys 0..past_length + i."""
+
+    def allowed(batch, head, query, key):
+        rule = key <= query + past_length if causal else key >= 0
+        if attention_mask is not None:
+            keys = attention_mask[batch, key]
+            rule = rule & (keys != 0)
+            if query_segments is not None:
+                rule = rule & (query_segments[batch, query] == keys)
+        return rule
+
+    return allowed
+
+
 def make_attention_mask(
     attention_mask: torch.Tensor | None,
     query_length: int,
@@ -211,19 +237,21 @@ def make_attention_mask(
     device=None,
     position_bias: nn.Module | None = None,  # VanillaTransformerRelativePositionBias
     query_segments: torch.Tensor | None = None,
-) -> torch.Tensor | None:
-    """The one mask helper: `attention_mask` (batch, keys), 0 = padding -> additive mask (batch, 1, queries, keys).
+    implementation: str | None = None,
+    batch_size: int = 1,
+):
+    """The one mask helper: the `mask_rule` of `attention_mask` (batch, keys) in the form the attention backend takes.
 
-    The mask's non-zero entries are 1, or segment numbers when several sequences are packed into a row
-    (`position_ids_of`); with `query_segments` (batch, queries), the queries' own numbers, a query sees only the keys
-    of its segment: each packed sentence attends to itself, and the decoder's to its own source. Masked scores get the
-    dtype's minimum (never a literal like -1e9, which overflows in fp16), so a fully masked row stays finite: its
-    softmax is uniform instead of NaN. Causal masking (section 3.2.3) lets query i (at absolute position
-    past_length + i) see keys 0..past_length + i. With `position_bias`, its relative-position scores are added:
-    (batch or 1, heads, queries, keys). Returns None when nothing is masked or biased. A 4-D mask (batch, 1, queries,
-    keys), as `generate` builds it for a static cache (keys: the cache's slots, the unfilled ones masked), is taken as
-    given: boolean (True = attend) or already additive.
+    "flex_attention": a `BlockMask` (blocks that nothing sees are skipped). Otherwise an additive mask (batch, 1,
+    queries, keys): masked scores get the dtype's minimum (never a literal like -1e9, which overflows in fp16), so a
+    fully masked row stays finite: its softmax is uniform instead of NaN. With `position_bias`, its relative-position
+    scores are added: (batch or 1, heads, queries, keys), always dense. Returns None when nothing is masked or biased,
+    so that SDPA takes its unmasked kernel. A 4-D mask (batch, 1, queries, keys), as `generate` builds it for a static
+    cache (keys: the cache's slots, the unfilled ones masked), or a `BlockMask`, is taken as given. With "sdpa",
+    causal attention over unpadded queries from position 0 is None too: SDPA then runs its causal kernels.
     """
+    if BlockMask is not None and isinstance(attention_mask, BlockMask):
+        return attention_mask
     if position_bias is not None:
         key_length = attention_mask.shape[-1] if attention_mask is not None else past_length + query_length
         device = attention_mask.device if attention_mask is not None else device
@@ -239,27 +267,52 @@ def make_attention_mask(
             return attention_mask.to(dtype)
         return torch.where(attention_mask, torch.zeros((), dtype=dtype, device=attention_mask.device),
                            torch.finfo(dtype).min)
+    if implementation == "flex_attention" and (attention_mask is not None or causal):
+        return flex_block_mask(attention_mask, query_length, causal, past_length, device, query_segments, batch_size)
     if (attention_mask is not None and not causal and attention_mask.device.type == "cpu"
             and not torch.compiler.is_compiling() and (attention_mask == 1).all()):
-        attention_mask = None  # one sequence a row, nothing padded (no sync cost on CPU): SDPA's unmasked kernel
+        attention_mask = None  # one sequence a row, nothing padded (no sync cost on CPU): the unmasked kernel
     if attention_mask is None and (not causal or query_length == 1):
         return None
-    if attention_mask is not None:
-        device = attention_mask.device
-        key_length = attention_mask.shape[-1]
-        keys = attention_mask[:, None, None, :]  # (B, 1, 1, S)
-        allowed = keys != 0
-        if query_segments is not None:
-            allowed = allowed & (query_segments[:, None, :, None] == keys)  # (B, 1, T, S)
-    else:
-        key_length = past_length + query_length
-        allowed = torch.ones(1, 1, 1, key_length, dtype=torch.bool, device=device)
-    if causal:
-        query_pos = (torch.arange(query_length, device=device) + past_length)[:, None]  # (T, 1)
-        key_pos = torch.arange(key_length, device=device)[None, :]  # (1, S)
-        allowed = allowed & (key_pos <= query_pos)  # (B, 1, T, S)
-    zero = torch.zeros((), dtype=dtype, device=device)
-    return torch.where(allowed, zero, torch.finfo(dtype).min)
+    if attention_mask is None and implementation == "sdpa" and isinstance(past_length, int) and not past_length:
+        return None  # causal from the first position: SDPA's own causal kernels (the module's is_causal)
+    batch, key_length = attention_mask.shape if attention_mask is not None else (1, past_length + query_length)
+    device = attention_mask.device if attention_mask is not None else device
+    allowed = mask_rule(attention_mask, causal, past_length, query_segments)
+    b, q, k = (torch.arange(n, device=device) for n in (batch, query_length, key_length))
+    allowed = allowed(b[:, None, None, None], None, q[:, None], k).expand(batch, 1, query_length, key_length)
+    return torch.where(allowed, torch.zeros((), dtype=dtype, device=device), torch.finfo(dtype).min)
+
+
+def flex_block_mask(attention_mask, query_length, causal, past_length, device, query_segments,
+                    batch_size) -> "BlockMask":
+    """`mask_rule` as flex attention's `BlockMask`, built with the same kinds of arguments on every call (tensors, never
+    None; an absent mask is all ones, one segment): compiled flex attention guards on their types, not their values,
+    so decoding step after step, or one packed batch after another, reuses one kernel."""
+    if attention_mask is None:  # (as many rows as queries: the kernel evaluates the rule for each query's row)
+        attention_mask = torch.ones(batch_size, past_length + query_length, dtype=torch.long, device=device)
+    batch, key_length = attention_mask.shape
+    if query_segments is None:  # every query in segment 1, every key not padded in it: the unpacked rule
+        attention_mask = (attention_mask != 0).long()
+        query_segments = attention_mask.new_ones(batch, query_length)
+    allowed = mask_rule(attention_mask, causal, torch.as_tensor(past_length, device=attention_mask.device),
+                        query_segments)
+    return create_block_mask(allowed, batch, None, query_length, key_length, device=attention_mask.device)
+
+
+def attention_backend(config: VanillaTransformerConfig, output_attentions: bool | None = None) -> str:
+    """The backend a forward runs, for its masks and its attention: the configured one, except "eager" when attention
+    weights are asked for (only the written-out product has them), and "sdpa" for "flex_attention" with a relative-
+    position bias (scores per head, which transformers' flex adapter does not take)."""
+    implementation = config._attn_implementation or "eager"
+    if output_attentions and implementation != "eager":
+        logger.warning_once(f"output_attentions=True: the attention runs as the written-out (eager) product, not "
+                            f"{implementation}, to return its weights; load the model with "
+                            "attn_implementation='eager' to make that choice yourself.")
+        return "eager"
+    if implementation == "flex_attention" and config.relative_attention_max_distance:
+        return "sdpa"
+    return implementation
 
 
 def eager_attention_forward(
@@ -273,9 +326,10 @@ def eager_attention_forward(
     **kwargs,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V (equation 1), written out; returns the output (B, T, H, Dh)
-    and the attention weights. The other backend, "sdpa" (torch's fused kernels: flash / memory-efficient on GPUs),
-    comes from transformers' `ALL_ATTENTION_FUNCTIONS` with the same arguments. Not offered: "flash_attention_2" and
-    "flex_attention" (their flags are off: loading a model with them is a ValueError naming them)."""
+    and the attention weights. The other backends come from transformers' `ALL_ATTENTION_FUNCTIONS` with the same
+    arguments: "sdpa" (torch's fused kernels: flash / memory-efficient on GPUs) and "flex_attention" (block-sparse
+    kernels compiled from `mask_rule`; inference only on CPUs, no attention dropout). Not offered: "flash_attention_2"
+    (it takes padding masks only, not packed rows; its flag is off, so loading a model with it is a ValueError)."""
     if query.dtype == torch.float16:  # scores beyond fp16's range (65504) would overflow to inf: take them in fp32
         query, key = query.float(), key.float()
     scores = torch.matmul(query, key.transpose(-1, -2)) * scaling  # (B, H, T, S)
@@ -334,12 +388,7 @@ class VanillaTransformerAttention(nn.Module):
                 key, value = layer_cache.update(key, value, self.layer_idx)
                 if self.is_cross_attention:
                     cache.is_updated[self.layer_idx] = True
-        implementation = self.config._attn_implementation or "eager"
-        if kwargs.get("output_attentions") and implementation != "eager":  # only the written-out product has weights
-            logger.warning_once(f"output_attentions=True: the attention runs as the written-out (eager) product, not "
-                                f"{implementation}, to return its weights; load the model with "
-                                "attn_implementation='eager' to make that choice yourself.")
-            implementation = "eager"
+        implementation = attention_backend(self.config, kwargs.get("output_attentions"))
         attention = ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention_forward)
         out, weights = attention(self, query, key, value, attention_mask, scaling=self.scaling,
                                  dropout=self.dropout if self.training else 0.0, **kwargs)
@@ -442,6 +491,7 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
     supports_gradient_checkpointing = True
     _supports_sdpa = True
     _supports_flash_attn = False
+    _supports_flex_attn = True
     _no_split_modules = ["VanillaTransformerEncoderLayer", "VanillaTransformerDecoderLayer"]
     _can_compile_fullgraph = True  # tested: a training step and a cached decoding step trace without graph breaks
 
@@ -578,7 +628,8 @@ class VanillaTransformerEncoder(VanillaTransformerStack):
         positions = position_ids_of(attention_mask, length, device=device)
         hidden = self.embed(input_ids, inputs_embeds, positions, length, word_features=word_features)
         mask = make_attention_mask(attention_mask, length, hidden.dtype, device=hidden.device,
-                                   position_bias=self.relative_bias, query_segments=attention_mask)  # once a stack
+                                   position_bias=self.relative_bias, query_segments=attention_mask,
+                                   implementation=attention_backend(self.config, kwargs.get("output_attentions")))
         for layer in self.layers:
             hidden = layer(hidden, mask, **kwargs)  # tensors positional (reentrant gradient checkpointing)
         if self.layer_norm is not None:
@@ -635,7 +686,7 @@ class VanillaTransformerDecoder(VanillaTransformerStack):
         check_mask("attention_mask", encoder_attention_mask, encoder_hidden_states.shape[:2])
         # masks built once for the stack
         query_segments = None  # packed rows (segment numbers in both masks) are trained without a cache
-        if attention_mask is not None and attention_mask.dim() == 2:  # (4-D: built by `generate` for a static cache)
+        if torch.is_tensor(attention_mask) and attention_mask.dim() == 2:  # (4-D or a BlockMask: `generate`'s own)
             if without_past:
                 check_mask("decoder_attention_mask", attention_mask, (batch, length))
                 query_segments = attention_mask
@@ -645,10 +696,12 @@ class VanillaTransformerDecoder(VanillaTransformerStack):
                 check_mask("decoder_attention_mask", attention_mask, (batch, past_length + length))
         positions = position_ids_of(query_segments, length, past_length, device)
         hidden = self.embed(input_ids, inputs_embeds, positions, past_length + length)
+        implementation = attention_backend(self.config, kwargs.get("output_attentions"))
         self_mask = make_attention_mask(attention_mask, length, hidden.dtype, causal=True, past_length=past_length,
                                         device=device, position_bias=self.relative_bias,
-                                        query_segments=query_segments)
-        cross_mask = make_attention_mask(encoder_attention_mask, length, hidden.dtype, query_segments=query_segments)
+                                        query_segments=query_segments, implementation=implementation, batch_size=batch)
+        cross_mask = make_attention_mask(encoder_attention_mask, length, hidden.dtype, query_segments=query_segments,
+                                         implementation=implementation)
         for layer in self.layers:  # tensors positional (reentrant gradient checkpointing)
             hidden = layer(hidden, self_mask, encoder_hidden_states, cross_mask, cache=cache, **kwargs)
         if self.layer_norm is not None:

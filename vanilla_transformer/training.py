@@ -45,8 +45,9 @@ class ModelArguments:
     tokenizer_train_samples: int = field(default=500_000, metadata={
         "help": "At most this many training examples, evenly spaced over the split, train that BPE."})
     attn_implementation: str | None = field(default=None, metadata={
-        "help": "'sdpa' or 'eager'. Default: eager when training in bf16 on a CPU (torch's SDPA backward in bf16 makes "
-                "a whole training step there about 1.5x slower), sdpa elsewhere."})
+        "help": "'sdpa', 'eager' or 'flex_attention' (block-sparse kernels compiled from the masks; trains on GPUs "
+                "only). Default: eager when training in bf16 on a CPU (torch's SDPA backward in bf16 makes a whole "
+                "training step there about 1.5x slower), sdpa elsewhere."})
     trust_remote_code: bool = field(default=False, metadata={"help": "Allow code from the model's Hub repository."})
     cache_dir: str | None = field(default=None, metadata={
         "help": "Where to cache Hub downloads and the Arrow files of local data (default: HF_HOME's caches)."})
@@ -1108,6 +1109,10 @@ def parse_run_arguments(dataclass_types, argv=None, logger=None, defaults_for=No
     (logger or logging.getLogger(__name__)).info(
         "Device: %s x %d process(es), %s", training_args.device, training_args.world_size,
         "bf16 autocast" if training_args.bf16 else "fp16 autocast" if training_args.fp16 else "fp32")
+    if (model_args.attn_implementation == "flex_attention" and training_args.device.type == "cpu"
+            and training_args.do_train):
+        raise ValueError("--attn_implementation flex_attention trains on GPUs only (torch has no flex attention "
+                         "backward on CPUs); train with sdpa or eager, and evaluate or serve with flex_attention.")
     if model_args.attn_implementation is None:
         cpu_bf16 = training_args.bf16 and training_args.device.type == "cpu" and training_args.do_train
         model_args.attn_implementation = "eager" if cpu_bf16 else "sdpa"
