@@ -8,7 +8,11 @@
 #
 # Variables: PY (default .venv/bin/python if present, else python3), OUT (default outputs/gpu-check), TEST_SECONDS
 # (default 200: the tests are stopped after this), TESTS (pytest -k: only these tests), BENCHMARK_BUDGET (default 240:
-# no benchmark case starts later), TASKS (default "train lengths greedy beam"), PRESETS (default "base big").
+# no benchmark case starts later), TASKS (default "train lengths greedy beam"), PRESETS (default "base big"),
+# BENCHMARK_FLAGS (more flags for the benchmark, e.g. "--compile reduce-overhead --attention flex_attention"),
+# CORPUS_PAIRS (default 0: none; N: train-translation on a generated corpus of N pairs of natural lengths, base preset,
+# packed rows under CUDA graphs, CORPUS_STEPS steps (default 600); its logs' tokens_per_second are the speed to compare
+# with the benchmark's "ours --packing" rows).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-outputs/gpu-check}
@@ -48,6 +52,33 @@ echo "tests exit status: $?"
 echo "== $(date -u '+%H:%M:%S') GPU benchmark"
 # shellcheck disable=SC2086 # the task list splits into words
 "$PY" scripts/benchmark.py --device cuda --time_budget "${BENCHMARK_BUDGET:-240}" --output "$OUT/benchmark-gpu.json" \
-  --tasks ${TASKS:-train lengths greedy beam} ${PRESETS:+--presets $PRESETS}
+  --tasks ${TASKS:-train lengths greedy beam} ${PRESETS:+--presets $PRESETS} ${BENCHMARK_FLAGS:-}
 echo "benchmark exit status: $?"
+
+if [ "${CORPUS_PAIRS:-0}" -gt 0 ]; then
+  echo "== $(date -u '+%H:%M:%S') train-translation: $CORPUS_PAIRS generated pairs of natural lengths, packed, CUDA graphs"
+  # words of 3 to 6 letters from a list of 20000 (more than the 16000 BPE tokens: some take two), as many per
+  # sentence as the benchmark's lengths draw (minus EOS)
+  "$PY" - "$OUT/corpus.tsv" "$CORPUS_PAIRS" <<'EOF'
+import sys
+
+import numpy as np
+
+from vanilla_transformer.benchmark import synthetic_lengths
+
+rng = np.random.default_rng(0)
+letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
+words = np.array(["".join(rng.choice(letters, rng.integers(3, 7))) for _ in range(5000)])
+with open(sys.argv[1], "w") as f:
+    for s, t in zip(*synthetic_lengths(int(sys.argv[2]))):
+        f.write(" ".join(rng.choice(words, s - 1)) + "\t" + " ".join(rng.choice(words, t - 1)) + "\n")
+EOF
+  "$PY" -m vanilla_transformer.run_translation --train_file "$OUT/corpus.tsv" --source_lang src --target_lang tgt \
+    --output_dir "$OUT/corpus-run" --config_name base --vocab_size 16000 \
+    --max_source_length 128 --max_target_length 128 --max_tokens 12800 --packing true --torch_compile true \
+    --torch_compile_mode reduce-overhead --bf16 true --max_steps "${CORPUS_STEPS:-600}" --logging_steps 100 \
+    --do_train --do_eval false --do_predict false --save_strategy no --disable_tqdm true --report_to none \
+    --dataloader_num_workers 2 2>&1 | grep -E "tokens_per_second|train_runtime|padding|error|Error" | tail -12
+  echo "train-translation exit status: ${PIPESTATUS[0]}"
+fi
 echo "== $(date -u '+%H:%M:%S') done"

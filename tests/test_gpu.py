@@ -246,14 +246,17 @@ def test_token_budget_batches_train_on_cuda(tmp_path, caplog):
     assert (tmp_path / "model.safetensors").is_file()
 
 
-def test_packed_rows_on_cuda_compute_each_pair_alone_and_train_under_cuda_graphs():
-    """Packed rows (`--packing`) on the GPU with SDPA's kernels: each pair's logits equal the pair run alone, and
-    training steps compiled with CUDA graphs over packed batches (one shape) give eager's losses."""
+@pytest.mark.parametrize("implementation", ["sdpa", "flex_attention"])
+def test_packed_rows_on_cuda_compute_each_pair_alone_and_train_under_cuda_graphs(implementation):
+    """Packed rows (`--packing`) on the GPU with SDPA's kernels or flex attention's block masks: each pair's logits
+    equal the pair run alone, and training steps compiled with CUDA graphs over packed batches (one shape) give the
+    losses of eager SDPA steps."""
     from test_packing import LENGTH, ROWS, pairs_and_batch, spans
 
     config = VanillaTransformerConfig.from_preset("tiny", dropout=0.0)
     torch.manual_seed(0)
     model = VanillaTransformerForConditionalGeneration(config).cuda().eval()
+    model.set_attn_implementation(implementation)
     _, _, packed = pairs_and_batch(config)
     packed = {k: v.cuda() for k, v in packed.items()}
     with torch.no_grad():
@@ -270,6 +273,7 @@ def test_packed_rows_on_cuda_compute_each_pair_alone_and_train_under_cuda_graphs
     for name in ("eager", "compiled"):
         torch.manual_seed(0)
         model = VanillaTransformerForConditionalGeneration(config).cuda().train()
+        model.set_attn_implementation(implementation if name == "compiled" else "sdpa")
         forward = torch.compile(model, mode="reduce-overhead") if name == "compiled" else model
         optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
         losses[name] = []

@@ -176,6 +176,9 @@ def test_tokens_trained_are_counted_without_padding(tmp_path):
     runtime = metrics["train_runtime"]
     assert metrics["train_tokens_per_second"] * runtime == pytest.approx(real, rel=1e-3)
     assert state["global_step"] < 120  # several pairs a batch
+    logged = [entry for entry in state["log_history"] if "loss" in entry]  # every --logging_steps after the first
+    assert len(logged) >= 2 and "tokens_per_second" not in logged[0]
+    assert all(entry["tokens_per_second"] > 0 for entry in logged[1:])
 
 
 @pytest.mark.parametrize("packing", [[], ["--packing", "true"]], ids=["budget", "packed"])

@@ -465,13 +465,14 @@ def length_batches(strategy: str, source, target, max_tokens: int, seed: int = 0
 
 
 def device_lengths_case(name: str, shape: dict, device: str, strategy: str, compile_model: bool, max_tokens: int,
-                        steps: int, dropout: float = 0.1, packing_length: int | None = None) -> dict:
+                        steps: int, dropout: float = 0.1, packing_length: int | None = None,
+                        attention: str = "sdpa") -> dict:
     """Training tokens/s on sentences of natural lengths (`synthetic_lengths`): real source + target tokens (padding
     excluded) per second over `steps` batches of `strategy` (`length_batches`), bf16 autocast, fused AdamW; compiled
     with dynamic shapes, or static ones for packed rows (`compile_model` "reduce-overhead": with CUDA graphs). The
     batches are run twice and the second pass is timed: a long run meets every batch shape again and again, and the
     first pass pays what is paid once per shape (compilation, kernel plans, allocations). MFU counts the real tokens'
-    FLOPs."""
+    FLOPs. `attention`: our model's backend."""
     import torch
 
     from vanilla_transformer.training import PackedSeq2SeqCollator, default_packing_length
@@ -501,7 +502,7 @@ def device_lengths_case(name: str, shape: dict, device: str, strategy: str, comp
         inputs.append(dict(input_ids=src, attention_mask=(src != 0).long(), labels=labels))
     batches = [[i for _, i in batch] for batch in batches] if strategy == "packed" else batches
     torch.manual_seed(0)
-    model = build(name, shape, dropout).to(device).train()
+    model = build(name, shape, dropout, attention).to(device).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device == "cuda")
     if compile_model:  # one shape (packed rows): a static graph, CUDA graphs with "reduce-overhead"; else dynamic
         static = strategy == "packed"
@@ -545,7 +546,7 @@ LENGTH_CASES = [  # (model, batches, compiled, budget multiple): in order of imp
 
 def device_lengths_benchmark(shape: dict, device: str, max_tokens: int, steps: int, peak, measured,
                              deadline: float, result: dict, save, compile_modes=(False,),
-                             packing_length: int | None = None) -> None:
+                             packing_length: int | None = None, attention: str = "sdpa") -> None:
     """Every LENGTH_CASES row on one device (none starts after `deadline`, a perf_counter time): ours with token
     budgets against Marian with the Trainer's sentence batches, random or grouped by length."""
     import torch
@@ -555,13 +556,14 @@ def device_lengths_benchmark(shape: dict, device: str, max_tokens: int, steps: i
     for name, strategy, compiled, multiple in [case for case in LENGTH_CASES if wanted[case[2]]]:
         batching = {"tokens": "--max_tokens", "packed": "--packing"}.get(strategy, strategy + " batches")
         label = f"{name} {batching} {max_tokens * multiple}{COMPILE_LABELS[compiled] if compiled else ''}"
+        label += f" {attention}" if name == "ours" and attention != "sdpa" else ""
         if time.perf_counter() > deadline:
             result["skipped"].append(dict(task="lengths", case=label))
             print(f"lengths {label}: skipped (time budget)", flush=True)
             continue
         try:
             row = device_lengths_case(name, shape, device, strategy, compiled, max_tokens * multiple, steps,
-                                      packing_length=packing_length)
+                                      packing_length=packing_length, attention=attention)
         except Exception as error:  # noqa: BLE001 - one failed case (e.g. out of memory) is reported
             message = str(error).splitlines()[0] if str(error) else ""
             print(f"lengths {label}: failed ({type(error).__name__}: {message})", flush=True)
@@ -570,6 +572,7 @@ def device_lengths_benchmark(shape: dict, device: str, max_tokens: int, steps: i
             if device == "cuda":
                 torch.cuda.empty_cache()
         row.update(case=label, model=name, batches=strategy, compiled=compiled, max_tokens=max_tokens * multiple,
+                   attention=attention if name == "ours" else "sdpa",
                    dtype="bf16", mfu=None if peak is None else row["flops_per_second"] / peak,
                    matmul_fraction=row["flops_per_second"] / measured)
         result["lengths"].append(row)
@@ -620,7 +623,7 @@ COMPILE_LABELS = {False: "", "default": " compiled", "reduce-overhead": " CUDA g
 
 def device_benchmark(device: str, presets, compile_modes, vocab: int, batch: int, length: int, reps: int,
                      compute_types, time_budget: float, output: str, tasks=("train", "greedy", "beam"),
-                     steps: int = 40, packing_length: int | None = None) -> int:
+                     steps: int = 40, packing_length: int | None = None, attention: str = "sdpa") -> int:
     """Ours against MarianMTModel of the same shape on one device (a CUDA GPU; the CPU for a check), in one process:
     training tokens/s and MFU in bf16 in each of `compile_modes` (False: eager; "default", "reduce-overhead":
     `torch.compile` modes; "dynamic": the natural-length cases compiled with dynamic shapes too), on sentences of one
@@ -650,7 +653,8 @@ def device_benchmark(device: str, presets, compile_modes, vocab: int, batch: int
 
     if "lengths" in tasks:
         device_lengths_benchmark(dict(shape_of(presets[0]), vocab=vocab), device, batch * length, steps,
-                                 peak, measured, started + time_budget, result, save, compile_modes, packing_length)
+                                 peak, measured, started + time_budget, result, save, compile_modes, packing_length,
+                                 attention)
     for what, preset, compiled in plan:
         label = COMPILE_LABELS[compiled]
         if time.perf_counter() - started > time_budget:
@@ -865,6 +869,9 @@ def main(argv=None):
     parser.add_argument("--length", type=int, default=64, help="--device cuda training: tokens per sentence")
     parser.add_argument("--packing_length", type=int, default=None,
                         help="--tasks lengths: the rows of the --packing cases (default: as train-translation's)")
+    parser.add_argument("--attention", default="sdpa", choices=["sdpa", "flex_attention", "eager"],
+                        help="--tasks lengths: our model's attention backend (flex_attention: block masks; GPUs only "
+                             "for training)")
     parser.add_argument("--time_budget", type=float, default=float("inf"),
                         help="--device cuda: start no case after this many seconds")
     parser.add_argument("--quick", action="store_true", help="CI-sized: tiny preset, 5 repetitions, one round")
@@ -923,7 +930,7 @@ def main(argv=None):
         compile_modes = [{"false": False, "true": "default"}.get(c, c) for c in args.compile]
         return device_benchmark("cpu", args.presets or ["small"], compile_modes, args.vocab_size or VOCAB,
                                 args.batch_size, args.length, args.reps, [], args.time_budget, args.output,
-                                ["lengths"], packing_length=args.packing_length)
+                                ["lengths"], packing_length=args.packing_length, attention=args.attention)
     if args.device != "cpu":
         import torch
 
@@ -935,7 +942,7 @@ def main(argv=None):
         return device_benchmark(args.device, args.presets or ["base", "big"], compile_modes,
                                 args.vocab_size or 37000, args.batch_size, args.length, max(args.reps, 10),
                                 compute_types if "ctranslate2" in args.engines else [], args.time_budget,
-                                args.output, tasks, packing_length=args.packing_length)
+                                args.output, tasks, packing_length=args.packing_length, attention=args.attention)
     if args.in_process:
         return in_process_ab(["tiny"] if args.quick else args.presets or ["small", "base"], args.tasks or ["greedy", "beam"], args.engines,
                              args.compute_types)

@@ -924,9 +924,21 @@ class AtomicTrainer(TokenBudgetMixin, InOrderEvaluationMixin, AtomicCheckpointMi
 class TokenCountMixin:
     """Counts the real (not padding) source and target tokens trained on, on the device without waiting for it, and
     the token slots of the batches (real + padding): `train_and_save` reports tokens per second (fairseq's wps) and
-    the padding fraction, summed over processes."""
+    the padding fraction, summed over processes. Each training log (every `--logging_steps`) gets `tokens_per_second`
+    since the previous one: the speed once compiled and warm, which the whole run's average hides."""
 
     tokens_trained, token_slots = 0, 0
+    last_log = None  # (real tokens, perf_counter time) at the previous training log
+
+    def log(self, logs: dict, *args, **kwargs) -> None:
+        if "loss" in logs:  # a training log (every process logs: the counts are summed over them)
+            now, (real, _) = time.perf_counter(), self.tokens_trained_all_processes()
+            if self.last_log is not None:
+                logs["tokens_per_second"] = round((real - self.last_log[0]) / (now - self.last_log[1]), 1)
+            self.last_log = real, now
+        elif any(key.startswith("eval_") for key in logs):
+            self.last_log = None  # an evaluation in between: the next interval starts after it
+        super().log(logs, *args, **kwargs)
 
     def training_step(self, model, inputs, num_items_in_batch=None):
         if "attention_mask" in inputs and "labels" in inputs:
