@@ -15,10 +15,11 @@
 #   NPROC x gradient accumulation; MAX_TOKENS (default 4096) is the most one process holds at once (lower it when the
 #   GPU runs out of memory: the accumulation grows to keep the step's size). STEPS (default 100000), SAVE_STEPS
 #   (default 1500: checkpoints about 10 minutes apart on 8 GPUs, as in the paper) and MAX_LENGTH (default 256 tokens
-#   per sentence; longer are truncated) shorten or change the run. PACKING=true trains on packed rows compiled with
-#   CUDA graphs (--packing true --torch_compile true --torch_compile_mode reduce-overhead: on one H200 2.9x the
-#   token-budget batches' speed in the benchmark's loop, docs/gpu.md; for GPUs, not CPUs). Extra flags go to the
-#   training command and replace the recipe's (a later flag wins).
+#   per sentence; longer are truncated) shorten or change the run. PACKING (default true where torch sees a CUDA GPU,
+#   else false) trains on packed rows compiled with CUDA graphs (--packing true --torch_compile true
+#   --torch_compile_mode reduce-overhead: on one H200 2.9x the token-budget batches' speed in the benchmark's loop,
+#   docs/gpu.md; on CPUs it does not pay). Extra flags go to the training command and replace the recipe's (a later
+#   flag wins).
 # Writes OUTPUT_DIR (model, checkpoints, train_results.json), OUTPUT_DIR/averaged (the averaged model) and
 # OUTPUT_DIR/newstest2014 (generated_predictions_test.txt, scores.json).
 set -euo pipefail
@@ -32,7 +33,8 @@ STEPS=${STEPS:-100000}
 SAVE_STEPS=${SAVE_STEPS:-1500}
 MAX_LENGTH=${MAX_LENGTH:-256}
 PACKED=()
-[ "${PACKING:-false}" = true ] && PACKED=(--packing true --torch_compile true --torch_compile_mode reduce-overhead)
+PACKING=${PACKING:-$("$PY" -c 'import torch; print(str(torch.cuda.is_available()).lower())' 2>/dev/null || echo false)}
+[ "$PACKING" = true ] && PACKED=(--packing true --torch_compile true --torch_compile_mode reduce-overhead)
 HERE=$(cd "$(dirname "$0")" && pwd)
 if [ "$DATA" = hub ]; then
   TRAIN=(--dataset_name wmt14 --dataset_config_name de-en)

@@ -295,7 +295,8 @@ def trainer_default(name: str, value, arguments=TrainingArguments):
 class PaperTrainingArguments(TrainingArguments):  # the types are TrainingArguments' own (HfArgumentParser reads them)
     """TrainingArguments with the paper's optimizer (section 5.3: Adam with beta2 0.98, eps 1e-9, linear warm-up then
     inverse square root decay), label smoothing 0.1 (section 5.4) and quiet, CPU-friendly defaults. Every flag still
-    overrides them."""
+    overrides them. `logging_nan_inf_filter` is off: filtering reads every step's loss back from the device, which
+    stalls a GPU (the logged loss shows a NaN as NaN instead)."""
 
     output_dir: str | None = trainer_default("output_dir", "outputs/run")
     learning_rate: float = trainer_default("learning_rate", 1e-3)
@@ -311,6 +312,7 @@ class PaperTrainingArguments(TrainingArguments):  # the types are TrainingArgume
     save_strategy: SaveStrategy | str = trainer_default("save_strategy", "epoch")
     save_total_limit: int | None = trainer_default("save_total_limit", 2)
     report_to: None | str | list[str] = trainer_default("report_to", "none")
+    logging_nan_inf_filter: bool = trainer_default("logging_nan_inf_filter", False)
 
 
 @dataclass
