@@ -87,3 +87,103 @@ def test_readme_results_come_from_the_results_page():
         assert numbers, row
         missing = [n for n in numbers if not re.search(rf"(?<![\d.]){re.escape(n)}(?![\d]|\.\d)", results)]
         assert not missing, f"README results row {recipe!r}: {missing} not in docs/results.md"
+
+
+# ------------------------------------------------------------------------------------- every flag and target exists
+
+COMMAND = re.compile(r"vanilla-transformer\s+(?:--debug\s+)?([a-z][a-z0-9-]*)"
+                     r"|(?:vanilla_transformer[./]|scripts/)(run_translation|run_ner|run_mlm|benchmark|load_test)\b"
+                     r"|recipes/(multi30k|wmt14_en_de|conll)\.sh")
+ALIASES = {"run_translation": "train-translation", "run_ner": "train-ner", "run_mlm": "pretrain-encoder",
+           "multi30k": "train-translation", "wmt14_en_de": "train-translation", "conll": "train-ner"}
+FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9_]*(?:-[a-z0-9_]+)*")
+OTHER_TOOLS = re.compile(r"^\s*(?:\S+=\S+\s+)*(?:\S*/)?(torchrun|accelerate|pip|python -m (?:build|pip|pytest)|duplicates)\b")
+
+
+def command_lines(text: str):
+    """(line number, text) of each command in a code block (continued lines joined) and each inline code span."""
+    lines, in_block, i = text.splitlines(), False, 0
+    while i < len(lines):
+        line, start = lines[i], i
+        if line.strip().startswith("```"):
+            in_block = not in_block
+        elif in_block:
+            while line.rstrip().endswith("\\") and i + 1 < len(lines):
+                i += 1
+                line = line.rstrip()[:-1] + " " + lines[i]
+            yield start + 1, line
+        else:
+            yield from ((i + 1, span) for span in re.findall(r"`([^`]+)`", line))
+        i += 1
+
+
+@pytest.fixture(scope="module")
+def flags_of():
+    """Every flag each command's --help lists: the 14 subcommands, scripts/benchmark.py and scripts/load_test.py."""
+    import contextlib
+    import io
+    import runpy
+
+    from vanilla_transformer.cli import PASSTHROUGH, main
+
+    def help_of(run):
+        out, argv0 = io.StringIO(), sys.argv[0]
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+            try:
+                run()
+            except SystemExit:
+                pass
+        sys.argv[0] = argv0
+        return set(FLAG.findall(out.getvalue()))
+
+    flags = {name: help_of(lambda name=name: main([name, "--help"]))
+             for name in [*PASSTHROUGH, "translate", "export-ctranslate2"]}
+    flags["benchmark"] = help_of(lambda: __import__("vanilla_transformer.benchmark").benchmark.main(["--help"]))
+    script, argv = os.path.join(ROOT, "scripts", "load_test.py"), sys.argv
+    sys.argv = [script, "--help"]
+    try:
+        flags["load_test"] = help_of(lambda: runpy.run_path(script, run_name="__main__"))
+    finally:
+        sys.argv = argv
+    assert all(len(found) >= 2 for found in flags.values()), flags  # --help itself and at least one more
+    return flags
+
+
+def test_every_documented_flag_exists(flags_of):
+    """Each `--flag` written after a command in README.md, CONTRIBUTING.md or docs/ is one that command's parser
+    takes (the recipes pass theirs to the training command); a flag written alone is one some command takes. Flags of
+    other tools (torchrun, accelerate, pip, pytest, duplicates) are not checked."""
+    known = set().union(*flags_of.values())
+    wrong = []
+    for path in documents():
+        name = os.path.relpath(path, ROOT)
+        for number, line in command_lines(open(path, encoding="utf-8").read()):
+            for piece in re.split(r"\|\|?|&&|;", line):
+                matches = list(COMMAND.finditer(piece))
+                if not matches:
+                    if not OTHER_TOOLS.match(piece):
+                        wrong += [f"{name}:{number}: {flag} (no command takes it)" for flag in FLAG.findall(piece)
+                                  if flag not in known]
+                    continue
+                for match, following in zip(matches, [*matches[1:], None]):
+                    command = match.group(1) or ALIASES.get(match.group(2) or match.group(3), match.group(2))
+                    if command == "COMMAND":  # a placeholder
+                        continue
+                    if command not in flags_of:
+                        wrong.append(f"{name}:{number}: no command {command!r}")
+                        continue
+                    words = piece[match.end():following.start() if following else len(piece)]
+                    wrong += [f"{name}:{number}: {flag} is not a flag of {command}" for flag in FLAG.findall(words)
+                              if flag not in flags_of[command]]
+    assert wrong == []
+
+
+def test_every_documented_make_target_exists():
+    """Each `make TARGET` in README.md, CONTRIBUTING.md or docs/ (code blocks and inline code) is a Makefile target."""
+    makefile = open(os.path.join(ROOT, "Makefile"), encoding="utf-8").read()
+    targets = set(re.findall(r"^([a-z][a-z0-9-]*):", makefile, re.M))
+    named = {(os.path.relpath(path, ROOT), target) for path in documents()
+             for _, line in command_lines(open(path, encoding="utf-8").read())
+             for target in re.findall(r"(?:^|[\s;&(])make\s+([a-z][a-z0-9-]*)", line)}
+    assert len(named) >= 5 and {target for _, target in named} >= {"setup", "test", "demo"}
+    assert sorted(f"{path}: make {target}" for path, target in named if target not in targets) == []
