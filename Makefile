@@ -2,8 +2,11 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-# The tested torch (a CPU build); pyproject.toml keeps a range for users. Override: make TORCH_PIN=torch==X.Y.Z ...
+# The tested torch; pyproject.toml keeps a range for users. Override: make TORCH_PIN=torch==X.Y.Z ...
 TORCH_PIN ?= torch==2.13.0
+# Where torch comes from: empty (default) = your package index, which on Linux with the public PyPI is the CUDA build
+# (several GB); make setup TORCH_INDEX=https://download.pytorch.org/whl/cpu takes PyTorch's CPU build instead.
+TORCH_INDEX ?=
 
 .PHONY: setup demo test test-latest test-gpu test-slow benchmark benchmark-peers recipe-multi30k recipe-conll recipe-multi30k-best \
 	recipe-conll-best clean
@@ -16,6 +19,7 @@ LATEST_VENV ?= .venv-latest
 $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH_PIN)"
 	$(PY) -m pip install -q -c constraints.txt "$(TORCH_PIN)" -e ".[$(EXTRAS)]"
 	touch $@
 
@@ -30,16 +34,21 @@ demo: setup
 test: setup
 	$(PY) -m pytest -q -n 2 tests
 
-# The same suite against the newest releases pyproject.toml admits (upgraded at every run), in a second venv.
+# The same suite against the newest releases pyproject.toml admits (upgraded at every run), torch excepted (TORCH_PIN,
+# from TORCH_INDEX), in a second venv.
 test-latest:
 	test -x $(LATEST_VENV)/bin/python || $(PYTHON) -m venv $(LATEST_VENV)
 	$(LATEST_VENV)/bin/python -m pip install -q --upgrade pip
+	$(LATEST_VENV)/bin/python -m pip install -q $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH_PIN)"
 	$(LATEST_VENV)/bin/python -m pip install -q --upgrade --upgrade-strategy eager "$(TORCH_PIN)" -e ".[$(EXTRAS)]"
 	$(LATEST_VENV)/bin/python -m pip list 2>/dev/null | grep -iE "^(transformers|accelerate|datasets|tokenizers) "
 	$(LATEST_VENV)/bin/python -m pytest -q -n 2 tests
 
-# The CUDA tests (tests marked cuda; they skip without a GPU): install a CUDA build of torch into $(VENV) first.
-test-gpu: setup
+# The CUDA tests (tests marked cuda) in $(VENV) as it is: install a CUDA build of torch and the package there first
+# (docs/gpu.md); this target never installs anything, so it cannot replace that build.
+test-gpu:
+	@$(PY) -c "import sys, torch; sys.exit(None if torch.version.cuda else 'error: $(VENV) has a CPU build of torch ' \
+	  + torch.__version__ + '; install a CUDA build first (docs/gpu.md)')"
 	$(PY) -m pytest -q -m cuda tests
 
 test-slow: setup

@@ -3,6 +3,7 @@ epoch, the same batches in a new order each epoch, an equal share per process, a
 cannot fit, and a resumed run that sees the batches the uninterrupted run saw."""
 
 import json
+import os
 import shutil
 
 import numpy as np
@@ -213,6 +214,42 @@ def test_two_processes_with_accumulation_match_one(tmp_path, packing):
     # depend on how the step's tokens fall between them; the gradient, and so the weights, do not)
     for run in (one, two):
         assert json.loads((run / "train_results.json").read_text())["train_tokens_per_second"] > 0
+
+
+@pytest.mark.slow
+def test_two_nodes_on_loopback_match_one_process(tmp_path):
+    """docs/training.md's several-machines command, on loopback: two single-process nodes (`torchrun --nnodes 2
+    --node_rank 0|1`, rendezvous at node 0's address) with token budgets and 2 accumulated batches each end with the
+    weights of one process accumulating 4 (as `test_two_processes_with_accumulation_match_one`)."""
+    import subprocess
+    import sys
+
+    from conftest import free_port
+
+    torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
+    flags = ["--config_overrides", "d_model=32,encoder_ffn_dim=64,decoder_ffn_dim=64,encoder_layers=1,"
+             "decoder_layers=1,dropout=0.0", "--max_tokens", "96", "--demo_train_examples", "400",
+             "--demo_max_length", "24", "--optim", "sgd", "--learning_rate", "0.5", "--warmup_steps", "0",
+             "--do_train", "--do_eval", "false", "--do_predict", "false", "--save_strategy", "no", "--max_steps", "4",
+             "--disable_tqdm", "true", "--bf16", "false", "--seed", "5"]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    one, two = tmp_path / "one", tmp_path / "two"
+    single = subprocess.run([sys.executable, "-m", "vanilla_transformer.run_translation", "--output_dir", str(one),
+                             *flags, "--gradient_accumulation_steps", "4"], env=env, capture_output=True, text=True,
+                            timeout=400)
+    assert single.returncode == 0, single.stderr[-3000:]
+    port = str(free_port())
+    nodes = [subprocess.Popen([torchrun, "--nnodes", "2", "--nproc_per_node", "1", "--node_rank", str(rank),
+                               "--master_addr", "127.0.0.1", "--master_port", port, "-m",
+                               "vanilla_transformer.run_translation", "--output_dir", str(two), *flags,
+                               "--gradient_accumulation_steps", "2"], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for rank in (0, 1)]
+    for node in nodes:
+        _, err = node.communicate(timeout=600)
+        assert node.returncode == 0, err[-3000:]
+    w1, w2 = load_file(str(one / "model.safetensors")), load_file(str(two / "model.safetensors"))
+    for name in w1:
+        torch.testing.assert_close(w2[name], w1[name], rtol=1e-4, atol=1e-6, msg=name)
 
 
 def test_evaluation_by_a_token_budget_equals_sentence_batches(small_demo_model, tmp_path):
