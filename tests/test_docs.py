@@ -119,12 +119,13 @@ def command_lines(text: str):
 
 @pytest.fixture(scope="module")
 def flags_of():
-    """Every flag each command's --help lists: the 14 subcommands, scripts/benchmark.py and scripts/load_test.py."""
+    """Every flag each command's --help lists: every subcommand `vanilla-transformer --help` names,
+    scripts/benchmark.py and scripts/load_test.py."""
     import contextlib
     import io
     import runpy
 
-    from vanilla_transformer.cli import PASSTHROUGH, main
+    from vanilla_transformer.cli import build_parser, main
 
     def help_of(run):
         out, argv0 = io.StringIO(), sys.argv[0]
@@ -136,8 +137,9 @@ def flags_of():
         sys.argv[0] = argv0
         return set(FLAG.findall(out.getvalue()))
 
-    flags = {name: help_of(lambda name=name: main([name, "--help"]))
-             for name in [*PASSTHROUGH, "translate", "export-ctranslate2"]}
+    commands = re.findall(r"^ {4}([a-z][a-z0-9-]*)", build_parser().format_help(), re.M)
+    assert len(commands) >= 14 and "tag" in commands, commands
+    flags = {name: help_of(lambda name=name: main([name, "--help"])) for name in commands}
     flags["benchmark"] = help_of(lambda: __import__("vanilla_transformer.benchmark").benchmark.main(["--help"]))
     script, argv = os.path.join(ROOT, "scripts", "load_test.py"), sys.argv
     sys.argv = [script, "--help"]

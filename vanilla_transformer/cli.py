@@ -49,6 +49,16 @@ def translate_command(args) -> None:
         print(json.dumps(stats), file=sys.stderr)
 
 
+def tag_command(args) -> None:
+    from .tag import tag_file
+
+    stats = tag_file(args.model_dir, args.input, args.output, form=args.format, batch_size=args.batch_size,
+                     document_consistency=args.document_consistency, ensemble_with=args.ensemble_with or (),
+                     device=args.device, progress=not args.quiet)
+    print(f"{stats['sentences']} sentences in {stats['seconds']:.2f} s: {stats['sentences_per_second']:.1f} "
+          "sentences/s", file=sys.stderr)
+
+
 # Commands with their own argument parsers (module or module:function): the rest of the command line is theirs.
 PASSTHROUGH = {
     "train-translation": ("run_translation", "Train and evaluate a translation model (Seq2SeqTrainer; flags as in "
@@ -126,6 +136,27 @@ def build_parser() -> argparse.ArgumentParser:
     translate.add_argument("--quiet", action="store_true", help="No progress bar.")
     translate.add_argument("--stats", action="store_true", help="Also print the counts and speed as JSON (stderr).")
     translate.set_defaults(func=translate_command)
+
+    tag = commands.add_parser("tag", help="Tag named entities in a text or CoNLL file.",
+                              description="Tag the named entities of text (a file or stdin) with a trained tagger. "
+                                          "--format text: one sentence or paragraph a line in, a JSON array of its "
+                                          "entities a line out ({text, type, start, end, score}, character offsets "
+                                          "into the line). --format conll: CoNLL columns in, the same lines with the "
+                                          "predicted tag appended out.")
+    tag.add_argument("model_dir", help="Saved tagger (train-ner's output directory or a Hub id).")
+    tag.add_argument("--input", default=None, help="UTF-8 file to tag (default: stdin).")
+    tag.add_argument("--output", default=None, help="File to write to (default: stdout).")
+    tag.add_argument("--format", default="text", choices=["text", "conll"], help="Input and output format.")
+    tag.add_argument("--batch_size", type=positive_int, default=32, help="Sentences per batch.")
+    tag.add_argument("--document_consistency", action="store_true",
+                     help="Make tags consistent within each document (text: paragraphs between blank lines; CoNLL: "
+                          "-DOCSTART- sections), as train-ner --document_consistency.")
+    tag.add_argument("--ensemble_with", nargs="+", default=None, metavar="TAGGER",
+                     help="More saved taggers (same labels and tokenizer): tag with the ensemble of all.")
+    tag.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
+                     help="auto (default): a CUDA GPU where PyTorch sees one, else the CPU.")
+    tag.add_argument("--quiet", action="store_true", help="No progress bar.")
+    tag.set_defaults(func=tag_command)
     return parser
 
 

@@ -11,12 +11,11 @@ import os
 from dataclasses import dataclass, field
 
 from datasets import DatasetDict, load_dataset
-from transformers import AutoModelForTokenClassification, AutoTokenizer
 
 from . import data as vt_data
 from .ner import mentions
 from .ner.augmentation import MentionReplacement
-from .ner.ensemble import TokenClassificationEnsemble
+from .ner.ensemble import TokenClassificationEnsemble, ensemble_of
 from .metrics import load_metric
 from .training import (
     AtomicTrainer,
@@ -119,15 +118,9 @@ def ensemble(model, tokenizer, paths, model_args, training_args) -> TokenClassif
     if training_args.do_train or not model_args.model_name_or_path:
         raise ValueError("--ensemble_with combines trained taggers: give --model_name_or_path and --do_eval and/or "
                          "--do_predict, without --do_train.")
-    members = [model]
-    for path in paths:
-        kwargs = dict(cache_dir=model_args.cache_dir, trust_remote_code=model_args.trust_remote_code)
-        if AutoTokenizer.from_pretrained(path, **kwargs).get_vocab() != tokenizer.get_vocab():
-            raise ValueError(f"The tokenizer of {path!r} differs from that of {model_args.model_name_or_path!r}; "
-                             "ensemble members must share one tokenizer.")
-        members.append(AutoModelForTokenClassification.from_pretrained(
-            path, attn_implementation=model_args.attn_implementation, **kwargs))
-    return TokenClassificationEnsemble(members)
+    return ensemble_of(model, tokenizer, paths, cache_dir=model_args.cache_dir,
+                       trust_remote_code=model_args.trust_remote_code,
+                       attn_implementation=model_args.attn_implementation)
 
 
 def main(argv=None):

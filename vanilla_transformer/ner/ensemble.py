@@ -3,6 +3,7 @@ run instead, section 6.1; independently trained models do not share weights that
 
 import torch
 from torch import nn
+from transformers import AutoModelForTokenClassification, AutoTokenizer
 from transformers.modeling_outputs import TokenClassifierOutput
 
 from ..modeling_vanilla_transformer import (
@@ -58,3 +59,16 @@ class TokenClassificationEnsemble(nn.Module):
         loss, logits = tagging_loss_and_scores(torch.stack(scores).mean(0), labels, attention_mask, self.crf,
                                                self.training, num_items_in_batch)
         return TokenClassifierOutput(loss=loss, logits=logits)
+
+
+def ensemble_of(model, tokenizer, paths, **kwargs) -> TokenClassificationEnsemble:
+    """`model` (whose tokenizer is `tokenizer`) and the taggers saved at `paths` as one ensemble; `kwargs` go to
+    `from_pretrained` of the tokenizers and models. Members must share the tokenizer."""
+    members = [model]
+    for path in paths:
+        tokenizer_kwargs = {k: v for k, v in kwargs.items() if k in ("cache_dir", "trust_remote_code")}
+        if AutoTokenizer.from_pretrained(path, **tokenizer_kwargs).get_vocab() != tokenizer.get_vocab():
+            raise ValueError(f"The tokenizer of {str(path)!r} differs from that of the first tagger; ensemble members "
+                             "must share one tokenizer.")
+        members.append(AutoModelForTokenClassification.from_pretrained(path, **kwargs))
+    return TokenClassificationEnsemble(members)

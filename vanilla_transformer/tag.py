@@ -1,0 +1,191 @@
+"""Tag named entities in text or CoNLL files with a trained tagger (`vanilla-transformer tag`).
+
+Text in, one sentence (or paragraph) a line -> JSON lines out: for each input line a JSON array of its entities,
+`{"text", "type", "start", "end", "score"}`, with character offsets into the line as written (`line[start:end] ==
+text`) and the score the mean over the entity's words of the tagger's probability for its tag. A line is split into
+words as CoNLL-2003 is tokenized (`words_of`). CoNLL in -> CoNLL out: every token line keeps its columns and gains
+the predicted tag as a last column; blank lines and `-DOCSTART-` lines are kept. A sentence longer than the model's
+positions is tagged whole, in windows of consecutive words that fit.
+"""
+
+import json
+import os
+import re
+import sys
+import time
+
+import torch
+
+from .data import DataError
+from .ner.mentions import document_consistency, mention_spans
+from .tokenization import load_tokenizer, looks_local
+from .translate import read_lines, resolve_device, write_lines
+
+FORMATS = ("text", "conll")
+TAGGER = "VanillaTransformerForTokenClassification"
+# CoNLL-2003's tokenization: abbreviations (U.S.), numbers with separators (3.5, 1,000), an apostrophe starting a word
+# ('s), hyphenated words (Sino-Japanese), and every other punctuation mark on its own
+WORD = re.compile(r"(?:[^\W\d_]\.){2,}|\d+(?:[.,:/]\d+)+(?!\w)|'\w+|\w+(?:-\w+)*|[^\w\s]")
+
+
+def words_of(line: str) -> list[tuple[str, int, int]]:
+    """The words of `line` as (word, start, end), character offsets into the line."""
+    return [(match.group(), match.start(), match.end()) for match in WORD.finditer(line)]
+
+
+class Tagger:
+    """A saved tagger (softmax or CRF head), or an ensemble with `ensemble_with` (the members' mean, as `train-ner
+    --ensemble_with`), tagging lists of words: an IOB2 tag and its probability per word. CRF heads are decoded by
+    Viterbi (the argmax of their max-marginals, whose softmax is the score)."""
+
+    def __init__(self, model_dir, ensemble_with=(), device: str = "auto", batch_size: int = 32):
+        from transformers import PretrainedConfig
+
+        from .modeling_vanilla_transformer import VanillaTransformerForTokenClassification
+        from .ner.ensemble import ensemble_of
+
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}.")
+        for path in (model_dir, *ensemble_with):
+            if looks_local(path) and not os.path.isfile(os.path.join(path, "config.json")):
+                raise FileNotFoundError(f"{str(path)!r} is not a saved model directory (no config.json).")
+            architectures = PretrainedConfig.get_config_dict(path)[0].get("architectures") or []
+            if TAGGER not in architectures:
+                raise ValueError(f"{str(path)!r} holds a {', '.join(architectures) or 'model of no known kind'}, "
+                                 f"not a tagger ({TAGGER}): train one with `vanilla-transformer train-ner`.")
+        self.tokenizer = load_tokenizer(model_dir)
+        model = VanillaTransformerForTokenClassification.from_pretrained(model_dir)
+        if ensemble_with:
+            model = ensemble_of(model, self.tokenizer, ensemble_with)
+        self.device = resolve_device(device, "pytorch")
+        self.model = model.to(self.device).eval()
+        self.labels = [model.config.id2label[i] for i in range(model.config.num_labels)]
+        self.batch_size = batch_size
+        special = len(self.tokenizer("a")["input_ids"]) - len(self.tokenizer("a", add_special_tokens=False)["input_ids"])
+        self.window = model.config.max_position_embeddings - special  # word pieces a window holds
+
+    def windows(self, words: list[str]) -> list[tuple[int, int]]:
+        """Spans of consecutive words whose pieces fit the model's positions, covering `words`."""
+        pieces = [max(1, len(ids)) for ids in self.tokenizer(words, add_special_tokens=False)["input_ids"]]
+        spans, start, used = [], 0, 0
+        for i, n in enumerate(pieces):
+            if used + n > self.window and i > start:
+                spans.append((start, i))
+                start, used = i, 0
+            used += n
+        return spans + [(start, len(words))]
+
+    @torch.inference_mode()
+    def tag_windows(self, windows: list[list[str]]) -> list[tuple[list[str], list[float]]]:
+        """(tags, probabilities) of each window's words, from each word's first piece."""
+        out = []
+        for start in range(0, len(windows), self.batch_size):
+            chunk = windows[start:start + self.batch_size]
+            batch = self.tokenizer(chunk, is_split_into_words=True, truncation=True, padding=True,
+                                   return_tensors="pt", return_token_type_ids=False)
+            logits = self.model(**batch.to(self.device)).logits.float()  # (B, T, labels)
+            probs, best = logits.softmax(-1).max(-1)
+            for row, words in enumerate(chunk):
+                first = {}
+                for position, word in enumerate(batch.word_ids(row)):
+                    if word is not None and word not in first:
+                        first[word] = position
+                positions = [first.get(i) for i in range(len(words))]  # None: a word of no piece (none seen)
+                out.append(([self.labels[best[row, p]] if p is not None else "O" for p in positions],
+                            [round(float(probs[row, p]), 4) if p is not None else 1.0 for p in positions]))
+        return out
+
+    def __call__(self, sentences: list[list[str]], progress: bool = False) -> list[tuple[list[str], list[float]]]:
+        """(tags, probabilities) per word of each sentence; sentences longer than a window in several windows."""
+        jobs = [(i, start, end) for i, words in enumerate(sentences) if words for start, end in self.windows(words)]
+        jobs.sort(key=lambda job: job[2] - job[1])  # similar lengths batched together: less padding
+        results = [([], []) for _ in sentences]
+        bar = None
+        if progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=len(jobs), unit="sentence", file=sys.stderr)
+        pieces = {}
+        for start in range(0, len(jobs), self.batch_size):
+            chunk = jobs[start:start + self.batch_size]
+            for job, tagged in zip(chunk, self.tag_windows([sentences[i][a:b] for i, a, b in chunk])):
+                pieces[job] = tagged
+            if bar is not None:
+                bar.update(len(chunk))
+        if bar is not None:
+            bar.close()
+        for (i, start, end) in sorted(pieces):
+            results[i][0].extend(pieces[i, start, end][0])
+            results[i][1].extend(pieces[i, start, end][1])
+        return results
+
+
+def entities(line: str, words: list[tuple[str, int, int]], tags: list[str], probs: list[float]) -> list[dict]:
+    """The entities of one line: text, type, character offsets, mean probability of their words' tags."""
+    return [{"text": line[words[start][1]:words[end - 1][2]], "type": kind, "start": words[start][1],
+             "end": words[end - 1][2], "score": round(sum(probs[start:end]) / (end - start), 4)}
+            for start, end, kind in mention_spans(tags)]
+
+
+def read_conll(lines: list[str], name: str):
+    """CoNLL lines -> (sentences as lists of line numbers, the words, document of each sentence). Every token line
+    must have as many columns as the first."""
+    sentences, current, documents, document, columns = [], [], [], 0, None
+    for number, line in enumerate(lines + [""], start=1):
+        if not line.strip() or line.startswith("-DOCSTART-"):
+            if current:
+                sentences.append(current)
+                documents.append(document)
+                current = []
+            document += line.startswith("-DOCSTART-")
+            continue
+        count = len(line.split())
+        if columns is None:
+            columns = count
+        elif count != columns:
+            raise DataError(f"{name}, line {number}: {count} columns where the first token line has {columns}: "
+                            f"{line!r}.")
+        current.append(number - 1)
+    return sentences, [[lines[n].split()[0] for n in rows] for rows in sentences], documents
+
+
+def tag_lines(tagger: Tagger, lines: list[str], form: str = "text", consistent: bool = False, progress: bool = False,
+              name: str = "<stdin>") -> list[str]:
+    """The output lines for `lines` in `form` ("text": JSON lines; "conll": the lines with a tag column added).
+    `consistent`: document consistency (`train-ner --document_consistency`); documents are a text's paragraphs
+    (blank lines between them) or CoNLL's `-DOCSTART-` sections."""
+    if form not in FORMATS:
+        raise ValueError(f"format must be one of {FORMATS}, got {form!r}.")
+    if form == "conll":
+        rows, sentences, documents = read_conll(lines, name)
+    else:
+        spans = [words_of(line) for line in lines]
+        sentences = [[word for word, _, _ in words] for words in spans]
+        documents = [sum(1 for earlier in lines[:i] if not earlier.strip()) for i in range(len(lines))]
+    tagged = tagger(sentences, progress)
+    tags = [t for t, _ in tagged]
+    if consistent:
+        tags = document_consistency(sentences, tags, documents)
+    if form == "text":
+        return [json.dumps(entities(line, words, t, p), ensure_ascii=False)
+                for line, words, t, (_, p) in zip(lines, spans, tags, tagged)]
+    out = list(lines)
+    for numbers, sentence_tags in zip(rows, tags):
+        for number, tag in zip(numbers, sentence_tags):
+            out[number] = out[number].rstrip() + ("\t" if "\t" in out[number] else " ") + tag
+    return out
+
+
+def tag_file(model_dir, input_path=None, output_path=None, form: str = "text", batch_size: int = 32,
+             document_consistency: bool = False, ensemble_with=(), device: str = "auto", progress: bool = True) -> dict:
+    """Tag a file (or stdin) into a file (or stdout); returns counts and speed."""
+    tagger = Tagger(model_dir, ensemble_with, device, batch_size)
+    lines = read_lines(input_path)
+    start = time.perf_counter()
+    out = tag_lines(tagger, lines, form, document_consistency, progress and input_path not in (None, "-"),
+                    input_path or "<stdin>")
+    seconds = time.perf_counter() - start
+    write_lines(output_path, out)
+    sentences = sum(1 for line in lines if line.strip()) if form == "text" else len(read_conll(lines, "")[0])
+    return {"sentences": sentences, "lines": len(lines), "seconds": seconds,
+            "sentences_per_second": sentences / seconds if seconds > 0 else 0.0}
