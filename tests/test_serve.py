@@ -146,7 +146,7 @@ def test_a_crashed_engine_call_fails_its_batch_only():
     with client_for(engine, max_wait_ms=0) as client:
         wait_ready(client)
         failed = client.post("/v1/translate", json={"sentences": ["boom"]})
-        assert failed.status_code == 500 and failed.json() == {"error": "translation failed: RuntimeError"}
+        assert failed.status_code == 500 and failed.json() == {"error": "the model failed: RuntimeError"}
         assert client.post("/v1/translate", json={"sentences": ["ab"]}).json() == {"translations": ["ba"]}
         assert "vt_engine_errors_total 1" in client.get("/metrics").text
 
@@ -353,3 +353,64 @@ def test_a_model_that_cannot_load_ends_the_command_before_it_listens(small_demo_
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("vanilla-transformer serve: error: could not load the model in ")
     assert "model.safetensors" in lines[0] and "pickled" not in lines[0]
+
+
+# ------------------------------------------------------------------------------------------------- named entities
+
+NER_TEXTS = ["yesterday Anna Novak visited Acme Corp in Oslo", "", "  Oslo welcomed Anna  ", "Acme Corp hired Novak"]
+
+
+def test_ner_endpoint_with_a_tagger_alone(small_ner_model):
+    """A tagger alone: /v1/ner answers each text's entities as `tag` computes them (offsets into the texts as sent,
+    an empty text none); /v1/translate says there is no translation model; limits, key and bad bodies as for
+    translation."""
+    from vanilla_transformer.serve import TaggerEngine
+    from vanilla_transformer.tag import Tagger, line_entities
+
+    expected = line_entities(Tagger(small_ner_model, device="cpu"), NER_TEXTS)
+    app = create_app(None, Settings(api_key="k", max_sentences=4), ner=TaggerEngine(str(small_ner_model), "cpu"))
+    with TestClient(app) as client:
+        wait_ready(client)
+        assert client.get("/health").json() == {"status": "ready", "ner_model": small_ner_model.name}
+        response = client.post("/v1/ner", json={"sentences": NER_TEXTS, "api_key": "k"})
+        assert response.status_code == 200 and response.json() == {"entities": expected}
+        assert [e["type"] for e in expected[0]] == ["PER", "ORG", "LOC"] and expected[1] == []
+        for body, status, message in (
+                ({"sentences": NER_TEXTS}, 403, "Invalid API key"),
+                ({"sentences": NER_TEXTS * 2, "api_key": "k"}, 413, "at most 4"),
+                ({"sentences": ["Oslo"], "api_key": "k", "num_beams": 2}, 422, "num_beams"),
+                ({"sentences": [], "api_key": "k"}, 422, "sentences")):
+            response = client.post("/v1/ner", json=body)
+            assert response.status_code == status and message in response.json()["error"], (body, response.json())
+        response = client.post("/v1/translate", json={"sentences": ["ab"], "api_key": "k"})
+        assert response.status_code == 404 and "no translation model" in response.json()["error"]
+
+
+def test_one_server_translates_and_tags_for_concurrent_clients(small_demo_model, small_ner_model):
+    """`serve TRANSLATION_DIR --ner TAGGER_DIR`: both endpoints in one process; 16 concurrent clients mixing them get
+    what sequential calls give; a translation model given as --ner is one error line."""
+    from vanilla_transformer.tag import Tagger, line_entities
+    from vanilla_transformer.translate import make_translator
+
+    proc, url = start_server(small_demo_model, "--ner", str(small_ner_model), "--max_wait_ms", "20")
+    try:
+        assert post_json(url + "/v1/ner", {"sentences": NER_TEXTS[:1]})["entities"][0][0]["text"] == "Anna Novak"
+        sources = [pair["src"] for pair in data.make_demo_translation(32, seed=7, max_length=12)["translation"]]
+        texts = [f"{a} visited {b} with {c}" for a, b, c in zip(["Anna", "Novak", "Anna Novak", "Acme Corp"] * 8,
+                                                               ["Oslo", "Acme Corp"] * 16, ["Anna", "Oslo"] * 16)]
+        translations = make_translator(small_demo_model, "pytorch", "cpu")(sources)
+        entities = line_entities(Tagger(small_ner_model, device="cpu"), texts)
+        calls = [("/v1/translate", sources[i:i + 2]) if i % 4 else ("/v1/ner", texts[i:i + 2]) for i in range(32)]
+        with ThreadPoolExecutor(16) as pool:
+            results = list(pool.map(lambda call: post_json(url + call[0], {"sentences": call[1]}), calls))
+        for i, ((path, _), result) in enumerate(zip(calls, results)):
+            assert result == ({"translations": translations[i:i + 2]} if path == "/v1/translate"
+                              else {"entities": entities[i:i + 2]}), i
+        with urllib.request.urlopen(url + "/health") as response:
+            assert set(json.loads(response.read())) == {"status", "model", "ner_model"}
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    proc = subprocess.run([sys.executable, "-m", "vanilla_transformer.cli", "serve", str(small_demo_model), "--ner",
+                           str(small_demo_model)], capture_output=True, text=True)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1 and "is not a saved tagger" in proc.stderr

@@ -69,8 +69,8 @@ PASSTHROUGH = {
     "average-checkpoints": ("average_checkpoints", "Average the weights of a run's last N checkpoints."),
     "plot": ("plot", "PNG pictures: training curves, attention heatmaps, the position encoding."),
     "push": ("push_to_hub", "Push a saved model directory (or a demo Space) to the Hugging Face Hub."),
-    "serve": ("serve", "Serve a translation model over HTTP (LibreTranslate's API and /v1/translate), with dynamic "
-                       "batching."),
+    "serve": ("serve", "Serve a translation model (LibreTranslate's API, /v1/translate) and/or a tagger (/v1/ner) "
+                       "over HTTP, with dynamic batching."),
     "demo": ("demo.app", "The demo page in the browser: translation with its attention, entity tagging (Gradio)."),
     "split-documents": ("ner.analysis:split_main", "Hold out a tuning split of a CoNLL training file, by document."),
     "ner-report": ("ner.analysis:report_main", "Tagging scores on entities seen in training vs unseen, per type."),

@@ -1,9 +1,12 @@
-"""`vanilla-transformer serve MODEL_DIR`: a translation model behind HTTP, with dynamic batching.
+"""`vanilla-transformer serve MODEL_DIR [--ner TAGGER_DIR]`: a translation model and/or a tagger behind HTTP, with
+dynamic batching.
 
 Endpoints:
 - `POST /translate`, `GET /languages`: LibreTranslate's API (JSON or form bodies), so its clients work unchanged;
 - `POST /v1/translate`: `{"sentences": [...], "num_beams": 1, "max_new_tokens": null}` -> `{"translations": [...]}`;
-- `GET /health`: 200 once the model is loaded, 503 before; `GET /metrics`: Prometheus text format.
+- `POST /v1/ner` (a tagger as MODEL_DIR, or `--ner`): `{"sentences": [...]}` -> `{"entities": [[...], ...]}`, each
+  text's entities as `vanilla-transformer tag` writes them;
+- `GET /health`: 200 once the models are loaded, 503 before; `GET /metrics`: Prometheus text format.
 
 One batcher per model groups the sentences of concurrent requests into engine batches of at most `--max_batch_tokens`
 source tokens, waiting at most `--max_wait_ms` for a batch to fill, and runs `--workers` of them at once; each
@@ -201,7 +204,7 @@ class DynamicBatcher:
             self.metrics.count("vt_engine_errors_total")
             for item in batch:
                 if not item.future.done():
-                    item.future.set_exception(ServeError(500, f"translation failed: {type(error).__name__}"))
+                    item.future.set_exception(ServeError(500, f"the model failed: {type(error).__name__}"))
             return
         finally:
             self.free.release()
@@ -260,6 +263,31 @@ class Engine:
 
     def translate(self, texts: list[str], num_beams: int, max_new_tokens: int | None) -> list[str]:
         return self.translator(texts, num_beams=num_beams, max_new_tokens=max_new_tokens)
+
+
+class TaggerEngine(Engine):
+    """A tagger (`vanilla_transformer.tag.Tagger`, PyTorch, one batch at a time): `tag(texts)` -> each text's
+    entities, as `vanilla-transformer tag` writes them."""
+
+    def __init__(self, model_dir: str, device: str = "auto"):
+        super().__init__(model_dir, "pytorch", device)
+
+    def open(self) -> None:
+        from .tag import Tagger
+
+        self.tagger = Tagger(self.model_dir, device=self.device)
+        self.counter = copy.deepcopy(self.tagger.tokenizer.backend_tokenizer)  # (as Engine.open)
+        self.counter.no_padding()
+        self.counter.no_truncation()
+        gc.collect()
+        gc.freeze()
+        self.ready.set()
+        logger.info("tagger %s loaded", self.model_dir)
+
+    def tag(self, texts: list[str], *options) -> list[list[dict]]:
+        from .tag import line_entities
+
+        return line_entities(self.tagger, texts)
 
 
 def model_languages(model_dir: str) -> tuple[str, str] | None:
@@ -339,8 +367,9 @@ LANGUAGE_NAMES = {"de": "German", "en": "English", "fr": "French", "es": "Spanis
                   "pt": "Portuguese"}
 
 
-def create_app(engine: Engine, settings: Settings):
-    """The FastAPI application; an engine not yet loaded loads in the background when the app starts."""
+def create_app(engine: Engine | None, settings: Settings, ner: TaggerEngine | None = None):
+    """The FastAPI application for a translation `engine` and/or a tagger `ner`; an engine not yet loaded loads in the
+    background when the app starts."""
     from contextlib import asynccontextmanager
 
     from fastapi import FastAPI, Request
@@ -349,16 +378,26 @@ def create_app(engine: Engine, settings: Settings):
 
     metrics = Metrics()
 
+    engines = {kind: e for kind, e in (("translation", engine), ("ner", ner)) if e is not None}
+    if not engines:
+        raise ValueError("serve needs a translation model, a tagger, or both.")
+
     @asynccontextmanager
     async def lifespan(app):
-        batcher = DynamicBatcher(engine.translate, settings.max_batch_tokens, settings.max_wait_ms / 1000,
-                                 settings.max_queue, metrics, engine.workers)
-        batcher.start()
-        app.state.batcher = batcher
-        if not engine.ready.is_set():  # (the command loads before it listens)
-            threading.Thread(target=engine.load, name="vt-load", daemon=True).start()
+        app.state.batchers = {}
+        for kind, served in engines.items():
+            run = served.translate if kind == "translation" else served.tag
+            batcher = DynamicBatcher(run, settings.max_batch_tokens, settings.max_wait_ms / 1000, settings.max_queue,
+                                     metrics, served.workers)
+            batcher.start()
+            app.state.batchers[kind] = batcher
+            if not served.ready.is_set():  # (the command loads before it listens)
+                threading.Thread(target=served.load, name=f"vt-load-{kind}", daemon=True).start()
+        metrics.queue_length = lambda: sum(b.waiting() for b in app.state.batchers.values())
+        app.state.batcher = app.state.batchers.get("translation")
         yield
-        await batcher.stop()
+        for batcher in app.state.batchers.values():
+            await batcher.stop()
 
     app = FastAPI(title="vanilla-transformer", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     if settings.cors_origins:
@@ -395,36 +434,44 @@ def create_app(engine: Engine, settings: Settings):
         if not isinstance(given, str) or not hmac.compare_digest(given.encode(), settings.api_key.encode()):
             raise ServeError(403, "Invalid API key")
 
-    def ready(request: Request) -> "DynamicBatcher":
-        if engine.error is not None:
-            raise ServeError(503, f"the model could not be loaded: {engine.error}")
-        if not engine.ready.is_set():
+    def ready(request: Request, kind: str = "translation") -> "DynamicBatcher":
+        served = engines.get(kind)
+        if served is None:
+            raise ServeError(404, f"this server has no {'translation model' if kind == 'translation' else 'tagger'} "
+                                  f"({'serve TRANSLATION_DIR' if kind == 'translation' else 'serve ... --ner TAGGER_DIR'})")
+        if served.error is not None:
+            raise ServeError(503, f"the model could not be loaded: {served.error}")
+        if not served.ready.is_set():
             raise ServeError(503, "the model is still loading", {"Retry-After": "2"})
-        return request.app.state.batcher
+        return request.app.state.batchers[kind]
 
-    async def translate(request: Request, texts: list[str], num_beams: int, max_new_tokens: int | None) -> list[str]:
-        batcher = ready(request)
+    async def run(request: Request, kind: str, texts: list[str], options: tuple, strip: bool = True) -> list:
+        """The limits, then each non-empty text through the kind's batcher; None for the empty ones."""
+        batcher = ready(request, kind)
         if len(texts) > settings.max_sentences:
             raise ServeError(413, f"{len(texts)} sentences in one request; at most {settings.max_sentences} "
                                   "(--max_sentences)")
-        if num_beams > settings.max_beams:
-            raise ServeError(400, f"num_beams {num_beams} is over the limit of {settings.max_beams} (--max_beams)")
         todo = [i for i, text in enumerate(texts) if text.strip()]
-        tokens = engine.count_tokens([texts[i].strip() for i in todo]) if todo else []
+        sent = [texts[i].strip() if strip else texts[i] for i in todo]
+        tokens = engines[kind].count_tokens(sent) if todo else []
         for i, n in zip(todo, tokens):
             if n > settings.max_sentence_tokens:
                 raise ServeError(400, f"sentence {i} has {n} tokens; at most {settings.max_sentence_tokens} "
                                       "(--max_sentence_tokens)")
-        outputs = [""] * len(texts)  # empty sentences stay empty and are not sent to the model
+        outputs = [None] * len(texts)  # empty sentences are not sent to the model
         try:
-            done = await asyncio.wait_for(
-                batcher.submit([texts[i].strip() for i in todo], tokens, (num_beams, max_new_tokens)),
-                settings.request_timeout)
+            done = await asyncio.wait_for(batcher.submit(sent, tokens, options), settings.request_timeout)
         except TimeoutError:
-            raise ServeError(504, f"no translation within {settings.request_timeout:g} s (--request_timeout)") from None
-        for i, text in zip(todo, done):
-            outputs[i] = text.replace("\n", " ")
+            raise ServeError(504, f"no answer within {settings.request_timeout:g} s (--request_timeout)") from None
+        for i, output in zip(todo, done):
+            outputs[i] = output
         return outputs
+
+    async def translate(request: Request, texts: list[str], num_beams: int, max_new_tokens: int | None) -> list[str]:
+        if num_beams > settings.max_beams:
+            raise ServeError(400, f"num_beams {num_beams} is over the limit of {settings.max_beams} (--max_beams)")
+        outputs = await run(request, "translation", texts, (num_beams, max_new_tokens))
+        return ["" if text is None else text.replace("\n", " ") for text in outputs]
 
     class TranslateRequest(BaseModel):
         model_config = ConfigDict(extra="forbid")
@@ -483,6 +530,24 @@ def create_app(engine: Engine, settings: Settings):
         outputs = await translate(request, texts, 1, None)
         return {"translatedText": outputs[0] if isinstance(q, str) else outputs}
 
+    class NerRequest(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        sentences: list[str] = Field(min_length=1)
+        api_key: str | None = None
+
+    @app.post("/v1/ner")
+    async def v1_ner(request: Request):
+        try:
+            body = NerRequest.model_validate_json(await read_body(request))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first["loc"]) or "body"
+            raise ServeError(422, f"{where}: {first['msg']}") from None
+        check_api_key(body.api_key if body.api_key is not None else request.headers.get("x-api-key"))
+        # the texts as sent (entity offsets point into them); the empty ones have no entities
+        found = await run(request, "ner", body.sentences, (None, None), strip=False)
+        return {"entities": [[] if entities is None else entities for entities in found]}
+
     @app.get("/languages")
     async def languages():
         return [{"code": code, "name": LANGUAGE_NAMES.get(code, code),
@@ -491,11 +556,14 @@ def create_app(engine: Engine, settings: Settings):
 
     @app.get("/health")
     async def health():
-        if engine.error is not None:
-            return JSONResponse({"status": "failed", "error": str(engine.error)}, status_code=503)
-        if not engine.ready.is_set():
+        for served in engines.values():
+            if served.error is not None:
+                return JSONResponse({"status": "failed", "error": str(served.error)}, status_code=503)
+        if not all(served.ready.is_set() for served in engines.values()):
             return JSONResponse({"status": "loading"}, status_code=503, headers={"Retry-After": "2"})
-        return {"status": "ready", "model": os.path.basename(os.path.normpath(engine.model_dir))}
+        names = {"translation": "model", "ner": "ner_model"}
+        return {"status": "ready", **{names[kind]: os.path.basename(os.path.normpath(served.model_dir))
+                                      for kind, served in engines.items()}}
 
     @app.get("/metrics")
     async def prometheus():
@@ -512,7 +580,10 @@ def parse_args(argv=None) -> argparse.Namespace:
 
     parser = argparse.ArgumentParser(prog="vanilla-transformer serve", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("model_dir", help="Saved translation model, or a directory exported by export-ctranslate2.")
+    parser.add_argument("model_dir", help="Saved translation model, a directory exported by export-ctranslate2, or a "
+                                          "saved tagger (then only /v1/ner is served).")
+    parser.add_argument("--ner", default=None, metavar="TAGGER_DIR",
+                        help="A saved tagger to serve at /v1/ner beside the translation model.")
     parser.add_argument("--engine", default="auto", choices=["auto", "pytorch", "ctranslate2"],
                         help="auto: CTranslate2 for an exported directory, PyTorch otherwise.")
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
@@ -567,10 +638,17 @@ def main(argv=None) -> int:
         import uvicorn
     except ImportError:
         raise ImportError("serve needs FastAPI and uvicorn: pip install 'vanilla-transformer[serve]'") from None
+    from .tag import TAGGER, is_tagger_dir
     from .tokenization import check_translation_model_dir
     from .translate import resolve_engine
 
     args = parse_args(argv)
+    if args.ner is not None and not is_tagger_dir(args.ner):
+        raise ValueError(f"--ner {args.ner!r} is not a saved tagger ({TAGGER}: a config.json naming it).")
+    if is_tagger_dir(args.model_dir):  # a tagger alone: /v1/ner only
+        if args.ner is not None:
+            raise ValueError("MODEL_DIR is a tagger already: give a translation model as MODEL_DIR with --ner.")
+        return listen(args, None, TaggerEngine(args.model_dir, args.device), Settings(**limits(args)))
     check_translation_model_dir(args.model_dir)  # a wrong path is an error now, not a failed /health later
     pytorch = resolve_engine(args.model_dir, args.engine) == "pytorch"
     if args.workers > 1 and pytorch:
@@ -579,20 +657,37 @@ def main(argv=None) -> int:
     workers = args.workers or default_workers(pytorch, args.device, args.threads)
     source, target = model_languages(args.model_dir) or ("src", "tgt")
     settings = Settings(source_lang=args.source_lang or source, target_lang=args.target_lang or target,
-                        api_key=args.api_key or None, max_request_bytes=args.max_request_bytes,
-                        max_sentences=args.max_sentences, max_sentence_tokens=args.max_sentence_tokens,
-                        max_batch_tokens=args.max_batch_tokens, max_wait_ms=args.max_wait_ms,
-                        max_queue=args.max_queue, max_beams=args.max_beams, request_timeout=args.request_timeout,
-                        cors_origins=tuple(args.cors_origins))
+                        **limits(args))
     engine = Engine(args.model_dir, args.engine, args.device, args.compute_type, args.threads, workers)
-    try:
-        engine.open()  # before listening: a model that cannot load is an error line, not a server answering 503
-    except (OSError, ValueError) as error:
-        raise OSError(f"could not load the model in {args.model_dir}: {error}") from error
+    ner = TaggerEngine(args.ner, args.device) if args.ner else None
+    return listen(args, engine, ner, settings)
+
+
+def limits(args) -> dict:
+    """The Settings fields every server takes from the command line."""
+    return dict(api_key=args.api_key or None, max_request_bytes=args.max_request_bytes,
+                max_sentences=args.max_sentences, max_sentence_tokens=args.max_sentence_tokens,
+                max_batch_tokens=args.max_batch_tokens, max_wait_ms=args.max_wait_ms, max_queue=args.max_queue,
+                max_beams=args.max_beams, request_timeout=args.request_timeout, cors_origins=tuple(args.cors_origins))
+
+
+def listen(args, engine: Engine | None, ner: TaggerEngine | None, settings: Settings) -> int:
+    """Load the models, then serve them until SIGTERM / Ctrl-C."""
+    import uvicorn
+
+    for served in (engine, ner):
+        if served is None:
+            continue
+        try:
+            served.open()  # before listening: a model that cannot load is an error line, not a server answering 503
+        except (OSError, ValueError) as error:
+            raise OSError(f"could not load the model in {served.model_dir}: {error}") from error
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logger.info("serving %s (%s -> %s) on http://%s:%d%s, %d engine batch(es) at once", args.model_dir,
-                settings.source_lang, settings.target_lang, args.host, args.port,
-                " with an API key" if settings.api_key else "", workers)
-    uvicorn.run(create_app(engine, settings), host=args.host, port=args.port, log_level="info",
+    served = [f"{engine.model_dir} ({settings.source_lang} -> {settings.target_lang}, {engine.workers} engine "
+              "batch(es) at once)"] if engine else []
+    served += [f"the tagger {ner.model_dir} at /v1/ner"] if ner else []
+    logger.info("serving %s on http://%s:%d%s", " and ".join(served), args.host, args.port,
+                " with an API key" if settings.api_key else "")
+    uvicorn.run(create_app(engine, settings, ner), host=args.host, port=args.port, log_level="info",
                 access_log=args.access_log, timeout_graceful_shutdown=settings.request_timeout)
     return 0

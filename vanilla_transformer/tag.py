@@ -127,6 +127,28 @@ def entities(line: str, words: list[tuple[str, int, int]], tags: list[str], prob
             for start, end, kind in mention_spans(tags)]
 
 
+def line_entities(tagger: Tagger, lines: list[str], consistent: bool = False, progress: bool = False) -> list[list[dict]]:
+    """The entities of each text line (`entities`); `consistent`: document consistency over paragraphs (blank lines
+    between them)."""
+    spans = [words_of(line) for line in lines]
+    sentences = [[word for word, _, _ in words] for words in spans]
+    tagged = tagger(sentences, progress)
+    tags = [t for t, _ in tagged]
+    if consistent:
+        documents = [sum(1 for earlier in lines[:i] if not earlier.strip()) for i in range(len(lines))]
+        tags = document_consistency(sentences, tags, documents)
+    return [entities(line, words, t, p) for line, words, t, (_, p) in zip(lines, spans, tags, tagged)]
+
+
+def is_tagger_dir(path) -> bool:
+    """Whether `path` holds a saved tagger (its config names the architecture)."""
+    from transformers import PretrainedConfig
+
+    if looks_local(path) and not os.path.isfile(os.path.join(path, "config.json")):
+        return False
+    return TAGGER in (PretrainedConfig.get_config_dict(path)[0].get("architectures") or [])
+
+
 def read_conll(lines: list[str], name: str):
     """CoNLL lines -> (sentences as lists of line numbers, the words, document of each sentence). Every token line
     must have as many columns as the first."""
@@ -156,19 +178,12 @@ def tag_lines(tagger: Tagger, lines: list[str], form: str = "text", consistent: 
     (blank lines between them) or CoNLL's `-DOCSTART-` sections."""
     if form not in FORMATS:
         raise ValueError(f"format must be one of {FORMATS}, got {form!r}.")
-    if form == "conll":
-        rows, sentences, documents = read_conll(lines, name)
-    else:
-        spans = [words_of(line) for line in lines]
-        sentences = [[word for word, _, _ in words] for words in spans]
-        documents = [sum(1 for earlier in lines[:i] if not earlier.strip()) for i in range(len(lines))]
-    tagged = tagger(sentences, progress)
-    tags = [t for t, _ in tagged]
+    if form == "text":
+        return [json.dumps(found, ensure_ascii=False) for found in line_entities(tagger, lines, consistent, progress)]
+    rows, sentences, documents = read_conll(lines, name)
+    tags = [t for t, _ in tagger(sentences, progress)]
     if consistent:
         tags = document_consistency(sentences, tags, documents)
-    if form == "text":
-        return [json.dumps(entities(line, words, t, p), ensure_ascii=False)
-                for line, words, t, (_, p) in zip(lines, spans, tags, tagged)]
     out = list(lines)
     for numbers, sentence_tags in zip(rows, tags):
         for number, tag in zip(numbers, sentence_tags):
