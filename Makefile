@@ -12,7 +12,7 @@ TORCH_INDEX ?=
 	recipe-conll-best clean
 DATA ?= ../shared/data
 
-EXTRAS := test,plot,tensorboard,ctranslate2,demo,wmt,serve
+EXTRAS := test,plot,tensorboard,ctranslate2,demo,wmt,serve,onnx
 LATEST_VENV ?= .venv-latest
 
 # The tested versions of every dependency (constraints.txt): a reproducible set-up.

@@ -54,9 +54,16 @@ def tag_command(args) -> None:
 
     stats = tag_file(args.model_dir, args.input, args.output, form=args.format, batch_size=args.batch_size,
                      document_consistency=args.document_consistency, ensemble_with=args.ensemble_with or (),
-                     device=args.device, progress=not args.quiet)
+                     device=args.device, progress=not args.quiet, engine=args.engine)
     print(f"{stats['sentences']} sentences in {stats['seconds']:.2f} s: {stats['sentences_per_second']:.1f} "
           "sentences/s", file=sys.stderr)
+
+
+def export_onnx_command(args) -> None:
+    from .onnx_export import export_onnx
+
+    out = export_onnx(args.model_dir, args.output_dir, quantize=args.quantize, force=args.force)
+    print(f"Exported {args.model_dir} to {out} (ONNX, {args.quantize or 'float32'}).", file=sys.stderr)
 
 
 # Commands with their own argument parsers (module or module:function): the rest of the command line is theirs.
@@ -155,8 +162,21 @@ def build_parser() -> argparse.ArgumentParser:
                      help="More saved taggers (same labels and tokenizer): tag with the ensemble of all.")
     tag.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
                      help="auto (default): a CUDA GPU where PyTorch sees one, else the CPU.")
+    tag.add_argument("--engine", default="auto", choices=["auto", "pytorch", "onnxruntime"],
+                     help="auto: ONNX Runtime for a directory written by export-onnx, PyTorch otherwise.")
     tag.add_argument("--quiet", action="store_true", help="No progress bar.")
     tag.set_defaults(func=tag_command)
+
+    onnx = commands.add_parser("export-onnx", help="Export a saved tagger to ONNX (for ONNX Runtime).",
+                               description="Export a saved tagger's encoder and classifier to ONNX (torch's exporter, "
+                                           "dynamic batch and length), with its tokenizer and CRF scores, for `tag` "
+                                           "and `serve` with ONNX Runtime. Needs the onnx extra.")
+    onnx.add_argument("model_dir", help="Saved tagger (train-ner's output directory).")
+    onnx.add_argument("output_dir", help="Directory to write the export to.")
+    onnx.add_argument("--quantize", default=None, choices=["int8"],
+                      help="ONNX Runtime's dynamic int8 quantization of the weights (default: float32).")
+    onnx.add_argument("--force", action="store_true", help="Replace output_dir if it exists.")
+    onnx.set_defaults(func=export_onnx_command)
     return parser
 
 

@@ -169,9 +169,12 @@ def position_ids_of(attention_mask: torch.Tensor | None, length: int, past_lengt
     """
     if attention_mask is None or attention_mask.dim() != 2 or attention_mask.shape[-1] != length:
         return (torch.arange(length, device=device) + past_length).unsqueeze(0)  # (1, T)
-    index = torch.arange(length, device=attention_mask.device)
+    index = torch.arange(length, device=attention_mask.device).expand_as(attention_mask)
     starts = (attention_mask != attention_mask.roll(1, dims=1)) | (index == 0)  # (B, T): a sequence starts here
-    return index - torch.where(starts, index, 0).cummax(dim=1).values  # (B, T)
+    ordinal = starts.long().cumsum(1)  # (B, T): 1 for the first sequence of a row, 2 for the next, ...
+    first = index.new_zeros(attention_mask.shape[0], length + 1).scatter(  # (B, T + 1): sequence k -> its start
+        1, torch.where(starts, ordinal, 0), torch.where(starts, index, 0))
+    return index - first.gather(1, ordinal)  # (B, T) (scatter and gather rather than cummax: ONNX has both)
 
 
 class VanillaTransformerEmbedding(nn.Module):

@@ -22,6 +22,7 @@ from .tokenization import load_tokenizer, looks_local
 from .translate import read_lines, resolve_device, write_lines
 
 FORMATS = ("text", "conll")
+ENGINES = ("auto", "pytorch", "onnxruntime")
 TAGGER = "VanillaTransformerForTokenClassification"
 # CoNLL-2003's tokenization: abbreviations (U.S.), numbers with separators (3.5, 1,000), an apostrophe starting a word
 # ('s), hyphenated words (Sino-Japanese), and every other punctuation mark on its own
@@ -36,16 +37,36 @@ def words_of(line: str) -> list[tuple[str, int, int]]:
 class Tagger:
     """A saved tagger (softmax or CRF head), or an ensemble with `ensemble_with` (the members' mean, as `train-ner
     --ensemble_with`), tagging lists of words: an IOB2 tag and its probability per word. CRF heads are decoded by
-    Viterbi (the argmax of their max-marginals, whose softmax is the score)."""
+    Viterbi (the argmax of their max-marginals, whose softmax is the score). `engine` "onnxruntime" (or "auto" on a
+    directory written by `export-onnx`) runs an ONNX export on the CPU instead of PyTorch."""
 
-    def __init__(self, model_dir, ensemble_with=(), device: str = "auto", batch_size: int = 32):
+    def __init__(self, model_dir, ensemble_with=(), device: str = "auto", batch_size: int = 32, engine: str = "auto"):
         from transformers import PretrainedConfig
 
         from .modeling_vanilla_transformer import VanillaTransformerForTokenClassification
         from .ner.ensemble import ensemble_of
+        from .onnx_export import OnnxTagger, is_onnx_dir
 
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}.")
+        if engine not in ENGINES:
+            raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}.")
+        self.batch_size, self.onnx = batch_size, None
+        exported = os.path.isdir(model_dir) and is_onnx_dir(model_dir)
+        engine = ("onnxruntime" if exported else "pytorch") if engine == "auto" else engine
+        if exported != (engine == "onnxruntime"):
+            raise ValueError(f"{str(model_dir)!r} is an ONNX export: use --engine onnxruntime." if exported else
+                             f"{str(model_dir)!r} is not an ONNX export: run `vanilla-transformer export-onnx` on "
+                             "it first, or use --engine pytorch.")
+        if exported:
+            if ensemble_with:
+                raise ValueError("--ensemble_with runs the taggers in PyTorch: give their saved directories.")
+            if device == "cuda":
+                raise ValueError("--device cuda: the ONNX export runs on the CPU; use --engine pytorch on a GPU.")
+            self.tokenizer, self.onnx, self.device = load_tokenizer(model_dir), OnnxTagger(model_dir), "cpu"
+            self.labels = self.onnx.meta["labels"]
+            self.window = self.onnx.meta["max_position_embeddings"] - self.special_tokens()
+            return
         for path in (model_dir, *ensemble_with):
             if looks_local(path) and not os.path.isfile(os.path.join(path, "config.json")):
                 raise FileNotFoundError(f"{str(path)!r} is not a saved model directory (no config.json).")
@@ -60,9 +81,10 @@ class Tagger:
         self.device = resolve_device(device, "pytorch")
         self.model = model.to(self.device).eval()
         self.labels = [model.config.id2label[i] for i in range(model.config.num_labels)]
-        self.batch_size = batch_size
-        special = len(self.tokenizer("a")["input_ids"]) - len(self.tokenizer("a", add_special_tokens=False)["input_ids"])
-        self.window = model.config.max_position_embeddings - special  # word pieces a window holds
+        self.window = model.config.max_position_embeddings - self.special_tokens()  # word pieces a window holds
+
+    def special_tokens(self) -> int:
+        return len(self.tokenizer("a")["input_ids"]) - len(self.tokenizer("a", add_special_tokens=False)["input_ids"])
 
     def windows(self, words: list[str]) -> list[tuple[int, int]]:
         """Spans of consecutive words whose pieces fit the model's positions, covering `words`."""
@@ -83,8 +105,11 @@ class Tagger:
             chunk = windows[start:start + self.batch_size]
             batch = self.tokenizer(chunk, is_split_into_words=True, truncation=True, padding=True,
                                    return_tensors="pt", return_token_type_ids=False)
-            logits = self.model(**batch.to(self.device)).logits.float()  # (B, T, labels)
-            probs, best = logits.softmax(-1).max(-1)
+            if self.onnx is not None:
+                logits = torch.from_numpy(self.onnx.scores(batch["input_ids"].numpy(), batch["attention_mask"].numpy()))
+            else:
+                logits = self.model(**batch.to(self.device)).logits  # (B, T, labels)
+            probs, best = logits.float().softmax(-1).max(-1)
             for row, words in enumerate(chunk):
                 first = {}
                 for position, word in enumerate(batch.word_ids(row)):
@@ -141,9 +166,13 @@ def line_entities(tagger: Tagger, lines: list[str], consistent: bool = False, pr
 
 
 def is_tagger_dir(path) -> bool:
-    """Whether `path` holds a saved tagger (its config names the architecture)."""
+    """Whether `path` holds a saved tagger (its config names the architecture) or its ONNX export."""
     from transformers import PretrainedConfig
 
+    from .onnx_export import is_onnx_dir
+
+    if looks_local(path) and os.path.isdir(path) and is_onnx_dir(path):
+        return True
     if looks_local(path) and not os.path.isfile(os.path.join(path, "config.json")):
         return False
     return TAGGER in (PretrainedConfig.get_config_dict(path)[0].get("architectures") or [])
@@ -192,9 +221,10 @@ def tag_lines(tagger: Tagger, lines: list[str], form: str = "text", consistent: 
 
 
 def tag_file(model_dir, input_path=None, output_path=None, form: str = "text", batch_size: int = 32,
-             document_consistency: bool = False, ensemble_with=(), device: str = "auto", progress: bool = True) -> dict:
+             document_consistency: bool = False, ensemble_with=(), device: str = "auto", progress: bool = True,
+             engine: str = "auto") -> dict:
     """Tag a file (or stdin) into a file (or stdout); returns counts and speed."""
-    tagger = Tagger(model_dir, ensemble_with, device, batch_size)
+    tagger = Tagger(model_dir, ensemble_with, device, batch_size, engine)
     lines = read_lines(input_path)
     start = time.perf_counter()
     out = tag_lines(tagger, lines, form, document_consistency, progress and input_path not in (None, "-"),

@@ -1,0 +1,107 @@
+"""`vanilla-transformer export-onnx` and ONNX Runtime behind `tag` and `serve`: the export tags as PyTorch does
+(softmax and CRF heads, the CRF decoded in numpy), int8 quantization, and the mistakes named."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("onnxruntime", reason="the onnx extra: pip install -e '.[onnx]'")
+pytest.importorskip("onnxscript", reason="the onnx extra: pip install -e '.[onnx]'")
+
+from vanilla_transformer import VanillaTransformerForTokenClassification  # noqa: E402
+from vanilla_transformer.cli import main as cli  # noqa: E402
+from vanilla_transformer.data import make_demo_ner  # noqa: E402
+from vanilla_transformer.onnx_export import export_onnx  # noqa: E402
+from vanilla_transformer.tag import Tagger, line_entities  # noqa: E402
+from vanilla_transformer.tokenization import load_tokenizer  # noqa: E402
+
+SENTENCES = make_demo_ner(200, seed=11)["tokens"]
+
+
+@pytest.fixture(scope="module")
+def exports(small_ner_model, tmp_path_factory):
+    """The demo tagger exported in float32 and int8, and a CRF tagger (random scores) with its export."""
+    out = tmp_path_factory.mktemp("onnx")
+    crf_dir = out / "crf"
+    tagger = VanillaTransformerForTokenClassification.from_pretrained(small_ner_model)
+    config = tagger.config
+    config.use_crf = True
+    torch.manual_seed(0)
+    crf = VanillaTransformerForTokenClassification(config)
+    crf.load_state_dict(tagger.state_dict(), strict=False)
+    with torch.no_grad():
+        for param in crf.crf.parameters():
+            param.normal_(0, 2.0)  # transitions that decide: the Viterbi path differs from each token's argmax
+    crf.save_pretrained(crf_dir)
+    load_tokenizer(small_ner_model).save_pretrained(crf_dir)
+    return {"float32": export_onnx(small_ner_model, out / "fp32"), "int8": export_onnx(small_ner_model, out / "int8",
+                                                                                       quantize="int8"),
+            "crf": crf_dir, "crf-onnx": export_onnx(crf_dir, out / "crf-onnx")}
+
+
+def tags(tagger, sentences=SENTENCES):
+    return [t for t, _ in tagger(sentences)]
+
+
+def test_the_export_tags_as_pytorch(small_ner_model, exports):
+    """Float32: every word's tag of 200 sentences equal PyTorch's, probabilities within 1e-4; the CRF head decoded
+    in numpy gives PyTorch's Viterbi paths (which differ from the tokens' own argmax somewhere)."""
+    pytorch, onnx = Tagger(small_ner_model, device="cpu"), Tagger(exports["float32"])
+    assert onnx.onnx is not None and pytorch.onnx is None
+    ours, theirs = pytorch(SENTENCES), onnx(SENTENCES)
+    assert [t for t, _ in theirs] == [t for t, _ in ours]
+    np.testing.assert_allclose(np.concatenate([p for _, p in theirs]), np.concatenate([p for _, p in ours]),
+                               atol=1e-4)
+    crf_pytorch, crf_onnx = Tagger(exports["crf"], device="cpu"), Tagger(exports["crf-onnx"])
+    assert json.loads((exports["crf-onnx"] / "onnx_tagger.json").read_text())["crf"] is not None
+    assert tags(crf_onnx) == tags(crf_pytorch)
+    assert tags(crf_pytorch) != tags(pytorch)  # same emissions: the CRF's scores decide somewhere
+
+
+def test_int8_quantization_keeps_the_tags(exports):
+    """Dynamic int8 weights: at least 99% of the words keep the float32 export's tag (measured: all of them on the
+    demo tagger), and the export is self-contained (no float32 weight file left beside it)."""
+    full, int8 = tags(Tagger(exports["float32"])), tags(Tagger(exports["int8"]))
+    words = sum(len(t) for t in full)
+    same = sum(a == b for x, y in zip(full, int8) for a, b in zip(x, y))
+    assert same / words >= 0.99, same / words
+    assert sorted(p.name for p in exports["int8"].iterdir()) == ["model.onnx", "onnx_tagger.json", "tokenizer.json",
+                                                                 "tokenizer_config.json"]
+
+
+def test_tag_and_serve_take_the_export(small_ner_model, exports, tmp_path, capsys):
+    """`tag` picks ONNX Runtime for an export by itself and writes what PyTorch writes; `serve` answers /v1/ner from
+    an export; the mistakes end with one error line."""
+    text = tmp_path / "in.txt"
+    text.write_text("yesterday Anna Novak visited Acme Corp in Oslo\n", encoding="utf-8")
+    outputs = {}
+    for name, model in (("pytorch", small_ner_model), ("onnx", exports["float32"])):
+        assert cli(["tag", str(model), "--input", str(text), "--output", str(tmp_path / name), "--quiet"]) == 0
+        outputs[name] = [[(e["text"], e["type"], e["start"]) for e in json.loads(line)]
+                         for line in (tmp_path / name).read_text().splitlines()]
+    assert outputs["onnx"] == outputs["pytorch"] and len(outputs["onnx"][0]) == 3
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from vanilla_transformer.serve import Settings, TaggerEngine, create_app
+
+    with TestClient(create_app(None, Settings(), ner=TaggerEngine(str(exports["float32"]), "cpu"))) as client:
+        for _ in range(200):
+            if client.get("/health").status_code == 200:
+                break
+        answer = client.post("/v1/ner", json={"sentences": [text.read_text().strip()]}).json()["entities"]
+    assert [[(e["text"], e["type"], e["start"]) for e in found] for found in answer] == outputs["pytorch"]
+    expected = line_entities(Tagger(small_ner_model, device="cpu"), [text.read_text().strip()])
+    assert [e["type"] for e in answer[0]] == [e["type"] for e in expected[0]]
+    for argv, named in ((["tag", str(exports["float32"]), "--input", str(text), "--engine", "pytorch"],
+                         "is an ONNX export"),
+                        (["tag", str(small_ner_model), "--input", str(text), "--engine", "onnxruntime"],
+                         "is not an ONNX export"),
+                        (["export-onnx", str(small_ner_model), str(exports["float32"])], "exists"),
+                        (["export-onnx", str(tmp_path), str(tmp_path / "x")], "is not a saved tagger")):
+        capsys.readouterr()
+        assert cli(argv) == 2, argv
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and ": error:" in err[0] and named in err[0], err

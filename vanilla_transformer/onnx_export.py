@@ -1,0 +1,134 @@
+"""A tagger for ONNX Runtime (`vanilla-transformer export-onnx`): the encoder and classifier exported by torch's ONNX
+exporter (dynamic batch and length), the tokenizer beside it, and the CRF's scores (when the head has one) in
+`onnx_tagger.json`, decoded in numpy (`crf_max_marginals`) as the PyTorch head decodes them. `vanilla-transformer tag`
+and `serve` run such a directory with `--engine onnxruntime` (chosen by themselves for an export)."""
+
+import json
+import os
+import shutil
+import tempfile
+
+import numpy as np
+import torch
+
+META = "onnx_tagger.json"
+
+
+def is_onnx_dir(path) -> bool:
+    return os.path.isfile(os.path.join(os.fspath(path), META))
+
+
+def require_onnxruntime():
+    try:
+        import onnxruntime
+    except ImportError:
+        raise ImportError("ONNX Runtime is not installed: pip install 'vanilla-transformer[onnx]'") from None
+    return onnxruntime
+
+
+class Emissions(torch.nn.Module):
+    """The tagger's per-token scores before any CRF: (input_ids, attention_mask) -> (B, T, labels)."""
+
+    def __init__(self, tagger):
+        super().__init__()
+        self.tagger = tagger
+
+    def forward(self, input_ids, attention_mask):
+        hidden = self.tagger.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        return self.tagger.classifier(hidden)
+
+
+def export_onnx(model_dir, output_dir, quantize: str | None = None, force: bool = False) -> str:
+    """Export the tagger saved in `model_dir` to `output_dir` (written whole, then renamed into place);
+    `quantize="int8"`: ONNX Runtime's dynamic int8 quantization of the weights."""
+    import onnx  # noqa: F401 - the exporter needs it (and onnxscript): a clear error first
+
+    from .modeling_vanilla_transformer import VanillaTransformerForTokenClassification
+    from .tag import TAGGER, is_tagger_dir
+    from .tokenization import load_tokenizer
+
+    if quantize not in (None, "int8"):
+        raise ValueError(f"quantize must be int8 or none, got {quantize!r}.")
+    if not is_tagger_dir(model_dir):
+        raise ValueError(f"{str(model_dir)!r} is not a saved tagger ({TAGGER}); export-onnx exports taggers.")
+    if os.path.exists(output_dir) and not force:
+        raise FileExistsError(f"{output_dir} exists; pass --force to replace it.")
+    tokenizer = load_tokenizer(model_dir)
+    tagger = VanillaTransformerForTokenClassification.from_pretrained(model_dir, attn_implementation="sdpa").eval()
+    config = tagger.config
+    staging = tempfile.mkdtemp(prefix=".export-", dir=os.path.dirname(os.path.abspath(output_dir)) or ".")
+    try:
+        ids = torch.full((2, 8), 5, dtype=torch.long)
+        mask = torch.ones_like(ids)
+        batch, length = torch.export.Dim("batch"), torch.export.Dim("length", max=1 << 16)
+        path = os.path.join(staging, "model.onnx")
+        torch.onnx.export(Emissions(tagger), (ids, mask), path, dynamo=True, input_names=["input_ids", "attention_mask"],
+                          output_names=["logits"], dynamic_shapes=({0: batch, 1: length}, {0: batch, 1: length}))
+        if quantize == "int8":  # the int8 model holds its weights: the float32 files go
+            from onnxruntime.quantization import QuantType, quantize_dynamic
+
+            quantize_dynamic(path, os.path.join(staging, "int8.onnx"), weight_type=QuantType.QInt8)
+            for name in os.listdir(staging):
+                if name.startswith("model.onnx"):
+                    os.remove(os.path.join(staging, name))
+            os.replace(os.path.join(staging, "int8.onnx"), path)
+        tokenizer.save_pretrained(staging)
+        crf = None
+        if tagger.crf is not None:
+            c = tagger.crf
+            crf = {"start": (c.start_transitions + c.start_penalty).tolist(), "end": c.end_transitions.tolist(),
+                   "transitions": (c.transitions + c.transition_penalty).tolist()}
+        meta = {"labels": [config.id2label[i] for i in range(config.num_labels)],
+                "max_position_embeddings": config.max_position_embeddings, "crf": crf,
+                "quantization": quantize or "float32", "source": os.path.basename(os.path.normpath(str(model_dir)))}
+        with open(os.path.join(staging, META), "w", encoding="utf-8") as f:
+            json.dump(meta, f, indent=1)
+        if os.path.exists(output_dir):
+            shutil.rmtree(output_dir)
+        os.replace(staging, output_dir)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return output_dir
+
+
+def crf_max_marginals(emissions: np.ndarray, mask: np.ndarray, crf: dict) -> np.ndarray:
+    """`VanillaTransformerCRF.max_marginals` in numpy: (B, T, L) best path score through each tag (argmax: Viterbi)."""
+    start, end = np.asarray(crf["start"], np.float32), np.asarray(crf["end"], np.float32)
+    transitions = np.asarray(crf["transitions"], np.float32)  # [from, to]
+    mask = mask.astype(bool)
+    first = mask & (np.cumsum(mask, 1) == 1)
+    carry, alpha = np.zeros(emissions.shape[::2], np.float32), []
+    for t in range(emissions.shape[1]):
+        step = (carry[:, :, None] + transitions).max(1) + emissions[:, t]
+        step = np.where(first[:, t, None], start + emissions[:, t], step)
+        carry = np.where(mask[:, t, None], step, carry)
+        alpha.append(carry)
+    carry, beta = np.broadcast_to(end, emissions.shape[::2]), []
+    for t in reversed(range(emissions.shape[1])):
+        beta.append(carry)
+        step = (transitions + (emissions[:, t] + carry)[:, None, :]).max(2)
+        carry = np.where(mask[:, t, None], step, carry)
+    return np.stack(alpha, 1) + np.stack(beta[::-1], 1)
+
+
+class OnnxTagger:
+    """An exported tagger in ONNX Runtime: `scores(input_ids, attention_mask)` (numpy) -> (B, T, labels), the CRF's
+    max-marginals for a CRF head, as the PyTorch model's `logits` in eval mode."""
+
+    def __init__(self, model_dir, threads: int = 0):
+        ort = require_onnxruntime()
+        with open(os.path.join(model_dir, META), encoding="utf-8") as f:
+            self.meta = json.load(f)
+        options = ort.SessionOptions()
+        if threads:
+            options.intra_op_num_threads = threads
+        self.session = ort.InferenceSession(os.path.join(model_dir, "model.onnx"), options,
+                                            providers=["CPUExecutionProvider"])
+
+    def scores(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
+        logits = self.session.run(None, {"input_ids": input_ids.astype(np.int64),
+                                         "attention_mask": attention_mask.astype(np.int64)})[0]
+        if self.meta["crf"] is not None:
+            return crf_max_marginals(logits, attention_mask, self.meta["crf"])
+        return logits
