@@ -382,6 +382,88 @@ def timed(step, device: str, warmup: int, reps: int) -> float:
     return statistics.median(times)
 
 
+CONLL_TAGGER = dict(encoder_layers=4, normalize_before=True, char_cnn_dim=128, relative_attention_max_distance=16,
+                    use_crf=True)  # recipes/conll.sh's tagger on the small preset
+
+
+def tagging_engines_benchmark(output: str, reps: int = 20, length: int = 32) -> list[dict]:
+    """Sentences/s of a tagger of the CoNLL recipe's shape (random weights, CRF head, 9 labels, vocabulary 8000) on
+    this CPU: PyTorch fp32 (`model(...).logits`, the CRF's max-marginals included) against its ONNX export in ONNX
+    Runtime, float32 and int8 (the emissions, then the CRF in numpy, as `tag --engine onnxruntime` runs them), at
+    batches of 1 and 32 sentences of `length` tokens; the median of `reps` timed calls each, engines alternating."""
+    import tempfile
+
+    import numpy as np
+    import torch
+
+    from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForTokenClassification
+    from vanilla_transformer.onnx_export import META, Emissions, OnnxTagger
+
+    labels = ["O"] + [f"{p}-{k}" for k in ("PER", "LOC", "ORG", "MISC") for p in "BI"]
+    config = VanillaTransformerConfig.from_preset("small", vocab_size=VOCAB, num_labels=len(labels),
+                                                  id2label=dict(enumerate(labels)), **CONLL_TAGGER)
+    torch.manual_seed(0)
+    model = VanillaTransformerForTokenClassification(config).eval()
+    chars = next(m for m in model.modules() if type(m).__name__ == "VanillaTransformerCharacterFeatures")
+    chars.set_token_characters([f"w{i}" for i in range(VOCAB)], set())  # every token spelled
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        engines = {}
+        for quantization in ("float32", "int8"):
+            folder = os.path.join(tmp, quantization)
+            os.makedirs(folder)
+            ids = torch.randint(4, VOCAB, (2, 8))
+            path = os.path.join(folder, "model.onnx")
+            dims = ({0: torch.export.Dim("batch"), 1: torch.export.Dim("length", max=4096)},) * 2
+            model.set_attn_implementation("eager")  # (what export-onnx exports)
+            torch.onnx.export(Emissions(model), (ids, torch.ones_like(ids)), path, dynamo=True,
+                              input_names=["input_ids", "attention_mask"], output_names=["logits"],
+                              dynamic_shapes=dims)
+            if quantization == "int8":
+                from onnxruntime.quantization import QuantType, quantize_dynamic
+
+                model.set_attn_implementation("sdpa")
+                quantize_dynamic(path, os.path.join(folder, "int8.onnx"), weight_type=QuantType.QInt8)
+                os.replace(os.path.join(folder, "int8.onnx"), path)
+            c = model.crf
+            crf = {"start": (c.start_transitions + c.start_penalty).tolist(), "end": c.end_transitions.tolist(),
+                   "transitions": (c.transitions + c.transition_penalty).tolist()}
+            with open(os.path.join(folder, META), "w") as f:
+                json.dump({"labels": labels, "max_position_embeddings": config.max_position_embeddings, "crf": crf}, f)
+            engines[f"onnxruntime {quantization}"] = OnnxTagger(folder)
+        for batch in (1, 32):
+            ids = torch.randint(4, VOCAB, (batch, length), generator=torch.Generator().manual_seed(batch))
+            mask = torch.ones_like(ids)
+
+            def pytorch(ids=ids, mask=mask):
+                with torch.inference_mode():
+                    return model(input_ids=ids, attention_mask=mask).logits.argmax(-1)
+
+            calls = {"pytorch float32": pytorch}
+            for name, engine in engines.items():
+                calls[name] = (lambda engine=engine, ids=ids.numpy(), mask=mask.numpy():
+                               engine.scores(ids, mask).argmax(-1))
+            reference = pytorch().numpy()
+            times = {name: [] for name in calls}
+            for name, call in calls.items():
+                for _ in range(3):
+                    call()
+            for _ in range(reps):  # engines alternate: drifts of the machine touch all alike
+                for name, call in calls.items():
+                    start = time.perf_counter()
+                    call()
+                    times[name].append(time.perf_counter() - start)
+            for name, call in calls.items():
+                seconds = statistics.median(times[name])
+                rows.append(dict(engine=name, batch=batch, length=length, sentences_per_second=batch / seconds,
+                                 same_tags=float(np.mean(np.asarray(call()) == reference))))
+                print(f"tagging batch {batch:2d} x {length} tokens  {name:20s} {batch / seconds:9.1f} sentences/s  "
+                      f"tags equal to PyTorch's: {rows[-1]['same_tags'] * 100:.1f}%", flush=True)
+    with open(output, "w") as f:
+        json.dump(rows, f, indent=2)
+    return rows
+
+
 def bf16_training_step(forward, optimizer, device: str, batch: dict) -> None:
     """One optimizer step on `batch` (input_ids, attention_mask, labels) with bf16 autocast. On a GPU it first tells
     torch.compile's CUDA graphs (mode "reduce-overhead") that a new step begins."""
@@ -879,7 +961,9 @@ def main(argv=None):
     parser.add_argument("--reps", type=int, default=5, help="Timed repetitions per child (>= 5)")
     parser.add_argument("--tasks", nargs="+", default=None,
                         help="Only these tasks (--device cuda: train, lengths, greedy, beam; default all but lengths). "
-                             "--tasks lengths alone on the CPU: the natural-length training cases there, in bf16")
+                             "--tasks lengths alone on the CPU: the natural-length training cases there, in bf16. "
+                             "--tasks tagging-engines alone: a tagger of the CoNLL recipe's shape in PyTorch and ONNX "
+                             "Runtime (float32, int8), batches of 1 and 32 (needs the onnx extra)")
     parser.add_argument("--engines", nargs="+", default=["pytorch", "ctranslate2"], choices=["pytorch", "ctranslate2"],
                         help="Only the cases that serve our model with these engines")
     parser.add_argument("--compute_types", nargs="+", default=["float32", "int8"], choices=["float32", "int8"],
@@ -925,6 +1009,9 @@ def main(argv=None):
                                  args.workdir or tmp, max_tokens=max(args.max_tokens))
         with open(args.output, "w") as f:
             json.dump(rows, f, indent=2)
+        return 0
+    if args.tasks == ["tagging-engines"]:
+        tagging_engines_benchmark(args.output, reps=max(args.reps, 5) * 4)
         return 0
     if args.device == "cpu" and args.tasks == ["lengths"]:  # natural lengths on the CPU, in bf16 as on a GPU
         compile_modes = [{"false": False, "true": "default"}.get(c, c) for c in args.compile]

@@ -1053,13 +1053,17 @@ class VanillaTransformerCharacterFeatures(nn.Module):
         self.token_chars.copy_(table)
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
-        ids, inverse = input_ids.unique(return_inverse=True)  # each distinct token once; sorted
-        if ids[-1] >= self.token_chars.shape[0]:
-            raise ValueError(f"Token id {ids[-1].item()} has no row in the character table of "
-                             f"{self.token_chars.shape[0]} tokens; call model.set_token_characters(tokenizer).")
+        if torch.compiler.is_compiling():  # traced or exported: every token, no data-dependent shape or check
+            ids = input_ids.flatten()
+            inverse = torch.arange(ids.shape[0], device=ids.device).view(input_ids.shape)
+        else:
+            ids, inverse = input_ids.unique(return_inverse=True)  # each distinct token once; sorted
+            if ids[-1] >= self.token_chars.shape[0]:
+                raise ValueError(f"Token id {ids[-1].item()} has no row in the character table of "
+                                 f"{self.token_chars.shape[0]} tokens; call model.set_token_characters(tokenizer).")
         chars = self.token_chars[ids].long()  # (U, C)
         empty = ~chars.any(1)
-        if empty.any():
+        if not torch.compiler.is_compiling() and empty.any():
             raise ValueError(f"Token ids {ids[empty][:5].tolist()} have no characters in the table (char_cnn_dim > 0 "
                              "needs it): call model.set_token_characters(tokenizer) before training or inference.")
         per_char = F.relu(self.conv(self.embed_chars(chars).transpose(1, 2)))  # (U, F, C)

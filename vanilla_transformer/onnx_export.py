@@ -54,7 +54,7 @@ def export_onnx(model_dir, output_dir, quantize: str | None = None, force: bool 
     if os.path.exists(output_dir) and not force:
         raise FileExistsError(f"{output_dir} exists; pass --force to replace it.")
     tokenizer = load_tokenizer(model_dir)
-    tagger = VanillaTransformerForTokenClassification.from_pretrained(model_dir, attn_implementation="sdpa").eval()
+    tagger = VanillaTransformerForTokenClassification.from_pretrained(model_dir, attn_implementation="eager").eval()
     config = tagger.config
     staging = tempfile.mkdtemp(prefix=".export-", dir=os.path.dirname(os.path.abspath(output_dir)) or ".")
     try:
