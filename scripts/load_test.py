@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """Load test for `vanilla-transformer serve`: at each concurrency, that many clients send one sentence per request to
-POST /v1/translate, back to back, until `--requests` requests are answered; then throughput (sentences/s), p50 / p99
-latency, errors, and the server's resident memory (with --pid). Loopback only, bounded in count and time.
+POST /v1/translate (or `--endpoint /v1/ner`), back to back, until `--requests` requests are answered; then throughput
+(sentences/s), p50 / p99 latency, errors, and the server's resident memory (with --pid). Loopback only, bounded in
+count and time.
 
     vanilla-transformer serve MODEL_DIR --port 5000 &
     python scripts/load_test.py --url http://127.0.0.1:5000 --input sentences.txt --pid $! --concurrency 1 8 32 128
@@ -25,10 +26,10 @@ def rss_mb(pid: int | None) -> float | None:
         return None
 
 
-async def post(reader, writer, host: str, body: bytes) -> tuple[int, bytes]:
-    """One POST /v1/translate on a kept-alive HTTP/1.1 connection (plain asyncio streams: a client this light leaves
-    the CPU to the server)."""
-    writer.write(b"POST /v1/translate HTTP/1.1\r\nHost: " + host.encode() + b"\r\nContent-Type: application/json\r\n"
+async def post(reader, writer, host: str, body: bytes, path: str = "/v1/translate") -> tuple[int, bytes]:
+    """One POST on a kept-alive HTTP/1.1 connection (plain asyncio streams: a client this light leaves the CPU to the
+    server)."""
+    writer.write(b"POST " + path.encode() + b" HTTP/1.1\r\nHost: " + host.encode() + b"\r\nContent-Type: application/json\r\n"
                  b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
     await writer.drain()
     head = await reader.readuntil(b"\r\n\r\n")
@@ -38,7 +39,8 @@ async def post(reader, writer, host: str, body: bytes) -> tuple[int, bytes]:
     return status, await reader.readexactly(length)
 
 
-async def run_level(url: str, sentences: list[str], concurrency: int, requests: int, timeout: float) -> dict:
+async def run_level(url: str, sentences: list[str], concurrency: int, requests: int, timeout: float,
+                    path: str = "/v1/translate") -> dict:
     parsed = urlparse(url)
     latencies, errors, next_index = [], {}, iter(range(requests))
 
@@ -50,7 +52,7 @@ async def run_level(url: str, sentences: list[str], concurrency: int, requests: 
             try:
                 if writer is None:
                     reader, writer = await asyncio.open_connection(parsed.hostname, parsed.port or 80)
-                status, _ = await asyncio.wait_for(post(reader, writer, parsed.netloc, body), timeout)
+                status, _ = await asyncio.wait_for(post(reader, writer, parsed.netloc, body, path), timeout)
                 if status == 200:
                     latencies.append(time.perf_counter() - start)
                     continue
@@ -78,6 +80,8 @@ def main(argv=None) -> int:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32, 128])
     parser.add_argument("--requests", type=int, default=400, help="Requests per concurrency level.")
     parser.add_argument("--timeout", type=float, default=60.0, help="Seconds a request may take.")
+    parser.add_argument("--endpoint", default="/v1/translate", choices=["/v1/translate", "/v1/ner"],
+                        help="The endpoint to load (/v1/ner: a server with a tagger).")
     parser.add_argument("--pid", type=int, default=None, help="The server's process id: report its resident memory.")
     parser.add_argument("--output", default=None, help="Write the results as JSON here too.")
     args = parser.parse_args(argv)
@@ -89,7 +93,7 @@ def main(argv=None) -> int:
         parser.error(f"{args.input}: no sentences")
     rows = []
     for concurrency in args.concurrency:
-        row = asyncio.run(run_level(args.url, sentences, concurrency, args.requests, args.timeout))
+        row = asyncio.run(run_level(args.url, sentences, concurrency, args.requests, args.timeout, args.endpoint))
         row["server_rss_mb"] = rss_mb(args.pid)
         rows.append(row)
         print(f"concurrency {concurrency:4d}: {row['sentences_per_second']:7.1f} sentences/s  "
