@@ -480,15 +480,20 @@ def create_app(engine: Engine | None, settings: Settings, ner: TaggerEngine | No
         max_new_tokens: int | None = Field(None, ge=1, le=1024)
         api_key: str | None = None
 
-    @app.post("/v1/translate")
-    async def v1_translate(request: Request):
+    async def checked_body(request: Request, model):
+        """The JSON body as `model` (a 422 naming the first bad field), its API key checked."""
         try:  # read here, not by FastAPI: the size limit then holds for bodies without a content-length too
-            body = TranslateRequest.model_validate_json(await read_body(request))
+            body = model.model_validate_json(await read_body(request))
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(part) for part in first["loc"]) or "body"
             raise ServeError(422, f"{where}: {first['msg']}") from None
         check_api_key(body.api_key if body.api_key is not None else request.headers.get("x-api-key"))
+        return body
+
+    @app.post("/v1/translate")
+    async def v1_translate(request: Request):
+        body = await checked_body(request, TranslateRequest)
         return {"translations": await translate(request, body.sentences, body.num_beams, body.max_new_tokens)}
 
     async def libretranslate_fields(request: Request) -> dict:
@@ -537,13 +542,7 @@ def create_app(engine: Engine | None, settings: Settings, ner: TaggerEngine | No
 
     @app.post("/v1/ner")
     async def v1_ner(request: Request):
-        try:
-            body = NerRequest.model_validate_json(await read_body(request))
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(part) for part in first["loc"]) or "body"
-            raise ServeError(422, f"{where}: {first['msg']}") from None
-        check_api_key(body.api_key if body.api_key is not None else request.headers.get("x-api-key"))
+        body = await checked_body(request, NerRequest)
         # the texts as sent (entity offsets point into them); the empty ones have no entities
         found = await run(request, "ner", body.sentences, (None, None), strip=False)
         return {"entities": [[] if entities is None else entities for entities in found]}
