@@ -397,40 +397,22 @@ def tagging_engines_benchmark(output: str, reps: int = 20, length: int = 32) -> 
     import torch
 
     from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForTokenClassification
-    from vanilla_transformer.onnx_export import META, Emissions, OnnxTagger
+    from vanilla_transformer.onnx_export import OnnxTagger, export_onnx
 
     labels = ["O"] + [f"{p}-{k}" for k in ("PER", "LOC", "ORG", "MISC") for p in "BI"]
     config = VanillaTransformerConfig.from_preset("small", vocab_size=VOCAB, num_labels=len(labels),
                                                   id2label=dict(enumerate(labels)), **CONLL_TAGGER)
     torch.manual_seed(0)
     model = VanillaTransformerForTokenClassification(config).eval()
-    chars = next(m for m in model.modules() if type(m).__name__ == "VanillaTransformerCharacterFeatures")
-    chars.set_token_characters([f"w{i}" for i in range(VOCAB)], set())  # every token spelled
+    tokenizer = word_tokenizer()
+    model.set_token_characters(tokenizer)  # every token spelled
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        engines = {}
-        for quantization in ("float32", "int8"):
-            folder = os.path.join(tmp, quantization)
-            os.makedirs(folder)
-            ids = torch.randint(4, VOCAB, (2, 8))
-            path = os.path.join(folder, "model.onnx")
-            dims = ({0: torch.export.Dim("batch"), 1: torch.export.Dim("length", max=4096)},) * 2
-            model.set_attn_implementation("eager")  # (what export-onnx exports)
-            torch.onnx.export(Emissions(model), (ids, torch.ones_like(ids)), path, dynamo=True,
-                              input_names=["input_ids", "attention_mask"], output_names=["logits"],
-                              dynamic_shapes=dims)
-            if quantization == "int8":
-                from onnxruntime.quantization import QuantType, quantize_dynamic
-
-                model.set_attn_implementation("sdpa")
-                quantize_dynamic(path, os.path.join(folder, "int8.onnx"), weight_type=QuantType.QInt8)
-                os.replace(os.path.join(folder, "int8.onnx"), path)
-            c = model.crf
-            crf = {"start": (c.start_transitions + c.start_penalty).tolist(), "end": c.end_transitions.tolist(),
-                   "transitions": (c.transitions + c.transition_penalty).tolist()}
-            with open(os.path.join(folder, META), "w") as f:
-                json.dump({"labels": labels, "max_position_embeddings": config.max_position_embeddings, "crf": crf}, f)
-            engines[f"onnxruntime {quantization}"] = OnnxTagger(folder)
+        saved = os.path.join(tmp, "tagger")
+        model.save_pretrained(saved)
+        tokenizer.save_pretrained(saved)
+        engines = {f"onnxruntime {q}": OnnxTagger(export_onnx(saved, os.path.join(tmp, q), None if q == "float32" else q))
+                   for q in ("float32", "int8")}
         for batch in (1, 32):
             ids = torch.randint(4, VOCAB, (batch, length), generator=torch.Generator().manual_seed(batch))
             mask = torch.ones_like(ids)

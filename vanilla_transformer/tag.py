@@ -41,8 +41,6 @@ class Tagger:
     directory written by `export-onnx`) runs an ONNX export on the CPU instead of PyTorch."""
 
     def __init__(self, model_dir, ensemble_with=(), device: str = "auto", batch_size: int = 32, engine: str = "auto"):
-        from transformers import PretrainedConfig
-
         from .modeling_vanilla_transformer import VanillaTransformerForTokenClassification
         from .ner.ensemble import ensemble_of
         from .onnx_export import OnnxTagger, is_onnx_dir
@@ -68,9 +66,7 @@ class Tagger:
             self.window = self.onnx.meta["max_position_embeddings"] - self.special_tokens()
             return
         for path in (model_dir, *ensemble_with):
-            if looks_local(path) and not os.path.isfile(os.path.join(path, "config.json")):
-                raise FileNotFoundError(f"{str(path)!r} is not a saved model directory (no config.json).")
-            architectures = PretrainedConfig.get_config_dict(path)[0].get("architectures") or []
+            architectures = architectures_of(path)
             if TAGGER not in architectures:
                 raise ValueError(f"{str(path)!r} holds a {', '.join(architectures) or 'model of no known kind'}, "
                                  f"not a tagger ({TAGGER}): train one with `vanilla-transformer train-ner`.")
@@ -88,6 +84,8 @@ class Tagger:
 
     def windows(self, words: list[str]) -> list[tuple[int, int]]:
         """Spans of consecutive words whose pieces fit the model's positions, covering `words`."""
+        if sum(len(word.encode()) + 1 for word in words) <= self.window:  # a piece holds a byte at least (+ a marker)
+            return [(0, len(words))]  # (fits for sure: no tokenizer pass)
         pieces = [max(1, len(ids)) for ids in self.tokenizer(words, add_special_tokens=False)["input_ids"]]
         spans, start, used = [], 0, 0
         for i, n in enumerate(pieces):
@@ -165,17 +163,25 @@ def line_entities(tagger: Tagger, lines: list[str], consistent: bool = False, pr
     return [entities(line, words, t, p) for line, words, t, (_, p) in zip(lines, spans, tags, tagged)]
 
 
-def is_tagger_dir(path) -> bool:
-    """Whether `path` holds a saved tagger (its config names the architecture) or its ONNX export."""
+def architectures_of(path) -> list[str]:
+    """The architectures a saved model's config names; a local path without config.json is an error naming it."""
     from transformers import PretrainedConfig
 
+    if looks_local(path) and not os.path.isfile(os.path.join(path, "config.json")):
+        raise FileNotFoundError(f"{str(path)!r} is not a saved model directory (no config.json).")
+    return PretrainedConfig.get_config_dict(path)[0].get("architectures") or []
+
+
+def is_tagger_dir(path) -> bool:
+    """Whether `path` holds a saved tagger (its config names the architecture) or its ONNX export."""
     from .onnx_export import is_onnx_dir
 
     if looks_local(path) and os.path.isdir(path) and is_onnx_dir(path):
         return True
-    if looks_local(path) and not os.path.isfile(os.path.join(path, "config.json")):
+    try:
+        return TAGGER in architectures_of(path)
+    except FileNotFoundError:
         return False
-    return TAGGER in (PretrainedConfig.get_config_dict(path)[0].get("architectures") or [])
 
 
 def read_conll(lines: list[str], name: str):
