@@ -80,17 +80,18 @@ def test_tensor_peak_counts_what_one_step_holds_at_once():
 
     from vanilla_transformer.benchmark import tensor_peak_mb
 
-    weight = torch.ones(2**18)  # 1 MB, existing: not counted, nor are its views
+    weight = torch.ones(2**18)  # 1 MB, allocated before: not counted, nor are its views
 
-    def step():
+    def step(keep: bool):
         a = weight * 2  # 1 MB
         b = (a + 1).view(4, -1)  # 1 MB; a view shares it
+        kept = a if keep else None
         del a
-        c = torch.cat([b.flatten(), weight[:2**17]])  # 1.5 MB while b lives: peak 2.5 MB
-        return c.sum() + weight.view(2, -1).sum()
+        c = torch.cat([b.flatten(), weight[:2**17]])  # 1.5 MB while b (and kept) live
+        return c.sum() + weight.view(2, -1).sum(), kept
 
-    assert tensor_peak_mb(step, [weight]) == pytest.approx(2.5, abs=0.01)
-    assert tensor_peak_mb(step, []) == pytest.approx(3.5, abs=0.01)  # not excluded, the weight's slice counts it
+    assert tensor_peak_mb(lambda: step(keep=False)) == pytest.approx(2.5, abs=0.01)
+    assert tensor_peak_mb(lambda: step(keep=True)) == pytest.approx(3.5, abs=0.01)
 
 
 @pytest.mark.parametrize("name", ["ours", "marian", "bart", "bert"])

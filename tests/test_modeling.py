@@ -33,12 +33,8 @@ from vanilla_transformer import (
     VanillaTransformerForTokenClassification,
     VanillaTransformerModel,
 )
-from vanilla_transformer.modeling_vanilla_transformer import (
-    CACHE_FIELD,
-    apply_dropout,
-    make_attention_mask,
-    shift_tokens_right,
-)
+from vanilla_transformer.kernels_vanilla_transformer import apply_dropout
+from vanilla_transformer.modeling_vanilla_transformer import make_attention_mask, shift_tokens_right
 
 # ------------------------------------------------------------------------------------------------------ shapes / heads
 
@@ -238,6 +234,20 @@ def test_config_renames_the_old_pipeline_entry(tiny_config, tmp_path):
     assert AutoConfig.from_pretrained(tmp_path).custom_pipelines == {"translation": entry}
 
 
+
+def test_saved_configs_name_the_translation_pipeline_for_translation_models_only(tiny_config, tmp_path):
+    """The config derives custom_pipelines from the architecture it is saved with; no model changes its config."""
+    before = tiny_config.to_dict()
+    translation = seq2seq(tiny_config)
+    assert tiny_config.to_dict() == before  # building a model left the config as it was
+    translation.save_pretrained(tmp_path / "translation")
+    tagger = VanillaTransformerForTokenClassification.from_pretrained(tmp_path / "translation")
+    tagger.save_pretrained(tmp_path / "tagger")
+    VanillaTransformerForMaskedLM(tiny_config).save_pretrained(tmp_path / "mlm")
+    saved = {name: json.loads((tmp_path / name / "config.json").read_text())["custom_pipelines"]
+             for name in ("translation", "tagger", "mlm")}
+    assert set(saved["translation"]) == {"translation"} and saved["tagger"] == saved["mlm"] == {}
+
 REMOTE_CODE_CHILD = BLOCK_PACKAGE + textwrap.dedent("""
     import sys, json, torch
     try:
@@ -305,7 +315,7 @@ def test_cached_and_uncached_greedy_generation_agree(tiny_config):
     assert cached.sequences.shape == (B, 13)
     for a, b in zip(cached.scores, uncached.scores):
         torch.testing.assert_close(a, b, rtol=0, atol=1e-5)
-    assert isinstance(getattr(cached, CACHE_FIELD), EncoderDecoderCache)
+    assert isinstance(cached.cache, EncoderDecoderCache)
 
 
 PRESET_SHAPES = [("tiny", {}), ("small", {}), ("base", {}), ("big", {}),
@@ -329,11 +339,11 @@ def test_cached_generation_equals_uncached_for_every_preset(preset, overrides):
         cached, uncached = model.generate(**kwargs, use_cache=True), model.generate(**kwargs, use_cache=False)
         assert torch.equal(cached.sequences, uncached.sequences), search
         torch.testing.assert_close(torch.stack(cached.scores), torch.stack(uncached.scores), rtol=0, atol=1e-4)
-        assert isinstance(getattr(cached, CACHE_FIELD), EncoderDecoderCache)
-        assert getattr(cached, CACHE_FIELD).get_seq_length() == cached.sequences.shape[1] - 1
+        assert isinstance(cached.cache, EncoderDecoderCache)
+        assert cached.cache.get_seq_length() == cached.sequences.shape[1] - 1
         # a static cache (fixed-size slots, the unfilled ones masked by generate's 4-D mask: what compiled decoding uses)
         static = model.generate(**kwargs, cache_implementation="static")
-        assert type(getattr(static, CACHE_FIELD).self_attention_cache).__name__ == "StaticCache"
+        assert type(static.cache.self_attention_cache).__name__ == "StaticCache"
         assert torch.equal(static.sequences, uncached.sequences), search
         torch.testing.assert_close(torch.stack(static.scores), torch.stack(uncached.scores), rtol=0, atol=1e-4)
 
@@ -349,15 +359,15 @@ def test_cache_is_taken_under_either_name_and_a_stray_one_is_refused(tiny_config
     steps = []
     step = dict(encoder_outputs=(first.encoder_last_hidden_state,), attention_mask=mask, decoder_input_ids=dec[:, 4:5],
                 use_cache=True)
-    steps.append(model(**step, cache=copy.deepcopy(getattr(first, CACHE_FIELD))).logits)
+    steps.append(model(**step, cache=copy.deepcopy(first.cache)).logits)
     with pytest.warns(FutureWarning, match="`past_key_values` is deprecated.*Use `cache` instead"):
-        steps.append(model(**step, past_key_values=copy.deepcopy(getattr(first, CACHE_FIELD))).logits)
+        steps.append(model(**step, past_key_values=copy.deepcopy(first.cache)).logits)
     torch.testing.assert_close(steps[0], steps[1], rtol=0, atol=0)
     full = model(input_ids=ids, attention_mask=mask, decoder_input_ids=dec[:, :5]).logits
     torch.testing.assert_close(steps[0][:, 0], full[:, 4], rtol=0, atol=1e-5)
     with pytest.raises(TypeError, match="`cache_params`.*reads its cache as `cache`"):
         model(encoder_outputs=(first.encoder_last_hidden_state,), attention_mask=mask, decoder_input_ids=dec[:, 4:5],
-              use_cache=True, cache_params=getattr(first, CACHE_FIELD))
+              use_cache=True, cache_params=first.cache)
     with pytest.raises(TypeError, match="EncoderDecoderCache"):
         model(input_ids=ids, attention_mask=mask, decoder_input_ids=dec[:, :4], cache=DynamicCache())
 
@@ -372,7 +382,7 @@ def test_cache_step_matches_full_forward(tiny_config, dtype, atol):
     full = model(input_ids=ids, attention_mask=mask, decoder_input_ids=dec).logits
     out = model(input_ids=ids, attention_mask=mask, decoder_input_ids=dec[:, :4], use_cache=True)
     step = model(encoder_outputs=(out.encoder_last_hidden_state,), attention_mask=mask, decoder_input_ids=dec[:, 4:5],
-                 cache=getattr(out, CACHE_FIELD), use_cache=True)
+                 cache=out.cache, use_cache=True)
     torch.testing.assert_close(step.logits[:, 0], full[:, 4], rtol=0, atol=atol)
 
 
@@ -422,26 +432,29 @@ def test_beam_search_and_sampling(tiny_config):
 
 
 def test_beam_search_reorders_only_the_self_attention_cache(tiny_config):
-    """generate's BeamSearchCache skips the cross-attention keys/values (shared by a sentence's beams): same beams and
-    scores as transformers' EncoderDecoderCache, which reorders everything, and as beam search without a cache, on a
-    padded batch of different sentences."""
+    """A BeamSearchCache (`beam_search_cache`, as our pipeline, translator and trainer pass it) skips the
+    cross-attention keys/values (shared by a sentence's beams): same beams and scores as transformers' default
+    EncoderDecoderCache, which reorders everything, and as beam search without a cache, on a padded batch of different
+    sentences. Nothing to add where there is no beam search or the caller chose a cache."""
     from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
-    from vanilla_transformer.modeling_vanilla_transformer import BeamSearchCache
+    from vanilla_transformer.pipeline_vanilla_transformer import BeamSearchCache, beam_search_cache
 
     model = seq2seq(tiny_config)
     ids, mask, _ = batch(tiny_config)
     kwargs = dict(input_ids=ids, attention_mask=mask, num_beams=4, num_return_sequences=2, max_new_tokens=10,
                   min_new_tokens=10, output_scores=True, return_dict_in_generate=True)
-    ours = model.generate(**kwargs)
-    assert type(ours.past_key_values) is BeamSearchCache
-    everything = EncoderDecoderCache(DynamicCache(config=model.config), DynamicCache(config=model.config))
-    default = model.generate(**kwargs, cache=everything)
-    assert type(default.past_key_values) is EncoderDecoderCache
+    ours = model.generate(**kwargs, **beam_search_cache(model, **kwargs))
+    assert type(ours.cache) is BeamSearchCache
+    default = model.generate(**kwargs)
+    assert type(default.cache) is EncoderDecoderCache
     uncached = model.generate(**kwargs, use_cache=False)
     for other in (default, uncached):
         assert torch.equal(ours.sequences, other.sequences)
         torch.testing.assert_close(ours.sequences_scores, other.sequences_scores, rtol=0, atol=1e-5)
+    cache = EncoderDecoderCache(DynamicCache(config=model.config), DynamicCache(config=model.config))
+    for chosen in (dict(num_beams=1), dict(use_cache=False), dict(cache_implementation="static"), dict(cache=cache)):
+        assert beam_search_cache(model, **{**kwargs, **chosen}) == {}
 
 
 def test_hooked_projections_take_effect(tiny_config):

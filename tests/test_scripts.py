@@ -67,19 +67,19 @@ def test_training_device_is_decided_when_the_command_runs(tmp_path, monkeypatch,
     one, the Trainer takes it. A --use_cpu on the command line or in a JSON file of arguments wins."""
     from vanilla_transformer import training
 
-    monkeypatch.setattr(training, "accelerator_type", lambda: accelerator)
+    monkeypatch.setattr(training.precision, "accelerator_type", lambda: accelerator)
     classes = (training.ModelArguments, run_translation.DataTrainingArguments,
                run_translation.TranslationTrainingArguments)
-    assert training.with_device_default(["--use_cpu", "false"]) == ["--use_cpu", "false"]
-    assert training.with_device_default(["--x"]) == (["--x"] if accelerator else ["--use_cpu", "true", "--x"])
+    assert training.precision.with_device_default(["--use_cpu", "false"]) == ["--use_cpu", "false"]
+    assert training.precision.with_device_default(["--x"]) == (["--x"] if accelerator else ["--use_cpu", "true", "--x"])
     if accelerator is None:  # (with an accelerator the Trainer would try to reach it here)
         args = training.parse_run_arguments(classes, ["--output_dir", str(tmp_path)])[2]
         assert args.use_cpu is True
         (tmp_path / "args.json").write_text(json.dumps({"output_dir": str(tmp_path), "do_train": True}))
         assert training.parse_run_arguments(classes, [str(tmp_path / "args.json")])[2].use_cpu is True
-    monkeypatch.setattr(training.torch.cuda, "is_available", lambda: accelerator == "cuda")
-    monkeypatch.setattr(training.torch.cuda, "is_bf16_supported", lambda: True)
-    assert training.fast_bf16() == (True if accelerator else training.fast_bf16("cpu"))
+    monkeypatch.setattr(training.precision.torch.cuda, "is_available", lambda: accelerator == "cuda")
+    monkeypatch.setattr(training.precision.torch.cuda, "is_bf16_supported", lambda: True)
+    assert training.precision.fast_bf16() == (True if accelerator else training.precision.fast_bf16("cpu"))
 
 
 @pytest.mark.parametrize("native,speedup,warning", [(False, 0.0, "no native bf16"), (True, 0.55, "0.55x as fast"),
@@ -88,8 +88,8 @@ def test_explicit_bf16_warns_where_it_does_not_pay(tmp_path, monkeypatch, caplog
     """--bf16 true on a CPU where bf16 matrix products are emulated or measure slower than fp32 warns, saying which."""
     from vanilla_transformer import training
 
-    monkeypatch.setattr(training, "native_bf16", lambda device_type="cpu": native)
-    monkeypatch.setattr(training, "bf16_matmul_speedup", lambda: speedup)
+    monkeypatch.setattr(training.precision, "native_bf16", lambda device_type="cpu": native)
+    monkeypatch.setattr(training.precision, "bf16_matmul_speedup", lambda: speedup)
     with caplog.at_level("WARNING"):
         training.parse_run_arguments(
             (training.ModelArguments, run_translation.DataTrainingArguments, run_translation.TranslationTrainingArguments),

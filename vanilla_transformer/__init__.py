@@ -4,7 +4,7 @@ from transformers import (AutoConfig, AutoModel, AutoModelForMaskedLM, AutoModel
                           AutoModelForTokenClassification)
 from transformers.pipelines import PIPELINE_REGISTRY
 
-from .configuration_vanilla_transformer import PRESETS, VanillaTransformerConfig
+from .configuration_vanilla_transformer import PRESETS, TRANSLATION_TASK, VanillaTransformerConfig
 from .modeling_vanilla_transformer import (
     VanillaTransformerEncoderModel,
     VanillaTransformerForConditionalGeneration,
@@ -14,7 +14,6 @@ from .modeling_vanilla_transformer import (
     VanillaTransformerPreTrainedModel,
     VanillaTranslationPipeline,
 )
-from .modeling_vanilla_transformer import TRANSLATION_TASK
 from .ner.ensemble import TokenClassificationEnsemble
 
 __version__ = "0.1.0"
@@ -29,7 +28,7 @@ PIPELINE_REGISTRY.register_pipeline(
     TRANSLATION_TASK, pipeline_class=VanillaTranslationPipeline, pt_model=AutoModelForSeq2SeqLM, type="text"
 )
 
-# save_pretrained writes these into config.json's auto_map and copies the two code files next to the weights,
+# save_pretrained writes these into config.json's auto_map and copies the code files next to the weights,
 # so `trust_remote_code=True` loads a saved model where this package is not installed.
 VanillaTransformerConfig.register_for_auto_class()
 VanillaTransformerModel.register_for_auto_class("AutoModel")

@@ -3,7 +3,8 @@ BertForTokenClassification for tagging) built with the same shape, fed the same 
 
 Every (case, model) runs in its own child process, so the peak RSS (high-water mark) is that model's alone; models
 alternate within a case and each measurement is the median of >= 5 timed repetitions after warm-up. Memory is also
-reported as the peak of the tensors one untimed repetition holds at once (parameters and optimizer state excluded):
+reported as the peak of the memory one untimed repetition allocates and holds at once (over parameters and optimizer
+state):
 RSS moves by tens of MB between identical runs, that peak does not.
 
     python scripts/benchmark.py [--presets small base] [--quick] [--output results.json]
@@ -108,44 +109,20 @@ def matmul_peak(dtype: str) -> float:
     return 2 * 2048**3 / min(times)  # a peak: the fastest repetition (the median is noisy on a shared machine)
 
 
-def tensor_peak_mb(step, existing) -> float:
-    """Peak MB of the tensors one call of `step` creates and holds at once (storages in `existing` - parameters,
-    optimizer state - not counted). Unlike the RSS high-water mark it does not move with the allocator or the
-    import-time footprint: the same model and inputs give the same number."""
-    import weakref
+def tensor_peak_mb(step) -> float:
+    """Peak MB of the memory one call of `step` allocates and holds at once, over what was allocated before it
+    (parameters, optimizer state, inputs), from the allocations and frees torch's profiler records. Unlike the RSS
+    high-water mark it does not move with the allocator or the import-time footprint: the same model and inputs give
+    the same number. (Net per operation: a temporary an operation frees before it returns is not seen.)"""
+    from torch.profiler import ProfilerActivity, profile
 
-    import torch
-    from torch.utils._python_dispatch import TorchDispatchMode
-    from torch.utils._pytree import tree_flatten
-
-    skip = {t.untyped_storage().data_ptr() for t in existing}
-    live, refs = [0, 0], {}  # [bytes alive, peak], storage -> tensors alive on it
-
-    def release(key, nbytes):
-        refs[key] -= 1
-        if not refs[key]:
-            del refs[key]
-            live[0] -= nbytes
-
-    class Track(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            out = func(*args, **(kwargs or {}))
-            for t in tree_flatten(out)[0]:
-                if isinstance(t, torch.Tensor) and t.untyped_storage().nbytes():
-                    key, nbytes = t.untyped_storage().data_ptr(), t.untyped_storage().nbytes()
-                    if key in skip:
-                        continue
-                    if key not in refs:
-                        refs[key] = 0
-                        live[0] += nbytes
-                        live[1] = max(live)
-                    refs[key] += 1
-                    weakref.finalize(t, release, key, nbytes)
-            return out
-
-    with Track():
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         step()
-    return live[1] / 2**20
+    live = peak = 0
+    for event in sorted(prof.events(), key=lambda event: event.time_range.start):
+        live += event.self_cpu_memory_usage  # bytes allocated (+) or freed (-) by this operation itself
+        peak = max(peak, live)
+    return peak / 2**20
 
 
 def word_tokenizer(pad_last: bool = False, vocab: int = VOCAB):
@@ -285,8 +262,7 @@ def run_child(spec: dict) -> dict:
     if spec.get("engine") == "ctranslate2":  # no torch tensors to count: the engine allocates its own memory
         peak_tensors = None
     else:
-        state = [v for s in (opt.state.values() if task == "train" else ()) for v in s.values() if torch.is_tensor(v)]
-        peak_tensors = tensor_peak_mb(step, [*model.parameters(), *model.buffers(), *state])
+        peak_tensors = tensor_peak_mb(step)
     generated = batch * 32 if task in ("greedy", "beam") else None  # every case decodes exactly 32 new tokens
     return {"value": units / seconds, "seconds": seconds, "peak_rss_mb": rss, "peak_tensor_mb": peak_tensors,
             "us_per_token": seconds * 1e6 / generated if generated else None,
@@ -441,6 +417,69 @@ def tagging_engines_benchmark(output: str, reps: int = 20, length: int = 32) -> 
                                  same_tags=float(np.mean(np.asarray(call()) == reference))))
                 print(f"tagging batch {batch:2d} x {length} tokens  {name:20s} {batch / seconds:9.1f} sentences/s  "
                       f"tags equal to PyTorch's: {rows[-1]['same_tags'] * 100:.1f}%", flush=True)
+    with open(output, "w") as f:
+        json.dump(rows, f, indent=2)
+    return rows
+
+
+def cpu_kernels_benchmark(output: str, preset: str = "small", rounds: int = 3, steps: int = 6, batch: int = 32,
+                          length: int = 32) -> list[dict]:
+    """Milliseconds per training step (translation, AdamW, dropout 0.1, label smoothing 0.1, `batch` pairs of `length`
+    tokens a side, vocabulary 8000) with our CPU kernels (kernels_vanilla_transformer.py) and with torch's
+    `F.dropout` / `F.cross_entropy` in their place, one or both; fp32 (SDPA) and, where the CPU has native bf16 matrix
+    products, bf16 autocast (eager attention, as the training commands choose there). All variants in one process,
+    alternating, `rounds` x `steps` timed steps each after a warm-up; the median."""
+    from unittest import mock
+
+    import torch
+    import torch.nn.functional as F
+
+    from vanilla_transformer import modeling_vanilla_transformer as modeling
+    from vanilla_transformer.configuration_vanilla_transformer import VanillaTransformerConfig
+    from vanilla_transformer.training import native_bf16
+
+    def torch_dropout(x, p, training):
+        return F.dropout(x, p, training)
+
+    def torch_cross_entropy(logits, labels, count, label_smoothing=0.0):
+        return F.cross_entropy(logits.float().flatten(0, -2), labels.flatten(), ignore_index=-100, reduction="sum",
+                               label_smoothing=label_smoothing) / count
+
+    variants = {"ours": {"apply_dropout": modeling.apply_dropout}, "torch dropout": {"apply_dropout": torch_dropout},
+                "torch cross-entropy": {"cross_entropy": torch_cross_entropy},
+                "torch both": {"apply_dropout": torch_dropout, "cross_entropy": torch_cross_entropy}}
+    rows = []
+    for dtype in ["fp32", "bf16"] if native_bf16("cpu") else ["fp32"]:
+        torch.manual_seed(0)
+        config = VanillaTransformerConfig.from_preset(preset, vocab_size=VOCAB, dropout=0.1, label_smoothing=0.1)
+        model = modeling.VanillaTransformerForConditionalGeneration(config).train()
+        model.set_attn_implementation("eager" if dtype == "bf16" else "sdpa")
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        ids = torch.randint(4, VOCAB, (batch, length))
+        inputs = dict(input_ids=ids, attention_mask=torch.ones_like(ids), labels=torch.randint(4, VOCAB, (batch, length)))
+
+        def step():
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype == "bf16"):
+                loss = model(**inputs).loss
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+
+        times = {name: [] for name in variants}
+        for round_ in range(rounds + 1):  # round 0: warm-up
+            for name, patches in variants.items():
+                with mock.patch.multiple(modeling, **patches):
+                    for _ in range(steps if round_ else 2):
+                        start = time.perf_counter()
+                        step()
+                        if round_:
+                            times[name].append(time.perf_counter() - start)
+        ours = statistics.median(times["ours"])
+        for name, values in times.items():
+            median = statistics.median(values)
+            rows.append(dict(preset=preset, dtype=dtype, variant=name, ms_per_step=median * 1000,
+                             relative_to_ours=median / ours, batch=batch, length=length))
+            print(f"{preset} {dtype} {name:20s} {median * 1000:8.1f} ms/step  {median / ours:.3f}x ours", flush=True)
     with open(output, "w") as f:
         json.dump(rows, f, indent=2)
     return rows
@@ -945,7 +984,8 @@ def main(argv=None):
                         help="Only these tasks (--device cuda: train, lengths, greedy, beam; default all but lengths). "
                              "--tasks lengths alone on the CPU: the natural-length training cases there, in bf16. "
                              "--tasks tagging-engines alone: a tagger of the CoNLL recipe's shape in PyTorch and ONNX "
-                             "Runtime (float32, int8), batches of 1 and 32 (needs the onnx extra)")
+                             "Runtime (float32, int8), batches of 1 and 32 (needs the onnx extra). --tasks cpu-kernels alone: training "
+                             "steps with our CPU dropout and cross-entropy against torch's, fp32 and bf16")
     parser.add_argument("--engines", nargs="+", default=["pytorch", "ctranslate2"], choices=["pytorch", "ctranslate2"],
                         help="Only the cases that serve our model with these engines")
     parser.add_argument("--compute_types", nargs="+", default=["float32", "int8"], choices=["float32", "int8"],
@@ -991,6 +1031,9 @@ def main(argv=None):
                                  args.workdir or tmp, max_tokens=max(args.max_tokens))
         with open(args.output, "w") as f:
             json.dump(rows, f, indent=2)
+        return 0
+    if args.tasks == ["cpu-kernels"]:
+        cpu_kernels_benchmark(args.output, preset=(args.presets or ["small"])[0], rounds=args.rounds + 1)
         return 0
     if args.tasks == ["tagging-engines"]:
         tagging_engines_benchmark(args.output, reps=max(args.reps, 5) * 4)

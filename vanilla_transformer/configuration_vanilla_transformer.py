@@ -16,10 +16,18 @@ AUTO_MAP = {
     "AutoModelForTokenClassification": "modeling_vanilla_transformer.VanillaTransformerForTokenClassification",
     "AutoModelForMaskedLM": "modeling_vanilla_transformer.VanillaTransformerForMaskedLM",
 }
-# The translation pipeline's names (the pipeline: modeling_vanilla_transformer.py). Our package registers
-# TRANSLATION_TASK; config.json's custom_pipelines records it, for remote code, as REMOTE_TRANSLATION_TASK.
+# The translation pipeline's names (the pipeline: pipeline_vanilla_transformer.py, imported by the model file). Our
+# package registers TRANSLATION_TASK; a translation model's config.json records it, for remote code, as
+# REMOTE_TRANSLATION_TASK. transformers' `pipeline()` looks a task up in the config's custom_pipelines before its
+# registry, and a custom pipeline asks for trust_remote_code even where our package is imported: hence two names.
 TRANSLATION_TASK = "vanilla-translation"
 REMOTE_TRANSLATION_TASK = "translation"
+TRANSLATION_PIPELINE = {
+    "impl": "modeling_vanilla_transformer.VanillaTranslationPipeline",
+    "pt": ["AutoModelForSeq2SeqLM"],
+    "tf": [],
+    "type": "text",
+}
 
 # Checks of one field, run by @strict on every assignment (construction, `config.x = ...`, `--config_overrides`);
 # @strict also checks each field's annotated type. Checks across fields: `validate_architecture_of_the_paper`.
@@ -166,6 +174,17 @@ class VanillaTransformerConfig(PreTrainedConfig):
         pipelines = getattr(self, "custom_pipelines", None) or {}
         if TRANSLATION_TASK in pipelines:
             self.custom_pipelines = {REMOTE_TRANSLATION_TASK: pipelines[TRANSLATION_TASK]}
+
+    def to_dict(self) -> dict:
+        """The config as saved. Once a model has named itself in `architectures` (as `save_pretrained` does),
+        `custom_pipelines` follows it: the translation pipeline for a translation model, so that
+        `pipeline(model=saved_dir, trust_remote_code=True)` needs no task name, and none for a tagger or a masked
+        language model (also one made from a translation checkpoint)."""
+        output = super().to_dict()
+        if self.architectures:
+            translation = "VanillaTransformerForConditionalGeneration" in self.architectures
+            output["custom_pipelines"] = {REMOTE_TRANSLATION_TASK: TRANSLATION_PIPELINE} if translation else {}
+        return output
 
     @classmethod
     def from_preset(cls, name: str, **overrides) -> "VanillaTransformerConfig":

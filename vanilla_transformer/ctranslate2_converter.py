@@ -26,6 +26,7 @@ except ImportError:  # an optional extra: say how to get it when it is used
     ctranslate2 = None
     Converter = object
 
+from .loading import load_model
 from .modeling_vanilla_transformer import VanillaTransformerPositionalEmbedding
 from .tokenization import check_translation_model_dir, load_tokenizer
 
@@ -75,7 +76,7 @@ class VanillaTransformerConverter(Converter):
 
         if self.model is None:
             check_translation_model_dir(self.model_name_or_path)
-            self.model = VanillaTransformerForConditionalGeneration.from_pretrained(self.model_name_or_path)
+            self.model = load_model(VanillaTransformerForConditionalGeneration, self.model_name_or_path)
             self.tokenizer = self.tokenizer or load_tokenizer(self.model_name_or_path)
         if self.tokenizer is None:
             raise ValueError("Converting a loaded model needs its tokenizer (tokenizer=...).")

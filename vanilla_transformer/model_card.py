@@ -232,7 +232,8 @@ def _count_parameters(model_dir: str) -> str:
 
 
 REQUIRED_FILES = ("config.json", "model.safetensors", "configuration_vanilla_transformer.py",
-                  "modeling_vanilla_transformer.py")
+                  "modeling_vanilla_transformer.py", "kernels_vanilla_transformer.py", "ner_vanilla_transformer.py",
+                  "pipeline_vanilla_transformer.py")
 # Never pushed: pickles (training_args.bin is one), optimizer states and intermediate checkpoints.
 IGNORE_PATTERNS = ["checkpoint-*", "checkpoint-*/**", "*.bin", "*.pt", "*.pth", "runs/**", "*.lock"]
 

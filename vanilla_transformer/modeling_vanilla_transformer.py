@@ -1,17 +1,17 @@
 """The Transformer of "Attention Is All You Need" (Vaswani et al., 2017) as a Hugging Face model.
 
-Section numbers in docstrings refer to the paper. This file imports only torch, transformers and its
-configuration file (relatively): `save_pretrained` copies both files next to the weights so that
-`trust_remote_code=True` loads them where our package is not installed.
+Section numbers in docstrings refer to the paper. This file imports only torch, transformers and, relatively, its
+configuration, the CPU kernels, the named-entity parts (character features, CRF) and the translation pipeline:
+`save_pretrained` copies those files next to the weights so that `trust_remote_code=True` loads them where our package
+is not installed.
 """
 
 import math
-import os
 
 import torch
 import torch.nn.functional as F
-from safetensors import SafetensorError
 from torch import nn
+from torch.nn.utils import skip_init
 
 from transformers import initialization as init
 from transformers.activations import ACT2FN
@@ -27,23 +27,19 @@ from transformers.modeling_outputs import (
     TokenClassifierOutput,
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, PreTrainedModel
-from transformers.pipelines import Pipeline
 from transformers.processing_utils import Unpack
 from transformers.utils import TransformersKwargs, can_return_tuple, logging
 from transformers.utils.deprecation import deprecate_kwarg
 from transformers.utils.generic import merge_with_config_defaults
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
-try:  # flex attention (torch >= 2.5): block masks
-    from torch.nn.attention.flex_attention import BlockMask, create_block_mask
-except ImportError:
-    BlockMask = create_block_mask = None
+from torch.nn.attention.flex_attention import BlockMask, create_block_mask
 
-from .configuration_vanilla_transformer import REMOTE_TRANSLATION_TASK, TRANSLATION_TASK, VanillaTransformerConfig
+from .configuration_vanilla_transformer import VanillaTransformerConfig
+from .kernels_vanilla_transformer import apply_dropout, cross_entropy
+from .ner_vanilla_transformer import VanillaTransformerCharacterFeatures, VanillaTransformerCRF, iob2_penalties
+from .pipeline_vanilla_transformer import VanillaTranslationPipeline  # config.json's custom_pipelines names it here
 
-# transformers 5.24 renamed the cache argument and output field `past_key_values` to `cache`. Ours is `cache`;
-# `past_key_values` (what older releases' `generate` passes) is renamed to it, and outputs use the installed name.
-CACHE_FIELD = "cache" if "cache" in Seq2SeqLMOutput.__dataclass_fields__ else "past_key_values"
 logger = logging.get_logger(__name__)
 MODEL_KWARGS = set(TransformersKwargs.__annotations__)  # what a forward passes on to its modules
 
@@ -77,8 +73,7 @@ def check_model_kwargs(model: nn.Module, kwargs: dict) -> None:
     step without its past."""
     for name, value in kwargs.items():
         if isinstance(value, Cache):
-            raise TypeError(f"Got a {type(value).__name__} as `{name}`; the model reads its cache as `cache` "
-                            "(`past_key_values` before transformers 5.24).")
+            raise TypeError(f"Got a {type(value).__name__} as `{name}`; the model reads its cache as `cache`.")
         if name not in MODEL_KWARGS:
             raise TypeError(f"{type(model).__name__}.forward() got an unexpected keyword argument {name!r}.")
 
@@ -94,24 +89,6 @@ def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_to
     shifted[:, 1:] = labels[:, :-1]
     shifted[:, 0] = decoder_start_token_id
     return shifted.masked_fill_(shifted == -100, pad_token_id)
-
-
-def apply_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
-    """Dropout (section 5.4): zero each element with probability p, scale the rest by 1 / (1 - p).
-
-    The same as `F.dropout`, but the mask comes from 64-bit random integers, 16 bits per element (p rounded to a
-    multiple of 2^-16, the scale exact for it): on CPUs `F.dropout` draws one Bernoulli sample per element, 3-5x
-    slower, which was a fifth of a training step of the small model. Elsewhere (GPUs, compiled) `F.dropout`: one fused
-    kernel, or masks the compiler draws itself.
-    """
-    if not training or p == 0.0:
-        return x
-    if x.device.type != "cpu" or torch.compiler.is_compiling():
-        return F.dropout(x, p, training=True)
-    dropped = round(p * 65536)
-    bits = torch.empty((x.numel() + 3) // 4, dtype=torch.int64, device=x.device).random_(-2**63, 2**63 - 1)
-    keep = bits.view(torch.int16)[: x.numel()].view(x.shape) >= dropped - 32768  # uniform over [-2^15, 2^15)
-    return x * keep * (65536 / (65536 - dropped))
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -180,12 +157,15 @@ def position_ids_of(attention_mask: torch.Tensor | None, length: int, past_lengt
 class VanillaTransformerEmbedding(nn.Module):
     """Token embedding x sqrt(d_model) (section 3.4) + positions (section 3.5) -> dropout (section 5.4).
 
+    With `config.tie_word_embeddings` the model ties `embed_tokens` to its `shared` matrix (section 3.4).
     Deviation, off by default: `token_dropout` zeroes whole token vectors (before the positions are added) in training.
     """
 
-    def __init__(self, config: VanillaTransformerConfig, embed_tokens: nn.Embedding):
+    def __init__(self, config: VanillaTransformerConfig):
         super().__init__()
-        self.embed_tokens = embed_tokens
+        shape = (config.vocab_size, config.d_model, config.pad_token_id)
+        # tied: a copy the model's `shared` matrix replaces, created without drawing random numbers (seeds keep results)
+        self.embed_tokens = skip_init(nn.Embedding, *shape) if config.tie_word_embeddings else nn.Embedding(*shape)
         self.embed_positions = VanillaTransformerPositionalEmbedding(config)
         self.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
         self.dropout = config.dropout
@@ -253,7 +233,7 @@ def make_attention_mask(
     cache (keys: the cache's slots, the unfilled ones masked), or a `BlockMask`, is taken as given. With "sdpa",
     causal attention over unpadded queries from position 0 is None too: SDPA then runs its causal kernels.
     """
-    if BlockMask is not None and isinstance(attention_mask, BlockMask):
+    if isinstance(attention_mask, BlockMask):
         return attention_mask
     if position_bias is not None:
         key_length = attention_mask.shape[-1] if attention_mask is not None else past_length + query_length
@@ -498,38 +478,6 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
     _no_split_modules = ["VanillaTransformerEncoderLayer", "VanillaTransformerDecoderLayer"]
     _can_compile_fullgraph = True  # tested: a training step and a cached decoding step trace without graph breaks
 
-    @classmethod
-    def from_pretrained(cls, pretrained_model_name_or_path, *model_args, **kwargs):
-        """`PreTrainedModel.from_pretrained`, safetensors only unless the caller opts in with `use_safetensors=False`
-        (pickled `.bin` weights can run code when unpickled; transformers then loads them with `weights_only=True`).
-        A truncated or corrupted weights file raises `OSError` naming it."""
-        opted_in = kwargs.setdefault("use_safetensors", True) is False
-        if kwargs.get("weights_only") is False:
-            raise ValueError("weights_only=False would unpickle arbitrary objects; vanilla-transformer refuses it.")
-        path = str(pretrained_model_name_or_path)
-        try:
-            return super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
-        except SafetensorError as error:
-            raise OSError(f"The weights file (model.safetensors) of {path!r} is truncated or corrupted: {error}") from error
-        except OSError as error:
-            if not opted_in and os.path.isdir(path) and any(f.startswith("pytorch_model") and f.endswith(".bin")
-                                                            for f in os.listdir(path)):
-                raise OSError(f"{path!r} holds only pickled .bin weights, refused by default (unpickling can run code). "
-                              "If you trust them, pass use_safetensors=False (loaded with weights_only=True), then "
-                              "save_pretrained() to convert them to safetensors.") from error
-            raise
-
-    def mark_tied_weights_as_initialized(self, loading_info):
-        """transformers marks tied weights as loaded through their tie targets, and for models outside transformers
-        (ours) then drops every marked weight from the missing keys: the shared embedding too, even when the
-        checkpoint lacks it, which then stayed on the meta device without a warning. The sources the checkpoint lacks
-        stay missing here, so they are initialised and reported (as for Marian)."""
-        missing = set(loading_info.missing_keys)
-        super().mark_tied_weights_as_initialized(loading_info)
-        for source in set(self.all_tied_weights_keys.values()) & missing:
-            loading_info.missing_keys.add(source)
-            self.get_parameter(source)._is_hf_initialized = False
-
     @torch.no_grad()
     def _init_weights(self, module):
         """Xavier-uniform projections as in the reference implementations, embeddings ~ N(0, d_model^-0.5) so that
@@ -544,6 +492,8 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
             if module.bias is not None:
                 init.zeros_(module.bias)
         elif isinstance(module, nn.Embedding):
+            if module is getattr(self, "embed_tokens", None) and self.config.tie_word_embeddings:
+                return  # a stack's copy of `shared`: tied to it after initialisation
             init.normal_(module.weight, mean=0.0, std=self.config.d_model**-0.5)
             if module.padding_idx is not None and not getattr(module.weight, "_is_hf_initialized", False):
                 init.zeros_(module.weight[module.padding_idx])
@@ -575,10 +525,6 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
             tokens[tokenizer.unk_token_id] = "\ufffd"
         module.set_token_characters(tokens, set(tokenizer.all_special_ids) - {tokenizer.unk_token_id})
 
-    def _new_token_embedding(self) -> nn.Embedding:
-        return nn.Embedding(self.config.vocab_size, self.config.d_model, self.config.pad_token_id)
-
-
 
 class VanillaTransformerStack(VanillaTransformerPreTrainedModel):
     """Embeddings, then N identical layers (section 3.1); pre-LN adds a final LayerNorm after the last layer.
@@ -588,9 +534,9 @@ class VanillaTransformerStack(VanillaTransformerPreTrainedModel):
     It calls no `post_init`: the model holding it initialises every weight once, in module order.
     """
 
-    def __init__(self, config: VanillaTransformerConfig, embed_tokens: nn.Embedding, layer_cls, num_layers: int):
+    def __init__(self, config: VanillaTransformerConfig, layer_cls, num_layers: int):
         super().__init__(config)
-        self.embed = VanillaTransformerEmbedding(config, embed_tokens)
+        self.embed = VanillaTransformerEmbedding(config)
         self.layers = nn.ModuleList([layer_cls(config, i) for i in range(num_layers)])
         self.layer_norm = nn.LayerNorm(config.d_model) if config.normalize_before else None
         self.relative_bias = (VanillaTransformerRelativePositionBias(config, self.layers[0].self_attn.num_heads)
@@ -606,8 +552,8 @@ class VanillaTransformerEncoder(VanillaTransformerStack):
 
     _can_record_outputs = {"hidden_states": VanillaTransformerEncoderLayer, "attentions": VanillaTransformerAttention}
 
-    def __init__(self, config: VanillaTransformerConfig, embed_tokens: nn.Embedding):
-        super().__init__(config, embed_tokens, VanillaTransformerEncoderLayer, config.encoder_layers)
+    def __init__(self, config: VanillaTransformerConfig):
+        super().__init__(config, VanillaTransformerEncoderLayer, config.encoder_layers)
         self.char_features = VanillaTransformerCharacterFeatures(config) if config.char_cnn_dim else None
 
     @merge_with_config_defaults
@@ -653,8 +599,8 @@ class VanillaTransformerDecoder(VanillaTransformerStack):
         "cross_attentions": OutputRecorder(VanillaTransformerAttention, index=1, layer_name="encoder_attn"),
     }
 
-    def __init__(self, config: VanillaTransformerConfig, embed_tokens: nn.Embedding):
-        super().__init__(config, embed_tokens, VanillaTransformerDecoderLayer, config.decoder_layers)
+    def __init__(self, config: VanillaTransformerConfig):
+        super().__init__(config, VanillaTransformerDecoderLayer, config.decoder_layers)
 
     @merge_with_config_defaults
     @capture_outputs
@@ -710,7 +656,7 @@ class VanillaTransformerDecoder(VanillaTransformerStack):
         if self.layer_norm is not None:
             hidden = self.layer_norm(hidden)
         return BaseModelOutputWithPastAndCrossAttentions(last_hidden_state=hidden,
-                                                         **{CACHE_FIELD: cache if use_cache else None})
+                                                         cache=cache if use_cache else None)
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -726,15 +672,8 @@ def token_loss(logits: torch.Tensor, labels: torch.Tensor, num_items_in_batch=No
     """
     if labels.shape != logits.shape[:-1]:
         raise ValueError(f"labels have shape {tuple(labels.shape)} but the logits have shape {tuple(logits.shape[:-1])}.")
-    labels, count = labels.to(logits.device), item_count(labels, num_items_in_batch, logits.device)
-    if logits.device.type == "cpu" and not torch.compiler.is_compiling():
-        return FusedCrossEntropy.apply(logits, labels, float(label_smoothing), count)
-    # GPUs and compiled graphs: the library's loss, which a GPU runs as a few large kernels without host syncs (the
-    # fused path's row chunks are sized for a CPU cache: thousands of small launches there)
-    loss = F.cross_entropy(logits.float().flatten(0, -2), labels.flatten(), ignore_index=-100, reduction="sum",
-                           label_smoothing=label_smoothing)
-    return loss / count
-
+    labels = labels.to(logits.device)
+    return cross_entropy(logits, labels, item_count(labels, num_items_in_batch, logits.device), label_smoothing)
 
 def item_count(labels: torch.Tensor, num_items_in_batch=None, device=None):
     """What a loss summed over labelled tokens is divided by: `num_items_in_batch` (Trainer's count over the whole
@@ -742,62 +681,6 @@ def item_count(labels: torch.Tensor, num_items_in_batch=None, device=None):
     if num_items_in_batch is None:
         num_items_in_batch = (labels != -100).sum().clamp(min=1)
     return num_items_in_batch.to(device) if isinstance(num_items_in_batch, torch.Tensor) else num_items_in_batch
-
-
-class FusedCrossEntropy(torch.autograd.Function):
-    """`F.cross_entropy(logits.float(), labels, ignore_index=-100, reduction="sum", label_smoothing=eps) / count` whose
-    gradient, (softmax - smoothed one-hot) / count, is computed in the forward pass in fp32 row chunks that stay in
-    cache and kept in the logits' dtype. Unfused, bf16 training spends as long on the loss over the vocabulary (an fp32
-    copy, log-softmax, its backward, a zero-filled gradient) as on the output projection itself. The one gradient is
-    handed to autograd (scaled in place), so backward through it twice (`retain_graph`) raises."""
-
-    @staticmethod
-    def forward(ctx, logits, labels, label_smoothing: float, count):
-        vocab = logits.shape[-1]
-        flat, target = logits.reshape(-1, vocab), labels.reshape(-1, 1)
-        ignored = target == -100  # (N, 1)
-        target = target.masked_fill(ignored, 0)
-        total = torch.zeros((), dtype=torch.float32, device=logits.device)
-        grad = torch.empty_like(flat) if ctx.needs_input_grad[0] else None
-        inverse_count = 1.0 / count
-        rows = max(16, 2**19 // vocab)
-        for start in range(0, flat.shape[0], rows):
-            chunk = slice(start, start + rows)
-            z = flat[chunk].float()  # (rows, V); for fp32 logits a view of them: never written
-            peak = z.amax(-1, keepdim=True)
-            # exp(z - max), written straight into the gradient when it is fp32: one pass over z for loss and gradient
-            probs = torch.sub(z, peak, out=grad[chunk]) if grad is not None and grad.dtype == torch.float32 else z - peak
-            norm = probs.exp_().sum(-1, keepdim=True)
-            lse = peak + norm.log()
-            loss = lse - z.gather(1, target[chunk])  # -log p(label)
-            if label_smoothing:  # eps * mean over the vocabulary of -log p (section 5.4)
-                loss = (1 - label_smoothing) * loss + label_smoothing * (lse - z.mean(-1, keepdim=True))
-            any_ignored = bool(ignored[chunk].any())
-            total += (loss.masked_fill_(ignored[chunk], 0) if any_ignored else loss).sum()
-            if grad is not None:  # (softmax - smoothed one-hot) / count
-                probs.mul_(inverse_count / norm)
-                if label_smoothing:
-                    probs.sub_(label_smoothing * inverse_count / vocab)
-                probs.scatter_add_(1, target[chunk], torch.full_like(loss, label_smoothing - 1) * inverse_count)
-                if any_ignored:
-                    probs.masked_fill_(ignored[chunk], 0)
-                if probs.dtype != grad.dtype:
-                    grad[chunk] = probs
-        ctx.save_for_backward(grad)
-        ctx.logits_shape, ctx.backward_done = logits.shape, False
-        return total * inverse_count
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad_loss):
-        if ctx.backward_done:
-            raise RuntimeError("Backward through the fused cross-entropy of vanilla-transformer ran twice "
-                               "(retain_graph=True); it keeps one gradient. Run the forward pass again instead.")
-        ctx.backward_done = True
-        (grad,) = ctx.saved_tensors
-        if grad_loss.device.type != "cpu" or grad_loss.item() != 1.0:  # the usual loss.backward() needs no pass
-            grad.mul_(grad_loss.to(grad.dtype))
-        return grad.view(ctx.logits_shape), None, None, None
 
 
 class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
@@ -811,12 +694,9 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
     def __init__(self, config: VanillaTransformerConfig):
         super().__init__(config)
         if config.tie_word_embeddings:  # section 3.4: one matrix for both embeddings and the output projection
-            self.shared = self._new_token_embedding()
-            encoder_embedding = decoder_embedding = self.shared
-        else:
-            encoder_embedding, decoder_embedding = self._new_token_embedding(), self._new_token_embedding()
-        self.encoder = VanillaTransformerEncoder(config, encoder_embedding)
-        self.decoder = VanillaTransformerDecoder(config, decoder_embedding)
+            self.shared = nn.Embedding(config.vocab_size, config.d_model, config.pad_token_id)
+        self.encoder = VanillaTransformerEncoder(config)
+        self.decoder = VanillaTransformerDecoder(config)
         self.post_init()
 
     def get_input_embeddings(self):
@@ -868,7 +748,7 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
         )
         return Seq2SeqModelOutput(
             last_hidden_state=decoder_outputs.last_hidden_state,
-            **{CACHE_FIELD: getattr(decoder_outputs, CACHE_FIELD)},
+            cache=decoder_outputs.cache,
             decoder_hidden_states=decoder_outputs.hidden_states,
             decoder_attentions=decoder_outputs.attentions,
             cross_attentions=decoder_outputs.cross_attentions,
@@ -878,16 +758,6 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
         )
 
 
-class BeamSearchCache(EncoderDecoderCache):
-    """The decoder's cache during `generate`. Beam search keeps, for each sentence, beams of that same sentence; all of
-    them share the sentence's encoder output, so the cross-attention keys and values are already in beam order and
-    only the self-attention cache is reordered (EncoderDecoderCache reorders both: a copy of every encoder key and
-    value at every step)."""
-
-    def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
-        self.self_attention_cache.reorder_cache(beam_idx)
-
-
 class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedModel, GenerationMixin):
     """Encoder-decoder + output projection to the vocabulary (section 3.4), for translation and `generate()`."""
 
@@ -895,8 +765,6 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
 
     def __init__(self, config: VanillaTransformerConfig):
         super().__init__(config)
-        # Recorded in config.json: `pipeline(model=saved_dir, trust_remote_code=True)` then needs no task name.
-        config.custom_pipelines = {REMOTE_TRANSLATION_TASK: TRANSLATION_PIPELINE}
         self.model = VanillaTransformerModel(config)
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         self.post_init()
@@ -906,24 +774,6 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
 
     def set_output_embeddings(self, new_embeddings):
         self.lm_head = new_embeddings
-
-    def generate(self, inputs=None, generation_config=None, **kwargs):
-        """`GenerationMixin.generate`, after checking that the per-sentence inputs agree on the batch size; beam search
-        gets a BeamSearchCache unless a cache or its kind is given."""
-        source = inputs if inputs is not None else kwargs.get("input_ids", kwargs.get("inputs_embeds"))
-        if isinstance(source, torch.Tensor) and source.dim() >= 2:
-            for name in ("attention_mask", "decoder_input_ids", "decoder_attention_mask"):
-                value = kwargs.get(name)
-                if isinstance(value, torch.Tensor) and (value.dim() != 2 or value.shape[0] != source.shape[0]):
-                    raise ValueError(f"{name} has shape {tuple(value.shape)} but the inputs have batch size "
-                                     f"{source.shape[0]}.")
-        settings = generation_config or self.generation_config
-        if ((kwargs.get("num_beams", settings.num_beams) or 1) > 1 and kwargs.get("cache") is None
-                and kwargs.get("past_key_values") is None and kwargs.get("use_cache", settings.use_cache) is not False
-                and kwargs.get("cache_implementation", settings.cache_implementation) is None):
-            decoder = self.config.get_text_config(decoder=True)  # what generate's own cache is built from
-            kwargs["cache"] = BeamSearchCache(DynamicCache(config=decoder), DynamicCache(config=decoder))
-        return super().generate(inputs, generation_config, **kwargs)
 
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor):
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
@@ -973,7 +823,7 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         return Seq2SeqLMOutput(
             loss=loss,
             logits=logits,
-            **{CACHE_FIELD: getattr(outputs, CACHE_FIELD)},
+            cache=outputs.cache,
             decoder_hidden_states=outputs.decoder_hidden_states,
             decoder_attentions=outputs.decoder_attentions,
             cross_attentions=outputs.cross_attentions,
@@ -984,8 +834,9 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
 
 
 # ----------------------------------------------------------------------------------------------------------------------
-# Deviations for small data, off by default: a relative-position bias for self-attention (encoder and decoder) and
-# character features for the encoder. Named-entity recognition uses them; the paper's model has neither.
+# Deviations for small data, off by default: a relative-position bias for self-attention (encoder and decoder) here,
+# character features for the encoder in ner_vanilla_transformer.py. Named-entity recognition uses them; the paper's
+# model has neither.
 
 
 class VanillaTransformerRelativePositionBias(nn.Module):
@@ -1007,74 +858,6 @@ class VanillaTransformerRelativePositionBias(nn.Module):
         return self.weight[distance].permute(2, 0, 1).unsqueeze(0)  # (1, H, T, S)
 
 
-WORD_START = "\u2581"  # the "▁" our Metaspace tokenizers put before each word
-
-
-class VanillaTransformerCharacterFeatures(nn.Module):
-    """Deviation, off by default (`char_cnn_dim=0`): character-level word features added to the encoder's token
-    embeddings, as in the from-scratch taggers of Ma & Hovy (2016) and Lample et al. (2016). Sub-word embeddings of rare
-    or unseen words are barely trained; their spelling (capitals, digits, suffixes) still says a lot.
-
-    The characters of every vocabulary entry live in the buffer `token_chars` (vocab_size, MAX_CHARS) of byte codes,
-    filled from the tokenizer by `set_token_characters` and saved with the weights, so the model still takes only
-    `input_ids`. A CNN (width 3) over each sub-token's characters, max-pooled over characters, then max-pooled over
-    the sub-tokens of one word (a word starts at a "▁"-marked or special token) gives every sub-token its whole word's
-    features, projected to d_model. Encoder only: in the decoder, pooling over a word would look ahead.
-    """
-
-    MAX_CHARS, CHAR_DIM, NUM_CODES = 16, 32, 256  # code 0 = no character, 1 = word start, 255 = any non-Latin-1
-
-    def __init__(self, config: VanillaTransformerConfig):
-        super().__init__()
-        self.register_buffer("token_chars", torch.zeros(config.vocab_size, self.MAX_CHARS, dtype=torch.uint8))
-        self.embed_chars = nn.Embedding(self.NUM_CODES, self.CHAR_DIM, padding_idx=0)
-        self.conv = nn.Conv1d(self.CHAR_DIM, config.char_cnn_dim, kernel_size=3, padding=1)
-        self.proj = nn.Linear(config.char_cnn_dim, config.d_model)
-
-    @classmethod
-    def encode(cls, token: str, special: bool) -> list[int]:
-        """A vocabulary entry as character codes: a word-start code for "▁" or a special token, then its characters
-        (Latin-1 code points; others share code 255), cut at MAX_CHARS."""
-        starts = special or token.startswith(WORD_START)
-        text = token[1:] if token.startswith(WORD_START) else token
-        codes = [1] * starts + [ord(c) if 1 < ord(c) < cls.NUM_CODES - 1 else cls.NUM_CODES - 1 for c in text]
-        return codes[: cls.MAX_CHARS]
-
-    @torch.no_grad()
-    def set_token_characters(self, tokens: list[str], special_ids) -> None:
-        """Fill the table from the vocabulary (`tokens[i]` is the string of id i)."""
-        if len(tokens) > self.token_chars.shape[0]:
-            raise ValueError(f"The vocabulary has {len(tokens)} tokens but the model's vocab_size is "
-                             f"{self.token_chars.shape[0]}.")
-        table = torch.zeros_like(self.token_chars)
-        for i, token in enumerate(tokens):
-            codes = self.encode(token, i in special_ids)
-            table[i, : len(codes)] = torch.tensor(codes, dtype=table.dtype)
-        self.token_chars.copy_(table)
-
-    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
-        if torch.compiler.is_compiling():  # traced or exported: every token, no data-dependent shape or check
-            ids = input_ids.flatten()
-            inverse = torch.arange(ids.shape[0], device=ids.device).view(input_ids.shape)
-        else:
-            ids, inverse = input_ids.unique(return_inverse=True)  # each distinct token once; sorted
-            if ids[-1] >= self.token_chars.shape[0]:
-                raise ValueError(f"Token id {ids[-1].item()} has no row in the character table of "
-                                 f"{self.token_chars.shape[0]} tokens; call model.set_token_characters(tokenizer).")
-        chars = self.token_chars[ids].long()  # (U, C)
-        empty = ~chars.any(1)
-        if not torch.compiler.is_compiling() and empty.any():
-            raise ValueError(f"Token ids {ids[empty][:5].tolist()} have no characters in the table (char_cnn_dim > 0 "
-                             "needs it): call model.set_token_characters(tokenizer) before training or inference.")
-        per_char = F.relu(self.conv(self.embed_chars(chars).transpose(1, 2)))  # (U, F, C)
-        per_token = per_char.masked_fill((chars == 0).unsqueeze(1), 0).amax(-1)[inverse]  # (B, T, F), all >= 0
-        word = (chars[:, 0] == 1)[inverse].cumsum(1)  # (B, T) word index in the row (0: before any start)
-        word = word.unsqueeze(-1).expand_as(per_token)
-        per_word = per_token.new_zeros(word.shape[0], word.shape[1] + 1, per_token.shape[-1])  # (B, T + 1, F)
-        per_word = per_word.scatter_reduce(1, word, per_token, "amax")
-        return self.proj(per_word.gather(1, word))  # (B, T, D): each sub-token gets its word's features
-
-
 # ----------------------------------------------------------------------------------------------------------------------
 # Named-entity recognition: the encoder alone, with a tagging head (and optionally a CRF)
 
@@ -1087,15 +870,17 @@ class VanillaTransformerEncoderModel(VanillaTransformerPreTrainedModel):
 
     def __init__(self, config: VanillaTransformerConfig):
         super().__init__(config)
-        self.shared = self._new_token_embedding()
-        self.encoder = VanillaTransformerEncoder(config, self.shared)
+        if config.tie_word_embeddings:
+            self.shared = nn.Embedding(config.vocab_size, config.d_model, config.pad_token_id)
+        self.encoder = VanillaTransformerEncoder(config)
         self.post_init()
 
     def get_input_embeddings(self):
-        return self.shared
+        return self.encoder.embed.embed_tokens
 
     def set_input_embeddings(self, value):
-        self.shared = value
+        if self.config.tie_word_embeddings:
+            self.shared = value
         self.encoder.embed.embed_tokens = value
 
     @can_return_tuple
@@ -1104,81 +889,6 @@ class VanillaTransformerEncoderModel(VanillaTransformerPreTrainedModel):
         check_model_kwargs(self, kwargs)
         return self.encoder(input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds,
                             return_dict=True, **kwargs)
-
-
-def iob2_penalties(id2label: dict | None, num_labels: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(start (L,), transitions (L, L) [from, to]): -1e4 where IOB2 forbids a tag - I-X first, or after anything but
-    B-X / I-X - and 0 elsewhere; all 0 unless every label is "O", "B-X" or "I-X"."""
-    start, transitions = torch.zeros(num_labels), torch.zeros(num_labels, num_labels)
-    labels = [str((id2label or {}).get(i, "")) for i in range(num_labels)]
-    if not all(label == "O" or label[:2] in ("B-", "I-") for label in labels):
-        return start, transitions
-    for to, label in enumerate(labels):
-        if label.startswith("I-"):
-            start[to] = -1e4
-            for before, previous in enumerate(labels):
-                if previous not in ("B-" + label[2:], label):
-                    transitions[before, to] = -1e4
-    return start, transitions
-
-
-class VanillaTransformerCRF(nn.Module):
-    """A linear-chain conditional random field over the tag sequence (Lafferty et al., 2001), an option of the
-    token-classification head (`config.use_crf`; not part of the paper). Scores a tag path as the sum of its
-    per-token emission scores plus learned start, transition and end scores.
-
-    Positions whose label is -100 (special tokens, non-first sub-tokens) stay in the chain with their tag
-    marginalised out, so the loss is -log P(labelled tags | x) of a partially labelled sequence; padding
-    (`mask` 0, on either side) is skipped. Decoding returns max-marginals: for each position and tag, the score of the
-    best whole path through that tag, so `argmax(-1)` gives exactly the Viterbi path to every consumer of `logits`.
-    When the labels are IOB2 tags (`config.id2label`: "O", "B-X", "I-X"), decoding keeps to paths IOB2 allows (an
-    I-X only after B-X or I-X), so no prediction holds an entity that starts with I-; training is unconstrained.
-    """
-
-    def __init__(self, config: VanillaTransformerConfig):
-        super().__init__()
-        self.start_transitions = nn.Parameter(torch.zeros(config.num_labels))
-        self.end_transitions = nn.Parameter(torch.zeros(config.num_labels))
-        self.transitions = nn.Parameter(torch.zeros(config.num_labels, config.num_labels))  # [from, to]
-        start_penalty, transition_penalty = iob2_penalties(config.id2label, config.num_labels)
-        self.register_buffer("start_penalty", start_penalty, persistent=False)
-        self.register_buffer("transition_penalty", transition_penalty, persistent=False)
-
-    def _forward_scores(self, emissions, mask, reduce, start, transitions):
-        """Left-to-right recursion; `reduce` is logsumexp (partition function) or max (Viterbi). Returns the score per
-        position and tag (B, T, L) and the final score per sequence (B,)."""
-        first = mask & (mask.cumsum(1) == 1)  # the first real token of each row
-        carry = emissions.new_zeros(emissions.shape[0], emissions.shape[2])  # (B, L)
-        scores = []
-        for t in range(emissions.shape[1]):
-            step = reduce(carry.unsqueeze(2) + transitions, 1) + emissions[:, t]  # (B, L)
-            step = torch.where(first[:, t, None], start + emissions[:, t], step)
-            carry = torch.where(mask[:, t, None], step, carry)
-            scores.append(carry)
-        return torch.stack(scores, 1), reduce(carry + self.end_transitions, 1)
-
-    def neg_log_likelihood(self, emissions, labels, mask):
-        """Sum over the batch of -log P(tags | x), with -100 labels marginalised."""
-        allowed = (labels == -100).unsqueeze(-1) | F.one_hot(labels.clamp(min=0), emissions.shape[-1]).bool()
-        constrained = emissions.masked_fill(~allowed, -1e4)
-        # one pass over both: all paths (log Z) and the paths that agree with the labels
-        _, both = self._forward_scores(torch.cat([emissions, constrained]), mask.repeat(2, 1), torch.logsumexp,
-                                       self.start_transitions, self.transitions)
-        log_z, gold = both.chunk(2)
-        return (log_z - gold).sum()  # a row without real tokens scores log Z = gold: it adds 0
-
-    def max_marginals(self, emissions, mask):
-        """(B, T, L): the best path score through each tag at each position (forward max + backward max)."""
-        transitions = self.transitions + self.transition_penalty
-        alpha, _ = self._forward_scores(emissions, mask, torch.amax, self.start_transitions + self.start_penalty,
-                                        transitions)
-        carry = self.end_transitions.expand(emissions.shape[0], -1)  # best continuation after the last real token
-        beta = []
-        for t in reversed(range(emissions.shape[1])):
-            beta.append(carry)
-            step = (transitions + (emissions[:, t] + carry).unsqueeze(1)).max(2).values  # (B, L) from-tag view
-            carry = torch.where(mask[:, t, None], step, carry)
-        return alpha + torch.stack(beta[::-1], 1)
 
 
 def check_label_ids(ids: torch.Tensor, num_labels: int, name: str) -> None:
@@ -1229,7 +939,6 @@ class VanillaTransformerForTokenClassification(VanillaTransformerPreTrainedModel
 
     def __init__(self, config: VanillaTransformerConfig):
         super().__init__(config)
-        config.custom_pipelines = {}  # a translation checkpoint's pipeline does not apply to the tagger
         self.num_labels = config.num_labels
         self.model = VanillaTransformerEncoderModel(config)
         self.dropout = config.classifier_dropout if config.classifier_dropout is not None else config.dropout
@@ -1241,7 +950,7 @@ class VanillaTransformerForTokenClassification(VanillaTransformerPreTrainedModel
         self.post_init()
 
     def get_input_embeddings(self):
-        return self.model.shared
+        return self.model.get_input_embeddings()
 
     def set_input_embeddings(self, value):
         self.model.set_input_embeddings(value)
@@ -1299,13 +1008,12 @@ class VanillaTransformerForMaskedLM(VanillaTransformerPreTrainedModel):
 
     def __init__(self, config: VanillaTransformerConfig):
         super().__init__(config)
-        config.custom_pipelines = {}  # a translation checkpoint's pipeline does not apply here
         self.model = VanillaTransformerEncoderModel(config)
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         self.post_init()
 
     def get_input_embeddings(self):
-        return self.model.shared
+        return self.model.get_input_embeddings()
 
     def set_input_embeddings(self, value):
         self.model.set_input_embeddings(value)
@@ -1333,60 +1041,12 @@ class VanillaTransformerForMaskedLM(VanillaTransformerPreTrainedModel):
                               attentions=outputs.attentions)
 
 
-# ----------------------------------------------------------------------------------------------------------------------
-# Translation pipeline. transformers 5 removed its "translation" pipeline; ours lives in this file (not a file of its
-# own) so that every saved seq2seq model carries it and `pipeline(model=dir, trust_remote_code=True)` finds it.
-# Its name in config.json (REMOTE_TRANSLATION_TASK) differs from the task our package registers (TRANSLATION_TASK):
-# transformers' `pipeline()` looks a task up in the config's custom_pipelines before its registry, and a custom
-# pipeline asks for trust_remote_code even where our package is imported.
-TRANSLATION_PIPELINE = {
-    "impl": "modeling_vanilla_transformer.VanillaTranslationPipeline",
-    "pt": ["AutoModelForSeq2SeqLM"],
-    "tf": [],
-    "type": "text",
-}
-
-
-class VanillaTranslationPipeline(Pipeline):
-    """`pipeline("vanilla-translation", model=...)("Ein Hund.")` -> `[{"translation_text": "A dog."}]`.
-
-    Keyword arguments other than `truncation` go to `generate()` (`num_beams`, `max_new_tokens`, ...).
-    """
-
-    def _sanitize_parameters(self, truncation=None, **generate_kwargs):
-        preprocess = {} if truncation is None else {"truncation": truncation}
-        if "max_new_tokens" in generate_kwargs:  # replaces the saved max_length (without generate's "both set" warning)
-            generate_kwargs.setdefault("max_length", None)
-        return preprocess, generate_kwargs, {}
-
-    def preprocess(self, text, truncation=True):
-        if not isinstance(text, str):
-            raise TypeError(f"The translation pipeline takes strings, got {type(text).__name__}.")
-        return self.tokenizer(text, return_tensors="pt", truncation=truncation, return_token_type_ids=False)
-
-    def _forward(self, inputs, **generate_kwargs):
-        batch = inputs["input_ids"].shape[0]
-        output_ids = self.model.generate(**inputs, **generate_kwargs)
-        return {"output_ids": output_ids.reshape(batch, -1, output_ids.shape[-1])}  # (B, num_return_sequences, L)
-
-    def postprocess(self, model_outputs):
-        return [
-            {"translation_text": self.tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)}
-            for ids in model_outputs["output_ids"][0]
-        ]
-
-    def __call__(self, inputs, **kwargs):
-        result = super().__call__(inputs, **kwargs)
-        if isinstance(inputs, list) and all(len(r) == 1 for r in result):
-            return [r[0] for r in result]
-        return result
-
-
 __all__ = [
     "VanillaTransformerPreTrainedModel",
     "VanillaTransformerModel",
     "VanillaTransformerForConditionalGeneration",
     "VanillaTransformerEncoderModel",
     "VanillaTransformerForTokenClassification",
+    "VanillaTransformerForMaskedLM",
     "VanillaTranslationPipeline",
 ]

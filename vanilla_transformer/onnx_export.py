@@ -3,6 +3,7 @@ exporter (dynamic batch and length), the tokenizer beside it, and the CRF's scor
 `onnx_tagger.json`, decoded in numpy (`crf_max_marginals`) as the PyTorch head decodes them. `vanilla-transformer tag`
 and `serve` run such a directory with `--engine onnxruntime` (chosen by themselves for an export)."""
 
+from .loading import load_model
 import json
 import os
 import shutil
@@ -54,7 +55,7 @@ def export_onnx(model_dir, output_dir, quantize: str | None = None, force: bool 
     if os.path.exists(output_dir) and not force:
         raise FileExistsError(f"{output_dir} exists; pass --force to replace it.")
     tokenizer = load_tokenizer(model_dir)
-    tagger = VanillaTransformerForTokenClassification.from_pretrained(model_dir, attn_implementation="eager").eval()
+    tagger = load_model(VanillaTransformerForTokenClassification, model_dir, attn_implementation="eager").eval()
     config = tagger.config
     staging = tempfile.mkdtemp(prefix=".export-", dir=os.path.dirname(os.path.abspath(output_dir)) or ".")
     try:

@@ -8,6 +8,7 @@
 Each writes PNG files (default: next to the input, or --out DIR) and prints their paths.
 """
 
+from .loading import load_model
 import argparse
 import json
 import os
@@ -83,7 +84,7 @@ def plot_attention(model_dir: str, text: str, out_dir: str) -> list[str]:
 
     check_translation_model_dir(model_dir)  # a missing or other kind of model is named before anything loads
     tokenizer = load_tokenizer(model_dir)
-    model = VanillaTransformerForConditionalGeneration.from_pretrained(model_dir, attn_implementation="eager").eval()
+    model = load_model(VanillaTransformerForConditionalGeneration, model_dir, attn_implementation="eager").eval()
     enc = tokenizer([text], return_tensors="pt", return_token_type_ids=False)
     with torch.no_grad():
         generated = model.generate(**enc, max_new_tokens=64, num_beams=1)

@@ -16,6 +16,7 @@ import time
 
 import torch
 
+from .loading import load_model
 from .data import DataError
 from .ner.mentions import document_consistency, mention_spans
 from .tokenization import load_tokenizer, looks_local
@@ -71,7 +72,7 @@ class Tagger:
                 raise ValueError(f"{str(path)!r} holds a {', '.join(architectures) or 'model of no known kind'}, "
                                  f"not a tagger ({TAGGER}): train one with `vanilla-transformer train-ner`.")
         self.tokenizer = load_tokenizer(model_dir)
-        model = VanillaTransformerForTokenClassification.from_pretrained(model_dir)
+        model = load_model(VanillaTransformerForTokenClassification, model_dir)
         if ensemble_with:
             model = ensemble_of(model, self.tokenizer, ensemble_with)
         self.device = resolve_device(device, "pytorch")

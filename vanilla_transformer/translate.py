@@ -12,6 +12,8 @@ import time
 
 import torch
 
+from .loading import load_model
+from .pipeline_vanilla_transformer import beam_search_cache
 from .tokenization import check_json_files, check_translation_model_dir, is_ctranslate2_dir, load_tokenizer
 
 REEXPORT = "; export the model again (vanilla-transformer export-ctranslate2 MODEL OUT --force)"
@@ -51,7 +53,7 @@ class PyTorchTranslator:
         if threads:
             torch.set_num_threads(threads)
         self.tokenizer = load_tokenizer(model_dir)
-        self.model = VanillaTransformerForConditionalGeneration.from_pretrained(model_dir).to(device).eval()
+        self.model = load_model(VanillaTransformerForConditionalGeneration, model_dir).to(device).eval()
         self.generate_kwargs = dict(num_beams=num_beams, do_sample=False)
         if max_new_tokens is not None:
             # max_length=None: the limit replaces the saved generation_config.max_length (no "both set" warning)
@@ -68,7 +70,7 @@ class PyTorchTranslator:
             kwargs["num_beams"] = num_beams
         if max_new_tokens is not None:
             kwargs.update(max_new_tokens=max_new_tokens, max_length=None)
-        output = self.model.generate(**batch, **kwargs)
+        output = self.model.generate(**batch, **kwargs, **beam_search_cache(self.model, **kwargs))
         return self.tokenizer.batch_decode(output, skip_special_tokens=True, clean_up_tokenization_spaces=False)
 
 

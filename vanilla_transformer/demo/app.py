@@ -13,6 +13,8 @@ import sys
 
 import torch
 
+from ..loading import load_model
+from ..pipeline_vanilla_transformer import beam_search_cache
 from ..tokenization import check_translation_model_dir, load_tokenizer
 
 logger = logging.getLogger(__name__)
@@ -66,8 +68,8 @@ class TranslationDemo:
         check_translation_model_dir(model_name_or_path)
         self.name, self.device = model_name_or_path, resolve_device(device, "pytorch")
         self.tokenizer = load_tokenizer(model_name_or_path)
-        self.model = VanillaTransformerForConditionalGeneration.from_pretrained(
-            model_name_or_path, attn_implementation="eager").to(self.device).eval()  # eager: returns the weights
+        self.model = load_model(VanillaTransformerForConditionalGeneration, model_name_or_path,
+                                attn_implementation="eager").to(self.device).eval()  # eager: returns the weights
         self.limit = input_limit(self.tokenizer, self.model.config)
         self.ctranslate2_model, self._ctranslate2 = ctranslate2_model, None
         self.engines = ["PyTorch"]
@@ -110,8 +112,9 @@ class TranslationDemo:
             start = self.model.generation_config.decoder_start_token_id
             generated = torch.tensor([[start, *ids]], device=self.device)
         else:
-            generated = self.model.generate(**enc, num_beams=int(num_beams), max_new_tokens=int(max_new_tokens),
-                                            max_length=None, do_sample=False)  # the slider replaces max_length
+            kwargs = dict(num_beams=int(num_beams), max_new_tokens=int(max_new_tokens), max_length=None,
+                          do_sample=False)  # the slider replaces max_length
+            generated = self.model.generate(**enc, **kwargs, **beam_search_cache(self.model, **kwargs))
         # The attention of the shown translation: one teacher-forced pass; row i is where the decoder looked while
         # producing output token i (from the tokens before it).
         out = self.model(**enc, decoder_input_ids=generated[:, :-1], output_attentions=True)
@@ -158,7 +161,7 @@ class NerDemo:
 
         self.name = model_name_or_path
         self.tokenizer = load_tokenizer(model_name_or_path)
-        model = VanillaTransformerForTokenClassification.from_pretrained(model_name_or_path).eval()
+        model = load_model(VanillaTransformerForTokenClassification, model_name_or_path).eval()
         if model.config.architectures and type(model).__name__ not in model.config.architectures:
             raise ValueError(f"{model_name_or_path!r} holds a {', '.join(model.config.architectures)}, not a tagger "
                              f"({type(model).__name__}).")

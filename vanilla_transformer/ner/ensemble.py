@@ -6,12 +6,10 @@ from torch import nn
 from transformers import AutoModelForTokenClassification, AutoTokenizer
 from transformers.modeling_outputs import TokenClassifierOutput
 
-from ..modeling_vanilla_transformer import (
-    VanillaTransformerCRF,
-    VanillaTransformerForTokenClassification,
-    apply_dropout,
-    tagging_loss_and_scores,
-)
+from ..loading import load_model
+from ..kernels_vanilla_transformer import apply_dropout
+from ..modeling_vanilla_transformer import VanillaTransformerForTokenClassification, tagging_loss_and_scores
+from ..ner_vanilla_transformer import VanillaTransformerCRF
 
 
 class TokenClassificationEnsemble(nn.Module):
@@ -70,5 +68,5 @@ def ensemble_of(model, tokenizer, paths, **kwargs) -> TokenClassificationEnsembl
         if AutoTokenizer.from_pretrained(path, **tokenizer_kwargs).get_vocab() != tokenizer.get_vocab():
             raise ValueError(f"The tokenizer of {str(path)!r} differs from that of the first tagger; ensemble members "
                              "must share one tokenizer.")
-        members.append(AutoModelForTokenClassification.from_pretrained(path, **kwargs))
+        members.append(load_model(AutoModelForTokenClassification, path, **kwargs))
     return TokenClassificationEnsemble(members)

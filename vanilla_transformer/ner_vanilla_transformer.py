@@ -1,0 +1,153 @@
+"""What named-entity recognition adds to the encoder of the Transformer (Vaswani et al., 2017), none of it in the paper
+and all of it off by default: character features of every word (`config.char_cnn_dim`) and a linear-chain CRF over the
+tags (`config.use_crf`). The model file imports this file relatively, so `save_pretrained` copies it beside the weights
+with the model's code (`trust_remote_code`).
+"""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .configuration_vanilla_transformer import VanillaTransformerConfig
+
+WORD_START = "\u2581"  # the "▁" our Metaspace tokenizers put before each word
+
+
+class VanillaTransformerCharacterFeatures(nn.Module):
+    """Deviation, off by default (`char_cnn_dim=0`): character-level word features added to the encoder's token
+    embeddings, as in the from-scratch taggers of Ma & Hovy (2016) and Lample et al. (2016). Sub-word embeddings of rare
+    or unseen words are barely trained; their spelling (capitals, digits, suffixes) still says a lot.
+
+    The characters of every vocabulary entry live in the buffer `token_chars` (vocab_size, MAX_CHARS) of byte codes,
+    filled from the tokenizer by `set_token_characters` and saved with the weights, so the model still takes only
+    `input_ids`. A CNN (width 3) over each sub-token's characters, max-pooled over characters, then max-pooled over
+    the sub-tokens of one word (a word starts at a "▁"-marked or special token) gives every sub-token its whole word's
+    features, projected to d_model. Encoder only: in the decoder, pooling over a word would look ahead.
+    """
+
+    MAX_CHARS, CHAR_DIM, NUM_CODES = 16, 32, 256  # code 0 = no character, 1 = word start, 255 = any non-Latin-1
+
+    def __init__(self, config: VanillaTransformerConfig):
+        super().__init__()
+        self.register_buffer("token_chars", torch.zeros(config.vocab_size, self.MAX_CHARS, dtype=torch.uint8))
+        self.embed_chars = nn.Embedding(self.NUM_CODES, self.CHAR_DIM, padding_idx=0)
+        self.conv = nn.Conv1d(self.CHAR_DIM, config.char_cnn_dim, kernel_size=3, padding=1)
+        self.proj = nn.Linear(config.char_cnn_dim, config.d_model)
+
+    @classmethod
+    def encode(cls, token: str, special: bool) -> list[int]:
+        """A vocabulary entry as character codes: a word-start code for "▁" or a special token, then its characters
+        (Latin-1 code points; others share code 255), cut at MAX_CHARS."""
+        starts = special or token.startswith(WORD_START)
+        text = token[1:] if token.startswith(WORD_START) else token
+        codes = [1] * starts + [ord(c) if 1 < ord(c) < cls.NUM_CODES - 1 else cls.NUM_CODES - 1 for c in text]
+        return codes[: cls.MAX_CHARS]
+
+    @torch.no_grad()
+    def set_token_characters(self, tokens: list[str], special_ids) -> None:
+        """Fill the table from the vocabulary (`tokens[i]` is the string of id i)."""
+        if len(tokens) > self.token_chars.shape[0]:
+            raise ValueError(f"The vocabulary has {len(tokens)} tokens but the model's vocab_size is "
+                             f"{self.token_chars.shape[0]}.")
+        table = torch.zeros_like(self.token_chars)
+        for i, token in enumerate(tokens):
+            codes = self.encode(token, i in special_ids)
+            table[i, : len(codes)] = torch.tensor(codes, dtype=table.dtype)
+        self.token_chars.copy_(table)
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        if torch.compiler.is_compiling():  # traced or exported: every token, no data-dependent shape or check
+            ids = input_ids.flatten()
+            inverse = torch.arange(ids.shape[0], device=ids.device).view(input_ids.shape)
+        else:
+            ids, inverse = input_ids.unique(return_inverse=True)  # each distinct token once; sorted
+            if ids[-1] >= self.token_chars.shape[0]:
+                raise ValueError(f"Token id {ids[-1].item()} has no row in the character table of "
+                                 f"{self.token_chars.shape[0]} tokens; call model.set_token_characters(tokenizer).")
+        chars = self.token_chars[ids].long()  # (U, C)
+        empty = ~chars.any(1)
+        if not torch.compiler.is_compiling() and empty.any():
+            raise ValueError(f"Token ids {ids[empty][:5].tolist()} have no characters in the table (char_cnn_dim > 0 "
+                             "needs it): call model.set_token_characters(tokenizer) before training or inference.")
+        per_char = F.relu(self.conv(self.embed_chars(chars).transpose(1, 2)))  # (U, F, C)
+        per_token = per_char.masked_fill((chars == 0).unsqueeze(1), 0).amax(-1)[inverse]  # (B, T, F), all >= 0
+        word = (chars[:, 0] == 1)[inverse].cumsum(1)  # (B, T) word index in the row (0: before any start)
+        word = word.unsqueeze(-1).expand_as(per_token)
+        per_word = per_token.new_zeros(word.shape[0], word.shape[1] + 1, per_token.shape[-1])  # (B, T + 1, F)
+        per_word = per_word.scatter_reduce(1, word, per_token, "amax")
+        return self.proj(per_word.gather(1, word))  # (B, T, D): each sub-token gets its word's features
+
+
+def iob2_penalties(id2label: dict | None, num_labels: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(start (L,), transitions (L, L) [from, to]): -1e4 where IOB2 forbids a tag - I-X first, or after anything but
+    B-X / I-X - and 0 elsewhere; all 0 unless every label is "O", "B-X" or "I-X"."""
+    start, transitions = torch.zeros(num_labels), torch.zeros(num_labels, num_labels)
+    labels = [str((id2label or {}).get(i, "")) for i in range(num_labels)]
+    if not all(label == "O" or label[:2] in ("B-", "I-") for label in labels):
+        return start, transitions
+    for to, label in enumerate(labels):
+        if label.startswith("I-"):
+            start[to] = -1e4
+            for before, previous in enumerate(labels):
+                if previous not in ("B-" + label[2:], label):
+                    transitions[before, to] = -1e4
+    return start, transitions
+
+
+class VanillaTransformerCRF(nn.Module):
+    """A linear-chain conditional random field over the tag sequence (Lafferty et al., 2001), an option of the
+    token-classification head (`config.use_crf`; not part of the paper). Scores a tag path as the sum of its
+    per-token emission scores plus learned start, transition and end scores.
+
+    Positions whose label is -100 (special tokens, non-first sub-tokens) stay in the chain with their tag
+    marginalised out, so the loss is -log P(labelled tags | x) of a partially labelled sequence; padding
+    (`mask` 0, on either side) is skipped. Decoding returns max-marginals: for each position and tag, the score of the
+    best whole path through that tag, so `argmax(-1)` gives exactly the Viterbi path to every consumer of `logits`.
+    When the labels are IOB2 tags (`config.id2label`: "O", "B-X", "I-X"), decoding keeps to paths IOB2 allows (an
+    I-X only after B-X or I-X), so no prediction holds an entity that starts with I-; training is unconstrained.
+    """
+
+    def __init__(self, config: VanillaTransformerConfig):
+        super().__init__()
+        self.start_transitions = nn.Parameter(torch.zeros(config.num_labels))
+        self.end_transitions = nn.Parameter(torch.zeros(config.num_labels))
+        self.transitions = nn.Parameter(torch.zeros(config.num_labels, config.num_labels))  # [from, to]
+        start_penalty, transition_penalty = iob2_penalties(config.id2label, config.num_labels)
+        self.register_buffer("start_penalty", start_penalty, persistent=False)
+        self.register_buffer("transition_penalty", transition_penalty, persistent=False)
+
+    def _forward_scores(self, emissions, mask, reduce, start, transitions):
+        """Left-to-right recursion; `reduce` is logsumexp (partition function) or max (Viterbi). Returns the score per
+        position and tag (B, T, L) and the final score per sequence (B,)."""
+        first = mask & (mask.cumsum(1) == 1)  # the first real token of each row
+        carry = emissions.new_zeros(emissions.shape[0], emissions.shape[2])  # (B, L)
+        scores = []
+        for t in range(emissions.shape[1]):
+            step = reduce(carry.unsqueeze(2) + transitions, 1) + emissions[:, t]  # (B, L)
+            step = torch.where(first[:, t, None], start + emissions[:, t], step)
+            carry = torch.where(mask[:, t, None], step, carry)
+            scores.append(carry)
+        return torch.stack(scores, 1), reduce(carry + self.end_transitions, 1)
+
+    def neg_log_likelihood(self, emissions, labels, mask):
+        """Sum over the batch of -log P(tags | x), with -100 labels marginalised."""
+        allowed = (labels == -100).unsqueeze(-1) | F.one_hot(labels.clamp(min=0), emissions.shape[-1]).bool()
+        constrained = emissions.masked_fill(~allowed, -1e4)
+        # one pass over both: all paths (log Z) and the paths that agree with the labels
+        _, both = self._forward_scores(torch.cat([emissions, constrained]), mask.repeat(2, 1), torch.logsumexp,
+                                       self.start_transitions, self.transitions)
+        log_z, gold = both.chunk(2)
+        return (log_z - gold).sum()  # a row without real tokens scores log Z = gold: it adds 0
+
+    def max_marginals(self, emissions, mask):
+        """(B, T, L): the best path score through each tag at each position (forward max + backward max)."""
+        transitions = self.transitions + self.transition_penalty
+        alpha, _ = self._forward_scores(emissions, mask, torch.amax, self.start_transitions + self.start_penalty,
+                                        transitions)
+        carry = self.end_transitions.expand(emissions.shape[0], -1)  # best continuation after the last real token
+        beta = []
+        for t in reversed(range(emissions.shape[1])):
+            beta.append(carry)
+            step = (transitions + (emissions[:, t] + carry).unsqueeze(1)).max(2).values  # (B, L) from-tag view
+            carry = torch.where(mask[:, t, None], step, carry)
+        return alpha + torch.stack(beta[::-1], 1)

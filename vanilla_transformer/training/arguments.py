@@ -1,0 +1,226 @@
+"""The training commands' arguments: the model's (`ModelArguments`), the paper's training defaults
+(`PaperTrainingArguments` and one subclass per command), token budgets, and the run prologue that parses them."""
+
+import ast
+import logging
+import json
+import os
+import sys
+from dataclasses import dataclass, field, fields
+
+from transformers import HfArgumentParser, Seq2SeqTrainingArguments, TrainingArguments, set_seed
+from transformers.trainer_utils import SaveStrategy, SchedulerType
+
+from ..configuration_vanilla_transformer import PRESETS, VanillaTransformerConfig
+from .checkpoints import last_checkpoint
+from . import precision
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class ModelArguments:
+    model_name_or_path: str | None = field(
+        default=None, metadata={"help": "A saved model (directory or Hub id) to continue from."})
+    config_name: str | None = field(
+        default=None, metadata={"help": f"A preset name {sorted(PRESETS)}, or a config file or directory."})
+    config_overrides: str | None = field(
+        default=None, metadata={"help": "Comma-separated config fields, e.g. 'd_model=256,encoder_layers=3'."})
+    tokenizer_name: str | None = field(
+        default=None, metadata={"help": "A saved tokenizer; when absent a BPE is trained on the training split."})
+    vocab_size: int | None = field(
+        default=None, metadata={"help": "Size of the BPE trained when no tokenizer is given (default 8000)."})
+    tokenizer_train_samples: int = field(default=500_000, metadata={
+        "help": "At most this many training examples, evenly spaced over the split, train that BPE."})
+    attn_implementation: str | None = field(default=None, metadata={
+        "help": "'sdpa', 'eager' or 'flex_attention' (block-sparse kernels compiled from the masks; trains on GPUs "
+                "only). Default: eager when training in bf16 on a CPU (torch's SDPA backward in bf16 makes a whole "
+                "training step there about 1.5x slower), sdpa elsewhere."})
+    trust_remote_code: bool = field(default=False, metadata={"help": "Allow code from the model's Hub repository."})
+    cache_dir: str | None = field(default=None, metadata={
+        "help": "Where to cache Hub downloads and the Arrow files of local data (default: HF_HOME's caches)."})
+
+    def __post_init__(self):
+        check_ranges(self, positive=("vocab_size", "tokenizer_train_samples"))
+
+
+def parse_config_overrides(text: str | None) -> dict:
+    """'d_model=256,normalize_before=true' -> {"d_model": 256, "normalize_before": True}; unknown keys and
+    unparsable values raise ValueError naming them."""
+    if not text:
+        return {}
+    known = {f.name for f in fields(VanillaTransformerConfig)}
+    out = {}
+    for item in text.split(","):
+        if not item.strip():
+            continue
+        if "=" not in item:
+            raise ValueError(f"--config_overrides item {item!r} is not key=value.")
+        key, raw = (part.strip() for part in item.split("=", 1))
+        if key not in known:
+            raise ValueError(f"--config_overrides: unknown config field {key!r}.")
+        lowered = raw.lower()
+        if lowered in ("true", "false", "none", "null"):
+            value = {"true": True, "false": False}.get(lowered)
+        else:
+            try:
+                value = ast.literal_eval(raw)
+            except (ValueError, SyntaxError):
+                value = raw  # a bare string such as gelu or learned
+        default = getattr(VanillaTransformerConfig, key, None)
+        if isinstance(default, (int, float)) and not isinstance(default, bool) and not isinstance(value, (int, float)):
+            raise ValueError(f"--config_overrides: {key}={raw!r} is not a number.")
+        out[key] = value
+    return out
+
+
+def check_ranges(args, positive=(), non_negative=(), fractions=()) -> None:
+    """An option out of its range is a ValueError naming the flag and the value, raised while the command line is
+    parsed (`__post_init__` of the argument classes), before any data is read."""
+    for name in positive:
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise ValueError(f"--{name} must be at least 1, got {value}.")
+    for name in non_negative:
+        if getattr(args, name) < 0:
+            raise ValueError(f"--{name} must not be negative, got {getattr(args, name)}.")
+    for name in fractions:
+        if not 0.0 <= getattr(args, name) <= 1.0:
+            raise ValueError(f"--{name} must lie between 0 and 1, got {getattr(args, name)}.")
+
+
+def trainer_default(name: str, value, arguments=TrainingArguments):
+    """The field `name` of the argument class `arguments` (its help text kept) with another default."""
+    return field(default=value, metadata=next(f.metadata for f in fields(arguments) if f.name == name))
+
+
+# The argument classes live here, not in the scripts: Trainer pickles them into every checkpoint, so they must be
+# importable by name also when a command runs as `python -m vanilla_transformer.run_translation`.
+@dataclass
+class PaperTrainingArguments(TrainingArguments):  # the types are TrainingArguments' own (HfArgumentParser reads them)
+    """TrainingArguments with the paper's optimizer (section 5.3: Adam with beta2 0.98, eps 1e-9, linear warm-up then
+    inverse square root decay), label smoothing 0.1 (section 5.4) and quiet, CPU-friendly defaults. Every flag still
+    overrides them. `logging_nan_inf_filter` is off: filtering reads every step's loss back from the device, which
+    stalls a GPU (the logged loss shows a NaN as NaN instead)."""
+
+    output_dir: str | None = trainer_default("output_dir", "outputs/run")
+    learning_rate: float = trainer_default("learning_rate", 1e-3)
+    adam_beta2: float = trainer_default("adam_beta2", 0.98)
+    adam_epsilon: float = trainer_default("adam_epsilon", 1e-9)
+    lr_scheduler_type: SchedulerType | str = trainer_default("lr_scheduler_type", "inverse_sqrt")
+    warmup_steps: float = trainer_default("warmup_steps", 400)
+    label_smoothing_factor: float = trainer_default("label_smoothing_factor", 0.1)
+    per_device_train_batch_size: int = trainer_default("per_device_train_batch_size", 64)
+    per_device_eval_batch_size: int = trainer_default("per_device_eval_batch_size", 128)
+    num_train_epochs: float = trainer_default("num_train_epochs", 10.0)
+    logging_steps: float = trainer_default("logging_steps", 50)
+    save_strategy: SaveStrategy | str = trainer_default("save_strategy", "epoch")
+    save_total_limit: int | None = trainer_default("save_total_limit", 2)
+    report_to: None | str | list[str] = trainer_default("report_to", "none")
+    logging_nan_inf_filter: bool = trainer_default("logging_nan_inf_filter", False)
+
+
+@dataclass
+class TranslationTrainingArguments(PaperTrainingArguments, Seq2SeqTrainingArguments):
+    """`train-translation`: the paper's defaults, and evaluation by generating translations (BLEU)."""
+
+    predict_with_generate: bool = trainer_default("predict_with_generate", True, Seq2SeqTrainingArguments)
+
+
+@dataclass
+class NerTrainingArguments(PaperTrainingArguments):
+    """`train-ner`: the paper's optimizer, no label smoothing, batches of 32 sentences."""
+
+    label_smoothing_factor: float = trainer_default("label_smoothing_factor", 0.0)
+    per_device_train_batch_size: int = trainer_default("per_device_train_batch_size", 32)
+
+
+@dataclass
+class MlmTrainingArguments(PaperTrainingArguments):
+    """`pretrain-encoder`: the paper's optimizer, no label smoothing."""
+
+    label_smoothing_factor: float = trainer_default("label_smoothing_factor", 0.0)
+
+
+@dataclass
+class TokenBudgetArguments:
+    """Batches by a token budget instead of a number of examples (fairseq's --max-tokens), for every training
+    command: the argument classes of the data derive from it."""
+
+    max_tokens: int | None = field(default=None, metadata={
+        "help": "Training batches by a token budget instead of --per_device_train_batch_size: at most this many padded "
+                "input tokens, and as many label tokens, per batch and process (fairseq's --max-tokens); examples "
+                "of similar length together, batch order shuffled every epoch."})
+    eval_max_tokens: int | None = field(default=None, metadata={
+        "help": "Evaluation and prediction batches by a token budget instead of --per_device_eval_batch_size: at most "
+                "this many padded input tokens, and as many label tokens, per batch and process."})
+    packing: bool = field(default=False, metadata={
+        "help": "With --max_tokens (train-translation): every training batch has one shape, --max_tokens / "
+                "--packing_length rows of --packing_length tokens, each row holding several pairs (sources in the "
+                "encoder's rows, targets in the decoder's); each pair attends only to itself and its positions "
+                "start at 0. Little padding, and one shape for --torch_compile."})
+    packing_length: int | None = field(default=None, metadata={
+        "help": "The length of a packed row (--packing). Default: d_model / 2, at most 256 (longer rows: less "
+                "padding, more attention between the pairs of a row), or the longest training example (input or "
+                "label tokens) rounded up to a multiple of 8 when longer, at most --max_tokens."})
+
+    def __post_init__(self):
+        check_ranges(self, positive=("max_tokens", "eval_max_tokens", "packing_length"))
+
+
+def dataset_label(data_args) -> str:
+    """A name for the training data in the model card: the Hub dataset, or the training files' folders."""
+    if getattr(data_args, "dataset_name", None):
+        return data_args.dataset_name
+    paths = []
+    for name in ("train_file", "train_conll_file"):  # one path, or a list of them (run_mlm.py)
+        value = getattr(data_args, name, None) or []
+        paths += [value] if isinstance(value, str) else value
+    folders = dict.fromkeys(os.path.basename(os.path.dirname(os.path.abspath(path))) for path in paths)
+    return " + ".join(folders) or "demo"
+
+
+def parse_run_arguments(dataclass_types, argv=None, logger=None, defaults_for=None):
+    """The run scripts' prologue: parse (a single `.json` argument is read as a file of arguments), log to stdout
+    (warnings only on processes other than the first), run train + eval + predict when none is asked for, seed,
+    and find the checkpoint to resume from. `defaults_for(args)` may return arguments placed before the user's, so
+    the user's win. Returns (model_args, data_args, training_args, resume_from)."""
+    parser = HfArgumentParser(dataclass_types)
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) == 1 and args[0].endswith(".json"):
+        with open(args[0], encoding="utf-8") as f:
+            values = json.load(f)
+        if precision.accelerator_type() is None:
+            values.setdefault("use_cpu", True)
+        model_args, data_args, training_args = parser.parse_dict(values)
+    else:
+        args = precision.with_device_default((defaults_for(args) if defaults_for else []) + args)
+        model_args, data_args, training_args = parser.parse_args_into_dataclasses(args=args)
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO,
+                        handlers=[logging.StreamHandler(sys.stdout)])
+    if logger is not None and training_args.process_index != 0:
+        logger.setLevel(logging.WARNING)
+    if not (training_args.do_train or training_args.do_eval or training_args.do_predict):
+        training_args.do_train = training_args.do_eval = training_args.do_predict = True
+    sharding = training_args.fsdp or os.environ.get("ACCELERATE_USE_FSDP", "").lower() == "true"
+    if sharding and training_args.device.type == "cpu":  # accelerate would train unsharded, saying nothing
+        raise ValueError("--fsdp shards the model only on GPUs: accelerate runs FSDP on accelerators and trains an "
+                         "unsharded copy per process on CPUs. Drop --fsdp (or the accelerate config's FSDP section) "
+                         "to train data-parallel on CPUs (torchrun), or run on GPUs.")
+    precision.warn_if_slow_bf16(training_args, logger)
+    (logger or logging.getLogger(__name__)).info(
+        "Device: %s x %d process(es), %s", training_args.device, training_args.world_size,
+        "bf16 autocast" if training_args.bf16 else "fp16 autocast" if training_args.fp16 else "fp32")
+    if (model_args.attn_implementation == "flex_attention" and training_args.device.type == "cpu"
+            and training_args.do_train):
+        raise ValueError("--attn_implementation flex_attention trains on GPUs only (torch has no flex attention "
+                         "backward on CPUs); train with sdpa or eager, and evaluate or serve with flex_attention.")
+    if model_args.attn_implementation is None:
+        cpu_bf16 = training_args.bf16 and training_args.device.type == "cpu" and training_args.do_train
+        model_args.attn_implementation = "eager" if cpu_bf16 else "sdpa"
+    (logger or logging.getLogger(__name__)).info("Attention: %s", model_args.attn_implementation)
+    set_seed(training_args.seed)
+    resume_from = last_checkpoint(training_args)
+    if resume_from is not None:
+        (logger or logging.getLogger(__name__)).info("Resuming training from checkpoint %s", resume_from)
+    return model_args, data_args, training_args, resume_from

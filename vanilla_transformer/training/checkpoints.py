@@ -1,0 +1,117 @@
+"""Checkpoints that are whole or absent: staged under a temporary name and renamed into place, checked before
+resuming, and the one to resume from."""
+
+import json
+import os
+import shutil
+
+from transformers import TrainerCallback
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint, rotate_checkpoints
+
+
+
+def last_checkpoint(training_args):
+    """The checkpoint to resume from: `--resume_from_checkpoint` (a path, or 'true' for the latest in output_dir)."""
+    resume = training_args.resume_from_checkpoint
+    if resume is None or str(resume).lower() == "false":
+        return None
+    if str(resume).lower() == "true":
+        found = get_last_checkpoint(training_args.output_dir) if os.path.isdir(training_args.output_dir) else None
+        if found is None:
+            raise ValueError(f"--resume_from_checkpoint true: no checkpoint-* directory in {training_args.output_dir}.")
+        resume = found
+    if not os.path.isdir(resume):
+        raise ValueError(f"--resume_from_checkpoint {resume!r} is not a directory.")
+    check_checkpoint_files(resume)
+    return resume
+
+
+def check_checkpoint_files(checkpoint: str) -> None:
+    """A damaged checkpoint file (trainer state, weights) is an error naming it, before training starts."""
+    state = os.path.join(checkpoint, "trainer_state.json")
+    try:
+        with open(state, encoding="utf-8") as f:
+            json.load(f)
+    except FileNotFoundError:
+        raise ValueError(f"{state} is missing: {checkpoint} is not a whole checkpoint.") from None
+    except (ValueError, UnicodeDecodeError) as error:
+        raise ValueError(f"{state} is truncated or corrupted ({error}).") from None
+    weights = os.path.join(checkpoint, "model.safetensors")
+    if os.path.isfile(weights):
+        from safetensors import SafetensorError, safe_open
+
+        try:
+            with safe_open(weights, framework="pt"):  # checks the header and that the file holds every tensor
+                pass
+        except (SafetensorError, OSError, ValueError) as error:
+            raise ValueError(f"{weights} is truncated or corrupted ({error}).") from None
+
+
+class AtomicCheckpoints(TrainerCallback):
+    """Checkpoints appear atomically: each is written into `OUTPUT_DIR/.staging/checkpoint-N` and renamed to
+    `OUTPUT_DIR/checkpoint-N` only when complete, so a process killed while saving leaves every visible checkpoint
+    loadable and `--resume_from_checkpoint true` picks a whole one. The Trainer writes a checkpoint into
+    `args.output_dir`: this callback points that at the staging folder from the moment a save is decided (the end of a
+    step or an epoch, or an evaluation under `--save_strategy best`) until `on_save`, where the folder is renamed and
+    the output directory restored. (With `--push_to_hub` the Trainer uploads checkpoints in the background from their
+    folder, so they are written in place: the trainer does not add this callback.)"""
+
+    def __init__(self, accelerator):
+        self.accelerator = accelerator
+        self.run_dir = None  # the real output directory while args.output_dir points at the staging folder
+
+    def stage(self, args) -> None:
+        if self.run_dir is not None:
+            return
+        self.run_dir = args.output_dir
+        staging = os.path.join(self.run_dir, ".staging")
+        if args.should_save and os.path.isdir(staging):
+            shutil.rmtree(staging)  # left over by a killed save
+        self.accelerator.wait_for_everyone()
+        args.output_dir = staging
+
+    def unstage(self, args) -> None:
+        if self.run_dir is not None:
+            args.output_dir, self.run_dir = self.run_dir, None
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if control.should_save:
+            self.stage(args)
+
+    on_epoch_end = on_step_end
+
+    def on_evaluate(self, args, state, control, **kwargs):
+        if args.save_strategy == "best":  # the Trainer decides to save after this callback, when the metric improved
+            self.stage(args)
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self.unstage(args)  # staged for a save that did not happen (no new best)
+
+    on_train_end = on_step_begin
+
+    def on_save(self, args, state, control, **kwargs):
+        staging, run_dir = args.output_dir, self.run_dir
+        self.unstage(args)
+        if run_dir is None:
+            return
+        self.accelerator.wait_for_everyone()  # every process has written its part (RNG states)
+        if args.should_save:
+            name = f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
+            final = os.path.join(run_dir, name)
+            if os.path.isdir(final):
+                shutil.rmtree(final)
+            os.replace(os.path.join(staging, name), final)  # the atomic step
+            if state.best_model_checkpoint:
+                state.best_model_checkpoint = state.best_model_checkpoint.replace(staging, run_dir)
+            rotate_checkpoints(output_dir=run_dir, save_total_limit=args.save_total_limit,
+                               best_model_checkpoint=state.best_model_checkpoint, use_mtime=False)
+        self.accelerator.wait_for_everyone()
+
+
+class AtomicCheckpointMixin:
+    """A Trainer whose checkpoints appear atomically (AtomicCheckpoints)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if not self.args.push_to_hub:
+            self.add_callback(AtomicCheckpoints(self.accelerator))
