@@ -268,7 +268,7 @@ def make_attention_mask(
 
 
 def flex_block_mask(attention_mask, query_length, causal, past_length, device, query_segments,
-                    batch_size) -> "BlockMask":
+                    batch_size) -> BlockMask:
     """`mask_rule` as flex attention's `BlockMask`, built with the same kinds of arguments on every call (tensors, never
     None; an absent mask is all ones, one segment): compiled flex attention guards on their types, not their values,
     so decoding step after step, or one packed batch after another, reuses one kernel."""
