@@ -174,3 +174,20 @@ def test_corpus_case_trains_from_the_cache_and_from_a_stream(tmp_path):
         assert row[f"{run}_to_first_step_s"] > 0 and row[f"{run}_peak_rss_anon_mb"] > 0
         assert row[f"{run}_metrics"]["train_tokens_per_second"] > 0
     assert row["first_metrics"]["train_samples"] == 400 and "train_samples" not in row["streaming_metrics"]
+
+
+@pytest.mark.slow
+def test_tagging_engines_case(tmp_path):
+    """`--tasks tagging-engines`: PyTorch and both ONNX Runtime exports, each in its own process, at batches of 1 and
+    32; the float32 export's tags are PyTorch's."""
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnxscript")
+    out = tmp_path / "tagging.json"
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "benchmark.py"), "--tasks", "tagging-engines",
+                           "--rounds", "1", "--output", str(out)], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = json.loads(out.read_text())
+    assert {(r["engine"], r["batch"]) for r in rows} == {(e, b) for b in (1, 32) for e in
+                                                        ("pytorch float32", "onnxruntime float32", "onnxruntime int8")}
+    assert all(r["sentences_per_second"] > 0 for r in rows)
+    assert all(r["same_tags"] == 1.0 for r in rows if r["engine"] != "onnxruntime int8")

@@ -22,15 +22,17 @@ SENTENCES = make_demo_ner(200, seed=11)["tokens"]
 
 @pytest.fixture(scope="module")
 def exports(small_ner_model, tmp_path_factory):
-    """The demo tagger exported in float32 and int8, and a CRF tagger (random scores) with its export."""
+    """The demo tagger exported in float32 and int8, and a CRF tagger (random scores) with character features and
+    relative positions (the CoNLL recipe's encoder options; random weights for both), with its export."""
     out = tmp_path_factory.mktemp("onnx")
     crf_dir = out / "crf"
     tagger = VanillaTransformerForTokenClassification.from_pretrained(small_ner_model)
     config = tagger.config
-    config.use_crf = True
+    config.use_crf, config.char_cnn_dim, config.relative_attention_max_distance = True, 16, 4
     torch.manual_seed(0)
     crf = VanillaTransformerForTokenClassification(config)
     crf.load_state_dict(tagger.state_dict(), strict=False)
+    crf.set_token_characters(load_tokenizer(small_ner_model))
     with torch.no_grad():
         for param in crf.crf.parameters():
             param.normal_(0, 2.0)  # transitions that decide: the Viterbi path differs from each token's argmax
@@ -57,7 +59,17 @@ def test_the_export_tags_as_pytorch(small_ner_model, exports):
     crf_pytorch, crf_onnx = Tagger(exports["crf"], device="cpu"), Tagger(exports["crf-onnx"])
     assert json.loads((exports["crf-onnx"] / "onnx_tagger.json").read_text())["crf"] is not None
     assert tags(crf_onnx) == tags(crf_pytorch)
-    assert tags(crf_pytorch) != tags(pytorch)  # same emissions: the CRF's scores decide somewhere
+    assert tags(crf_pytorch) != tags(pytorch)  # the CRF's scores decide somewhere
+
+
+def test_the_export_looks_up_the_character_features(exports):
+    """The character CNN's output per vocabulary entry is computed at export time: the graph holds a table lookup,
+    no convolution (and the tags above are PyTorch's, which runs the CNN)."""
+    import onnx
+
+    graph = onnx.load(str(exports["crf-onnx"] / "model.onnx")).graph
+    assert not [node.op_type for node in graph.node if "Conv" in node.op_type]
+    assert any(node.op_type == "Gather" for node in graph.node)
 
 
 def test_int8_quantization_keeps_the_tags(exports):

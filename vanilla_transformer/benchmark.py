@@ -362,18 +362,20 @@ CONLL_TAGGER = dict(encoder_layers=4, normalize_before=True, char_cnn_dim=128, r
                     use_crf=True)  # recipes/conll.sh's tagger on the small preset
 
 
-def tagging_engines_benchmark(output: str, reps: int = 20, length: int = 32) -> list[dict]:
+def tagging_engines_benchmark(output: str, reps: int = 20, length: int = 32, rounds: int = 2) -> list[dict]:
     """Sentences/s of a tagger of the CoNLL recipe's shape (random weights, CRF head, 9 labels, vocabulary 8000) on
     this CPU: PyTorch fp32 (`model(...).logits`, the CRF's max-marginals included) against its ONNX export in ONNX
     Runtime, float32 and int8 (the emissions, then the CRF in numpy, as `tag --engine onnxruntime` runs them), at
-    batches of 1 and 32 sentences of `length` tokens; the median of `reps` timed calls each, engines alternating."""
+    batches of 1 and 32 sentences of `length` tokens. Each engine runs alone in a child process (in one process, the
+    threads one engine leaves spinning slow the other down), the engines one after the other, `rounds` times; the
+    median of all `reps` x `rounds` timed calls."""
     import tempfile
 
     import numpy as np
     import torch
 
     from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForTokenClassification
-    from vanilla_transformer.onnx_export import OnnxTagger, export_onnx
+    from vanilla_transformer.onnx_export import export_onnx
 
     labels = ["O"] + [f"{p}-{k}" for k in ("PER", "LOC", "ORG", "MISC") for p in "BI"]
     config = VanillaTransformerConfig.from_preset("small", vocab_size=VOCAB, num_labels=len(labels),
@@ -387,39 +389,60 @@ def tagging_engines_benchmark(output: str, reps: int = 20, length: int = 32) -> 
         saved = os.path.join(tmp, "tagger")
         model.save_pretrained(saved)
         tokenizer.save_pretrained(saved)
-        engines = {f"onnxruntime {q}": OnnxTagger(export_onnx(saved, os.path.join(tmp, q), None if q == "float32" else q))
-                   for q in ("float32", "int8")}
-        for batch in (1, 32):
-            ids = torch.randint(4, VOCAB, (batch, length), generator=torch.Generator().manual_seed(batch))
-            mask = torch.ones_like(ids)
-
-            def pytorch(ids=ids, mask=mask):
-                with torch.inference_mode():
-                    return model(input_ids=ids, attention_mask=mask).logits.argmax(-1)
-
-            calls = {"pytorch float32": pytorch}
-            for name, engine in engines.items():
-                calls[name] = (lambda engine=engine, ids=ids.numpy(), mask=mask.numpy():
-                               engine.scores(ids, mask).argmax(-1))
-            reference = pytorch().numpy()
-            times = {name: [] for name in calls}
-            for name, call in calls.items():
-                for _ in range(3):
-                    call()
-            for _ in range(reps):  # engines alternate: drifts of the machine touch all alike
-                for name, call in calls.items():
-                    start = time.perf_counter()
-                    call()
-                    times[name].append(time.perf_counter() - start)
-            for name, call in calls.items():
-                seconds = statistics.median(times[name])
-                rows.append(dict(engine=name, batch=batch, length=length, sentences_per_second=batch / seconds,
-                                 same_tags=float(np.mean(np.asarray(call()) == reference))))
-                print(f"tagging batch {batch:2d} x {length} tokens  {name:20s} {batch / seconds:9.1f} sentences/s  "
-                      f"tags equal to PyTorch's: {rows[-1]['same_tags'] * 100:.1f}%", flush=True)
+        engines = {"pytorch float32": saved}
+        for q in ("float32", "int8"):
+            engines[f"onnxruntime {q}"] = export_onnx(saved, os.path.join(tmp, q), None if q == "float32" else q)
+        results = {name: [] for name in engines}
+        for _ in range(rounds):
+            for name, path in engines.items():
+                results[name].append(measure(dict(task="tagging-engine", engine=name, path=path, reps=reps,
+                                                  length=length)))
+        reference = results["pytorch float32"][0]["tags"]
+        for batch in ("1", "32"):
+            for name, runs in results.items():
+                seconds = statistics.median([t for run in runs for t in run["times"][batch]])
+                same = float(np.mean(np.asarray(runs[0]["tags"][batch]) == np.asarray(reference[batch])))
+                rows.append(dict(engine=name, batch=int(batch), length=length, sentences_per_second=int(batch) / seconds,
+                                 same_tags=same))
+                print(f"tagging batch {batch:>2s} x {length} tokens  {name:20s} {int(batch) / seconds:9.1f} "
+                      f"sentences/s  tags equal to PyTorch's: {same * 100:.1f}%", flush=True)
     with open(output, "w") as f:
         json.dump(rows, f, indent=2)
     return rows
+
+
+def tagging_engine_child(spec: dict) -> dict:
+    """One engine of `tagging_engines_benchmark` in this process: {"times": {batch: seconds per call}, "tags"}."""
+    import torch
+
+    from vanilla_transformer import VanillaTransformerForTokenClassification
+    from vanilla_transformer.loading import load_model
+    from vanilla_transformer.onnx_export import OnnxTagger
+
+    if spec["engine"].startswith("pytorch"):
+        model = load_model(VanillaTransformerForTokenClassification, spec["path"]).eval()
+
+        def call(ids, mask):
+            with torch.inference_mode():
+                return model(input_ids=ids, attention_mask=mask).logits.argmax(-1).numpy()
+    else:
+        engine = OnnxTagger(spec["path"])
+
+        def call(ids, mask):
+            return engine.scores(ids.numpy(), mask.numpy()).argmax(-1)
+    times, tags = {}, {}
+    for batch in (1, 32):
+        ids = torch.randint(4, VOCAB, (batch, spec["length"]), generator=torch.Generator().manual_seed(batch))
+        mask = torch.ones_like(ids)
+        for _ in range(3):
+            call(ids, mask)
+        times[str(batch)] = []
+        for _ in range(spec["reps"]):
+            start = time.perf_counter()
+            call(ids, mask)
+            times[str(batch)].append(time.perf_counter() - start)
+        tags[str(batch)] = call(ids, mask).tolist()
+    return {"times": times, "tags": tags}
 
 
 def cpu_kernels_benchmark(output: str, preset: str = "small", rounds: int = 3, steps: int = 6, batch: int = 32,
@@ -1014,7 +1037,8 @@ def main(argv=None):
     parser.add_argument("--_child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args._child:
-        print(json.dumps(run_child(json.loads(args._child))))
+        spec = json.loads(args._child)
+        print(json.dumps(tagging_engine_child(spec) if spec["task"] == "tagging-engine" else run_child(spec)))
         return 0
     if args.reps < 5:
         parser.error("--reps must be at least 5")
@@ -1035,7 +1059,7 @@ def main(argv=None):
         cpu_kernels_benchmark(args.output, preset=(args.presets or ["small"])[0], rounds=args.rounds + 1)
         return 0
     if args.tasks == ["tagging-engines"]:
-        tagging_engines_benchmark(args.output, reps=max(args.reps, 5) * 4)
+        tagging_engines_benchmark(args.output, reps=max(args.reps, 5) * 4, rounds=args.rounds)
         return 0
     if args.device == "cpu" and args.tasks == ["lengths"]:  # natural lengths on the CPU, in bf16 as on a GPU
         compile_modes = [{"false": False, "true": "default"}.get(c, c) for c in args.compile]

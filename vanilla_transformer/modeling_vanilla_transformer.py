@@ -99,7 +99,7 @@ class VanillaTransformerPositionalEmbedding(nn.Module):
     """Positions added to the token embeddings (section 3.5).
 
     "sinusoidal": PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(...), interleaved as in the paper,
-    computed for the positions asked (no table, no parameters: any length works, and a compiled or exported graph
+    computed for the positions asked (nothing stored, no parameters: any length works, and a compiled or exported graph
     computes them itself). "learned": a trained table of `max_position_embeddings` rows.
     """
 
@@ -126,7 +126,12 @@ class VanillaTransformerPositionalEmbedding(nn.Module):
         """position_ids (batch or 1, length) -> (batch or 1, length, d_model); `end`: one past the last position (the
         length when None)."""
         if self.kind == "sinusoidal":
-            return self.sinusoids(position_ids, self.d_model)
+            if position_ids.shape[0] == 1:
+                return self.sinusoids(position_ids, self.d_model)
+            # positions per row (`position_ids_of` a 2-D mask: each below the length): the length's table, gathered,
+            # rather than a sine and a cosine for every (row, position, dimension) - the same numbers
+            return F.embedding(position_ids, self.sinusoidal_table(position_ids.shape[-1], self.d_model,
+                                                                   position_ids.device))
         end = position_ids.shape[-1] if end is None else end
         if isinstance(end, int) and end > self.max_positions:  # (a static cache's length is a tensor: no check)
             raise ValueError(

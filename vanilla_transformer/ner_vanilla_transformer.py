@@ -64,18 +64,28 @@ class VanillaTransformerCharacterFeatures(nn.Module):
             if ids[-1] >= self.token_chars.shape[0]:
                 raise ValueError(f"Token id {ids[-1].item()} has no row in the character table of "
                                  f"{self.token_chars.shape[0]} tokens; call model.set_token_characters(tokenizer).")
+            empty = (self.token_chars[ids] == 0).all(1)  # (uint8: `any` would not give bools)
+            if empty.any():
+                raise ValueError(f"Token ids {ids[empty][:5].tolist()} have no characters in the table (char_cnn_dim "
+                                 "> 0 needs it): call model.set_token_characters(tokenizer) before training or "
+                                 "inference.")
+        return self.pool_words(self.token_features(ids)[inverse], input_ids)
+
+    def token_features(self, ids: torch.Tensor) -> torch.Tensor:
+        """(U,) token ids -> (U, F): the CNN over each token's characters, max-pooled over them (all >= 0). A function
+        of the token id alone: an export computes it once for the whole vocabulary (`onnx_export`)."""
         chars = self.token_chars[ids].long()  # (U, C)
-        empty = ~chars.any(1)
-        if not torch.compiler.is_compiling() and empty.any():
-            raise ValueError(f"Token ids {ids[empty][:5].tolist()} have no characters in the table (char_cnn_dim > 0 "
-                             "needs it): call model.set_token_characters(tokenizer) before training or inference.")
         per_char = F.relu(self.conv(self.embed_chars(chars).transpose(1, 2)))  # (U, F, C)
-        per_token = per_char.masked_fill((chars == 0).unsqueeze(1), 0).amax(-1)[inverse]  # (B, T, F), all >= 0
-        word = (chars[:, 0] == 1)[inverse].cumsum(1)  # (B, T) word index in the row (0: before any start)
+        return per_char.masked_fill((chars == 0).unsqueeze(1), 0).amax(-1)
+
+    def pool_words(self, per_token: torch.Tensor, input_ids: torch.Tensor) -> torch.Tensor:
+        """(B, T, F) token features -> (B, T, D): each sub-token gets its whole word's features (max over the word's
+        sub-tokens), projected to d_model."""
+        word = (self.token_chars[input_ids, 0] == 1).cumsum(1)  # (B, T) word index in the row (0: before any start)
         word = word.unsqueeze(-1).expand_as(per_token)
         per_word = per_token.new_zeros(word.shape[0], word.shape[1] + 1, per_token.shape[-1])  # (B, T + 1, F)
         per_word = per_word.scatter_reduce(1, word, per_token, "amax")
-        return self.proj(per_word.gather(1, word))  # (B, T, D): each sub-token gets its word's features
+        return self.proj(per_word.gather(1, word))  # (B, T, D)
 
 
 def iob2_penalties(id2label: dict | None, num_labels: int) -> tuple[torch.Tensor, torch.Tensor]:
