@@ -52,6 +52,8 @@ def test_the_export_tags_as_pytorch(small_ner_model, exports):
     in numpy gives PyTorch's Viterbi paths (which differ from the tokens' own argmax somewhere)."""
     pytorch, onnx = Tagger(small_ner_model, device="cpu"), Tagger(exports["float32"])
     assert onnx.onnx is not None and pytorch.onnx is None
+    options = onnx.onnx.session.get_session_options()  # no busy-waiting threads taking the cores from the process
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
     ours, theirs = pytorch(SENTENCES), onnx(SENTENCES)
     assert [t for t, _ in theirs] == [t for t, _ in ours]
     np.testing.assert_allclose(np.concatenate([p for _, p in theirs]), np.concatenate([p for _, p in ours]),
