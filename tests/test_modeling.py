@@ -686,6 +686,40 @@ def test_dropout_compiles_without_a_graph_break():
     assert set(out.unique().tolist()) == {0.0, 2.0} and 0.4 < (out == 0).float().mean() < 0.6
 
 
+def test_compiled_dropout_backward_uses_the_forward_mask():
+    """Inductor recomputes cheap values in the backward pass instead of saving them; a dropout mask drawn again there
+    would give gradients for another mask. The mask operator is saved, never redrawn."""
+    x = torch.randn(256, 256, requires_grad=True)
+    torch.compiler.reset()
+    out = torch.compile(lambda x: apply_dropout(torch.sin(x), 0.5, training=True) * 3, fullgraph=True)(x)
+    out.sum().backward()
+    assert 0.4 < (out == 0).float().mean() < 0.6
+    torch.testing.assert_close(x.grad, (out != 0) * torch.cos(x.detach()) * 6)
+
+
+def test_compiled_cpu_training_step_runs_the_cpu_kernels(tiny_config):
+    """Compiled on a CPU, a training step calls the dropout masks and the fused cross-entropy as custom operators: with
+    one seed it draws eager's masks and gives eager's loss and gradients (torch's dropout, which the compiler would
+    otherwise put in, draws other masks). Backend "aot_eager": the autograd graphs the compiler builds, no codegen."""
+    tiny_config.update(dict(dropout=0.1, activation_dropout=0.1, attention_dropout=0.0, label_smoothing=0.1))
+    model = VanillaTransformerForConditionalGeneration(tiny_config).train()
+    ids, mask, labels = batch(tiny_config)
+    torch.compiler.reset()
+    compiled = torch.compile(model, backend="aot_eager", fullgraph=True)
+    steps = {}
+    for name, forward in (("eager", model), ("compiled", compiled)):
+        model.zero_grad(set_to_none=True)
+        torch.manual_seed(5)
+        loss = forward(input_ids=ids, attention_mask=mask, labels=labels).loss
+        loss.backward()
+        steps[name] = [loss.detach()] + [p.grad for p in model.parameters()]
+    for compiled_value, eager_value in zip(steps["compiled"], steps["eager"]):
+        torch.testing.assert_close(compiled_value, eager_value)
+    torch.manual_seed(6)
+    other_seed = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+    assert not torch.equal(other_seed, steps["eager"][0])  # the masks decide the loss: the comparison can fail
+
+
 def test_attention_weights_from_an_sdpa_model_come_with_a_warning(tiny_config, monkeypatch):
     """SDPA returns no weights: `output_attentions=True` runs that call's attention as the eager product, and says so
     (once), instead of switching silently; the weights equal an eager model's."""

@@ -1,36 +1,66 @@
 """CPU kernels for training: dropout (section 5.4) and the token cross-entropy, each the same function as torch's
-(`F.dropout`, `F.cross_entropy`) computed a faster way on CPUs. GPUs and compiled graphs run torch's own.
+(`F.dropout`, `F.cross_entropy`) computed a faster way on CPUs. GPUs run torch's own.
+
+Under `torch.compile` on a CPU the kernels run as custom operators (`torch.library.custom_op`), which the compiler
+calls as they are instead of tracing into them: the dropout mask and the loss with its gradient. Without them, a
+compiled CPU step would run torch's slower dropout and cross-entropy.
 
 The model file imports this file relatively, so `save_pretrained` copies it beside the weights with the model's code
 (`trust_remote_code`). Each kernel is kept because it speeds up a whole training step (`python scripts/benchmark.py
 --tasks cpu-kernels`, docs/benchmarks.md).
 """
 
+import re
+
 import torch
 import torch.nn.functional as F
 
+# One operator namespace per copy of this file: the package's, and each model directory's (trust_remote_code) copy,
+# which may be imported into the same process.
+NAMESPACE = re.sub(r"\W", "_", __name__)
 
-def apply_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
-    """`F.dropout(x, p, training)`, but on CPUs the mask comes from 64-bit random integers, 16 bits per element (p
-    rounded to a multiple of 2^-16, the scale exact for it): `F.dropout` draws one Bernoulli sample per element there.
-    """
-    if not training or p == 0.0:
-        return x
-    if x.device.type != "cpu" or torch.compiler.is_compiling():
-        return F.dropout(x, p, training=True)
+
+def keep_mask(x: torch.Tensor, p: float) -> torch.Tensor:
+    """A boolean mask of x's shape keeping each element with probability 1 - p (p rounded to a multiple of 2^-16):
+    16 random bits per element, taken from 64-bit random integers (`F.dropout` draws one Bernoulli sample per element
+    on CPUs, several times slower)."""
     dropped = round(p * 65536)
     bits = torch.empty((x.numel() + 3) // 4, dtype=torch.int64, device=x.device).random_(-2**63, 2**63 - 1)
-    keep = bits.view(torch.int16)[: x.numel()].view(x.shape) >= dropped - 32768  # uniform over [-2^15, 2^15)
-    return x * keep * (65536 / (65536 - dropped))
+    return bits.view(torch.int16)[: x.numel()].view(x.shape) >= dropped - 32768  # uniform over [-2^15, 2^15)
+
+
+@torch.library.custom_op(f"{NAMESPACE}::keep_mask", mutates_args=(), device_types="cpu")
+def keep_mask_op(x: torch.Tensor, p: float) -> torch.Tensor:
+    """`keep_mask` as an operator the compiler does not trace into. It reads x's shape only; x makes each call's
+    arguments differ, so the compiler never merges two masks into one."""
+    return keep_mask(x, p)
+
+
+@keep_mask_op.register_fake
+def keep_mask_shape(x, p):
+    return torch.empty_like(x, dtype=torch.bool)
+
+
+def apply_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
+    """`F.dropout(x, p, training)`, with `keep_mask`'s mask on CPUs (the scale exact for the rounded p)."""
+    if not training or p == 0.0:
+        return x
+    if x.device.type != "cpu":
+        return F.dropout(x, p, training=True)
+    keep = keep_mask_op(x, p) if torch.compiler.is_compiling() else keep_mask(x, p)
+    return x * keep * (65536 / (65536 - round(p * 65536)))
 
 
 def cross_entropy(logits: torch.Tensor, labels: torch.Tensor, count, label_smoothing: float = 0.0) -> torch.Tensor:
     """`F.cross_entropy(logits.float(), labels, ignore_index=-100, reduction="sum", label_smoothing=...) / count`.
-    On CPUs fused (`FusedCrossEntropy`); on GPUs torch's, a few large kernels without host syncs (the fused row
-    chunks are sized for a CPU cache: thousands of small launches there)."""
-    if logits.device.type == "cpu" and not torch.compiler.is_compiling():
-        return FusedCrossEntropy.apply(logits, labels, float(label_smoothing), count)
-    return plain_cross_entropy(logits, labels, count, label_smoothing)
+    On CPUs fused (`FusedCrossEntropy`, compiled: `loss_and_gradient_op`); on GPUs torch's, a few large kernels
+    without host syncs (the fused row chunks are sized for a CPU cache: thousands of small launches there)."""
+    if logits.device.type != "cpu":
+        return plain_cross_entropy(logits, labels, count, label_smoothing)
+    if torch.compiler.is_compiling():
+        count = torch.as_tensor(count, dtype=torch.float32)
+        return loss_and_gradient_op(logits, labels, count, float(label_smoothing), logits.requires_grad)[0]
+    return FusedCrossEntropy.apply(logits, labels, float(label_smoothing), count)
 
 
 def plain_cross_entropy(logits: torch.Tensor, labels: torch.Tensor, count, label_smoothing: float = 0.0):
@@ -40,48 +70,54 @@ def plain_cross_entropy(logits: torch.Tensor, labels: torch.Tensor, count, label
     return loss / count
 
 
+def loss_and_gradient(logits: torch.Tensor, labels: torch.Tensor, count, label_smoothing: float, needs_grad: bool):
+    """The loss (fp32 scalar) and, if `needs_grad`, its gradient, (softmax - smoothed one-hot) / count in the logits'
+    dtype, computed together in fp32 row chunks that stay in cache. Unfused, bf16 training spends as long on the loss
+    over the vocabulary (an fp32 copy, log-softmax, its backward, a zero-filled gradient) as on the output projection
+    itself."""
+    vocab = logits.shape[-1]
+    flat, target = logits.reshape(-1, vocab), labels.reshape(-1, 1)
+    ignored = target == -100  # (N, 1)
+    target = target.masked_fill(ignored, 0)
+    total = torch.zeros((), dtype=torch.float32, device=logits.device)
+    grad = torch.empty_like(flat) if needs_grad else None
+    inverse_count = 1.0 / count
+    rows = max(16, 2**19 // vocab)
+    for start in range(0, flat.shape[0], rows):
+        chunk = slice(start, start + rows)
+        z = flat[chunk].float()  # (rows, V); for fp32 logits a view of them: never written
+        peak = z.amax(-1, keepdim=True)
+        # exp(z - max), written straight into the gradient when it is fp32: one pass over z for loss and gradient
+        probs = torch.sub(z, peak, out=grad[chunk]) if grad is not None and grad.dtype == torch.float32 else z - peak
+        norm = probs.exp_().sum(-1, keepdim=True)
+        lse = peak + norm.log()
+        loss = lse - z.gather(1, target[chunk])  # -log p(label)
+        if label_smoothing:  # eps * mean over the vocabulary of -log p (section 5.4)
+            loss = (1 - label_smoothing) * loss + label_smoothing * (lse - z.mean(-1, keepdim=True))
+        any_ignored = bool(ignored[chunk].any())
+        total += (loss.masked_fill_(ignored[chunk], 0) if any_ignored else loss).sum()
+        if grad is not None:  # (softmax - smoothed one-hot) / count
+            probs.mul_(inverse_count / norm)
+            if label_smoothing:
+                probs.sub_(label_smoothing * inverse_count / vocab)
+            probs.scatter_add_(1, target[chunk], torch.full_like(loss, label_smoothing - 1) * inverse_count)
+            if any_ignored:
+                probs.masked_fill_(ignored[chunk], 0)
+            if probs.dtype != grad.dtype:
+                grad[chunk] = probs
+    return total * inverse_count, grad
+
+
 class FusedCrossEntropy(torch.autograd.Function):
-    """The cross-entropy whose gradient, (softmax - smoothed one-hot) / count, is computed in the forward pass in fp32
-    row chunks that stay in cache and kept in the logits' dtype. Unfused, bf16 training spends as long on the loss over
-    the vocabulary (an fp32 copy, log-softmax, its backward, a zero-filled gradient) as on the output projection
-    itself. The one gradient is handed to autograd (scaled in place), so backward through it twice (`retain_graph`)
-    raises."""
+    """`loss_and_gradient` for autograd: the one gradient is handed to autograd (scaled in place), so backward through
+    it twice (`retain_graph`) raises."""
 
     @staticmethod
     def forward(ctx, logits, labels, label_smoothing: float, count):
-        vocab = logits.shape[-1]
-        flat, target = logits.reshape(-1, vocab), labels.reshape(-1, 1)
-        ignored = target == -100  # (N, 1)
-        target = target.masked_fill(ignored, 0)
-        total = torch.zeros((), dtype=torch.float32, device=logits.device)
-        grad = torch.empty_like(flat) if ctx.needs_input_grad[0] else None
-        inverse_count = 1.0 / count
-        rows = max(16, 2**19 // vocab)
-        for start in range(0, flat.shape[0], rows):
-            chunk = slice(start, start + rows)
-            z = flat[chunk].float()  # (rows, V); for fp32 logits a view of them: never written
-            peak = z.amax(-1, keepdim=True)
-            # exp(z - max), written straight into the gradient when it is fp32: one pass over z for loss and gradient
-            probs = torch.sub(z, peak, out=grad[chunk]) if grad is not None and grad.dtype == torch.float32 else z - peak
-            norm = probs.exp_().sum(-1, keepdim=True)
-            lse = peak + norm.log()
-            loss = lse - z.gather(1, target[chunk])  # -log p(label)
-            if label_smoothing:  # eps * mean over the vocabulary of -log p (section 5.4)
-                loss = (1 - label_smoothing) * loss + label_smoothing * (lse - z.mean(-1, keepdim=True))
-            any_ignored = bool(ignored[chunk].any())
-            total += (loss.masked_fill_(ignored[chunk], 0) if any_ignored else loss).sum()
-            if grad is not None:  # (softmax - smoothed one-hot) / count
-                probs.mul_(inverse_count / norm)
-                if label_smoothing:
-                    probs.sub_(label_smoothing * inverse_count / vocab)
-                probs.scatter_add_(1, target[chunk], torch.full_like(loss, label_smoothing - 1) * inverse_count)
-                if any_ignored:
-                    probs.masked_fill_(ignored[chunk], 0)
-                if probs.dtype != grad.dtype:
-                    grad[chunk] = probs
+        loss, grad = loss_and_gradient(logits, labels, count, label_smoothing, ctx.needs_input_grad[0])
         ctx.save_for_backward(grad)
         ctx.logits_shape, ctx.backward_done = logits.shape, False
-        return total * inverse_count
+        return loss
 
     @staticmethod
     @torch.autograd.function.once_differentiable
@@ -94,3 +130,29 @@ class FusedCrossEntropy(torch.autograd.Function):
         if grad_loss.device.type != "cpu" or grad_loss.item() != 1.0:  # the usual loss.backward() needs no pass
             grad.mul_(grad_loss.to(grad.dtype))
         return grad.view(ctx.logits_shape), None, None, None
+
+
+@torch.library.custom_op(f"{NAMESPACE}::loss_and_gradient", mutates_args=(), device_types="cpu")
+def loss_and_gradient_op(logits: torch.Tensor, labels: torch.Tensor, count: torch.Tensor, label_smoothing: float,
+                         needs_grad: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """`loss_and_gradient` as an operator the compiler does not trace into; the gradient has the logits' shape (an
+    empty tensor when not needed)."""
+    loss, grad = loss_and_gradient(logits, labels, count, label_smoothing, needs_grad)
+    return loss, grad.view(logits.shape) if grad is not None else logits.new_empty(0)
+
+
+@loss_and_gradient_op.register_fake
+def loss_and_gradient_shapes(logits, labels, count, label_smoothing, needs_grad):
+    return logits.new_empty((), dtype=torch.float32), logits.new_empty(logits.shape if needs_grad else 0)
+
+
+def loss_and_gradient_context(ctx, inputs, output):
+    ctx.save_for_backward(output[1])
+
+
+def loss_and_gradient_backward(ctx, grad_loss, grad_of_gradient):
+    (grad,) = ctx.saved_tensors
+    return grad * grad_loss.to(grad.dtype), None, None, None, None
+
+
+loss_and_gradient_op.register_autograd(loss_and_gradient_backward, setup_context=loss_and_gradient_context)

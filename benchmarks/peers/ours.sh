@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # vanilla-transformer's Multi30k recipe (recipes/multi30k.sh: d_model 256, 3+3 pre-LN layers, 4 heads, d_ff 1024,
-# batches of at most 1024 tokens a side, 16 epochs, bf16 where the CPU is fast at it) timed as the peers are: trained
-# for at most MINUTES minutes with a weights-only checkpoint every EVERY steps and no evaluation during training; then
-# every checkpoint translates the validation set (beam 4) and score.py scores it against the minutes since the start.
+# batches of at most 1024 tokens a side, 16 epochs, bf16 where the CPU is fast at it, or as BF16=true/false says)
+# timed as the peers are: trained for at most MINUTES minutes with a weights-only checkpoint every EVERY steps and no
+# evaluation during training; then every checkpoint translates the validation set (beam 4) and score.py scores it
+# against the minutes since the start. The system's name in the report ends with the dtype trained in.
 # Usage: benchmarks/peers/ours.sh [DATA_DIR] [OUT]    (DATA_DIR holds multi30k/{train,validation}.{de,en})
 set -euo pipefail
 shopt -s nullglob
@@ -20,5 +21,6 @@ for checkpoint in "$OUT"/checkpoint-*/; do
   "$BIN/vanilla-transformer" translate "$checkpoint" --engine ctranslate2 --compute_type float32 --num_beams 4 \
     --batch_size 64 --quiet --input "$DATA/multi30k/validation.de" --output "$checkpoint.hyp"
 done
+DTYPE=fp32; grep -q "^bf16 autocast: true" "$OUT/train.log" && DTYPE=bf16  # the recipe's choice (BF16=true/false sets it)
 "$PY" benchmarks/peers/score.py "$OUT" "$DATA/multi30k/validation.en" --text \
-  --system "vanilla-transformer $("$PY" -c 'import vanilla_transformer; print(vanilla_transformer.__version__)')"
+  --system "vanilla-transformer $("$PY" -c 'import vanilla_transformer; print(vanilla_transformer.__version__)'), $DTYPE"
