@@ -31,8 +31,8 @@ def keep_mask(x: torch.Tensor, p: float) -> torch.Tensor:
 
 @torch.library.custom_op(f"{NAMESPACE}::keep_mask", mutates_args=(), device_types="cpu")
 def keep_mask_op(x: torch.Tensor, p: float) -> torch.Tensor:
-    """`keep_mask` as an operator the compiler does not trace into. It reads x's shape only; x makes each call's
-    arguments differ, so the compiler never merges two masks into one."""
+    """`keep_mask` as an operator the compiler does not trace into. It reads x's shape only; taking x itself makes
+    the calls for different tensors differ, so the compiler cannot merge their masks into one."""
     return keep_mask(x, p)
 
 
