@@ -191,3 +191,14 @@ def test_tagging_engines_case(tmp_path):
                                                         ("pytorch float32", "onnxruntime float32", "onnxruntime int8")}
     assert all(r["sentences_per_second"] > 0 for r in rows)
     assert all(r["same_tags"] == 1.0 for r in rows if r["engine"] != "onnxruntime int8")
+
+
+def test_tagging_batches_case(tmp_path):
+    """`--tasks tagging-batches`: both ways at 1, 8, 16 and 32 mixed-length sentences a call, the same tags."""
+    from vanilla_transformer.benchmark import tagging_batches_benchmark
+
+    rows = tagging_batches_benchmark(str(tmp_path / "batches.json"), reps=2, rounds=1)
+    assert {(r["batch"], r["batching"]) for r in rows} == {(b, w) for b in (1, 8, 16, 32)
+                                                           for w in ("one padded batch", "length-cut batches")}
+    assert all(r["sentences_per_second"] > 0 and r["same_tags"] for r in rows)
+    assert json.loads((tmp_path / "batches.json").read_text()) == rows

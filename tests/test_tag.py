@@ -84,6 +84,40 @@ def test_a_sentence_longer_than_the_positions_is_tagged_whole_in_windows(small_n
     assert tags == [t for a, b in windows for t in direct_tags(tagger, words[a:b])]
 
 
+def test_batches_of_similar_lengths_cost_least_and_tag_as_one_at_a_time(small_ner_model):
+    """On a CPU the length-sorted windows are cut into consecutive batches of at most batch_size that minimize the
+    padded words computed plus CALL_WORDS a call (checked against every possible cut); on a GPU full batches. The
+    tags are those of each sentence tagged alone."""
+    import itertools
+    import random
+
+    from vanilla_transformer.tag import CALL_WORDS
+
+    tagger = Tagger(small_ner_model, device="cpu", batch_size=4)
+
+    def cost(spans, lengths):
+        return sum(CALL_WORDS + (b - a) * lengths[b - 1] for a, b in spans)
+
+    rng = random.Random(0)
+    for _ in range(30):
+        lengths = sorted(rng.choice([1, 3, 8, 40, 120, 400]) for _ in range(rng.randint(1, 9)))
+        spans = tagger.batches(lengths)
+        assert spans[0][0] == 0 and spans[-1][1] == len(lengths) and all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
+        assert all(0 < b - a <= 4 for a, b in spans)
+        every = [list(zip((0,) + cut, cut + (len(lengths),))) for k in range(len(lengths))
+                 for cut in itertools.combinations(range(1, len(lengths)), k)]
+        assert cost(spans, lengths) == min(cost(c, lengths) for c in every if all(b - a <= 4 for a, b in c))
+    assert tagger.batches([5, 5, 5, 400]) == [(0, 3), (3, 4)]  # the long one alone: padding the others costs more
+    assert len(tagger.batches([5] * 9)) == 3  # equal lengths: as few calls as fit
+    assert Tagger(small_ner_model, device="cpu").call_words == CALL_WORDS
+    tagger.call_words = None  # a GPU's: full batches
+    assert tagger.batches([5, 5, 5, 400, 400]) == [(0, 4), (4, 5)]
+    tagger.call_words = CALL_WORDS
+    sentences = [(LINE.split() * rng.randint(1, 6))[: rng.randint(1, 40)] for _ in range(11)]
+    alone = Tagger(small_ner_model, device="cpu", batch_size=1)
+    assert [t for t, _ in tagger(sentences)] == [t for t, _ in alone(sentences)]
+
+
 def test_an_ensemble_of_a_tagger_with_itself_tags_as_the_tagger(small_ner_model, tagger):
     ensemble = Tagger(small_ner_model, ensemble_with=[small_ner_model], device="cpu")
     assert type(ensemble.model).__name__ == "TokenClassificationEnsemble"

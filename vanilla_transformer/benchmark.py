@@ -411,6 +411,59 @@ def tagging_engines_benchmark(output: str, reps: int = 20, length: int = 32, rou
     return rows
 
 
+def tagging_batches_benchmark(output: str, reps: int = 20, rounds: int = 3) -> list[dict]:
+    """Sentences/s of `Tagger` (tokenizer, PyTorch fp32 model with the CRF, tags per word) on one sentence a call and on
+    batches of 8, 16 and 32 sentences of mixed lengths, as a server's dynamic batches hold them: one batch padded to
+    its longest sentence against the length-cut batches `Tagger.batches` makes on a CPU. A tagger of the CoNLL recipe's shape (random
+    weights); sentence lengths in words drawn as CoNLL-2003's (log-normal, median 11, 90th percentile 34, at most
+    110); both ways alternate in this process, `rounds` x `reps` calls each; the median."""
+    import math
+
+    import torch
+
+    from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForTokenClassification
+    from vanilla_transformer.tag import CALL_WORDS, Tagger
+
+    labels = ["O"] + [f"{p}-{k}" for k in ("PER", "LOC", "ORG", "MISC") for p in "BI"]
+    config = VanillaTransformerConfig.from_preset("small", vocab_size=VOCAB, num_labels=len(labels),
+                                                  id2label=dict(enumerate(labels)), **CONLL_TAGGER)
+    torch.manual_seed(0)
+    model = VanillaTransformerForTokenClassification(config).eval()
+    tokenizer = word_tokenizer()
+    model.set_token_characters(tokenizer)
+    rng = random.Random(0)
+
+    def sentence() -> list[str]:
+        length = min(110, max(1, round(rng.lognormvariate(math.log(11), 0.88))))
+        return [f"t{rng.randrange(4, VOCAB)}" for _ in range(length)]
+
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        tagger = Tagger(tmp, device="cpu")
+        ways = {"one padded batch": None, "length-cut batches": CALL_WORDS}
+        for size in (1, 8, 16, 32):
+            batches = [[sentence() for _ in range(size)] for _ in range(reps)]
+            times, tags = {way: [] for way in ways}, {}
+            for _ in range(rounds):
+                for way, call_words in ways.items():
+                    tagger.call_words = call_words
+                    tagger(batches[0])  # warm-up
+                    for i, batch in enumerate(batches):
+                        start = time.perf_counter()
+                        tags[way, i] = [t for t, _ in tagger(batch)]
+                        times[way].append(time.perf_counter() - start)
+            for way in ways:
+                rows.append(dict(batch=size, batching=way, sentences_per_second=size / statistics.median(times[way]),
+                                 same_tags=all(tags[way, i] == tags["one padded batch", i] for i in range(reps))))
+                print(f"tagging {size:2d} sentences of mixed lengths, {way:18s} "
+                      f"{rows[-1]['sentences_per_second']:8.1f} sentences/s", flush=True)
+    with open(output, "w") as f:
+        json.dump(rows, f, indent=2)
+    return rows
+
+
 def tagging_engine_child(spec: dict) -> dict:
     """One engine of `tagging_engines_benchmark` in this process: {"times": {batch: seconds per call}, "tags"}."""
     import torch
@@ -1006,7 +1059,9 @@ def main(argv=None):
                         help="Only these tasks (--device cuda: train, lengths, greedy, beam; default all but lengths). "
                              "--tasks lengths alone on the CPU: the natural-length training cases there, in bf16. "
                              "--tasks tagging-engines alone: a tagger of the CoNLL recipe's shape in PyTorch and ONNX "
-                             "Runtime (float32, int8), batches of 1 and 32 (needs the onnx extra). --tasks cpu-kernels alone: training "
+                             "Runtime (float32, int8), batches of 1 and 32 (needs the onnx extra). --tasks tagging-batches alone: the "
+                             "tagger on batches of mixed lengths, one padded batch against length-cut batches. "
+                             "--tasks cpu-kernels alone: training "
                              "steps with our CPU dropout and cross-entropy against torch's, fp32 and bf16")
     parser.add_argument("--engines", nargs="+", default=["pytorch", "ctranslate2"], choices=["pytorch", "ctranslate2"],
                         help="Only the cases that serve our model with these engines")
@@ -1057,6 +1112,9 @@ def main(argv=None):
         return 0
     if args.tasks == ["cpu-kernels"]:
         cpu_kernels_benchmark(args.output, preset=(args.presets or ["small"])[0], rounds=args.rounds + 1)
+        return 0
+    if args.tasks == ["tagging-batches"]:
+        tagging_batches_benchmark(args.output, reps=max(args.reps, 5) * 4, rounds=args.rounds + 1)
         return 0
     if args.tasks == ["tagging-engines"]:
         tagging_engines_benchmark(args.output, reps=max(args.reps, 5) * 4, rounds=args.rounds)

@@ -25,6 +25,7 @@ from .translate import read_lines, resolve_device, write_lines
 FORMATS = ("text", "conll")
 ENGINES = ("auto", "pytorch", "onnxruntime")
 TAGGER = "VanillaTransformerForTokenClassification"
+CALL_WORDS = 128  # a model call's fixed cost on a CPU, in words computed (benchmark.py --tasks tagging-batches)
 # CoNLL-2003's tokenization: abbreviations (U.S.), numbers with separators (3.5, 1,000), an apostrophe starting a word
 # ('s), hyphenated words (Sino-Japanese), and every other punctuation mark on its own
 WORD = re.compile(r"(?:[^\W\d_]\.){2,}|\d+(?:[.,:/]\d+)+(?!\w)|'\w+|\w+(?:-\w+)*|[^\w\s]")
@@ -65,6 +66,7 @@ class Tagger:
             self.tokenizer, self.onnx, self.device = load_tokenizer(model_dir), OnnxTagger(model_dir), "cpu"
             self.labels = self.onnx.meta["labels"]
             self.window = self.onnx.meta["max_position_embeddings"] - self.special_tokens()
+            self.call_words = CALL_WORDS
             return
         for path in (model_dir, *ensemble_with):
             architectures = architectures_of(path)
@@ -79,6 +81,7 @@ class Tagger:
         self.model = model.to(self.device).eval()
         self.labels = [model.config.id2label[i] for i in range(model.config.num_labels)]
         self.window = model.config.max_position_embeddings - self.special_tokens()  # word pieces a window holds
+        self.call_words = CALL_WORDS if self.device == "cpu" else None
 
     def special_tokens(self) -> int:
         return len(self.tokenizer("a")["input_ids"]) - len(self.tokenizer("a", add_special_tokens=False)["input_ids"])
@@ -98,26 +101,45 @@ class Tagger:
 
     @torch.inference_mode()
     def tag_windows(self, windows: list[list[str]]) -> list[tuple[list[str], list[float]]]:
-        """(tags, probabilities) of each window's words, from each word's first piece."""
+        """(tags, probabilities) of each window's words, from each word's first piece; the windows in one batch."""
         out = []
-        for start in range(0, len(windows), self.batch_size):
-            chunk = windows[start:start + self.batch_size]
-            batch = self.tokenizer(chunk, is_split_into_words=True, truncation=True, padding=True,
-                                   return_tensors="pt", return_token_type_ids=False)
-            if self.onnx is not None:
-                logits = torch.from_numpy(self.onnx.scores(batch["input_ids"].numpy(), batch["attention_mask"].numpy()))
-            else:
-                logits = self.model(**batch.to(self.device)).logits  # (B, T, labels)
-            probs, best = logits.float().softmax(-1).max(-1)
-            for row, words in enumerate(chunk):
-                first = {}
-                for position, word in enumerate(batch.word_ids(row)):
-                    if word is not None and word not in first:
-                        first[word] = position
-                positions = [first.get(i) for i in range(len(words))]  # None: a word of no piece (none seen)
-                out.append(([self.labels[best[row, p]] if p is not None else "O" for p in positions],
-                            [round(float(probs[row, p]), 4) if p is not None else 1.0 for p in positions]))
+        batch = self.tokenizer(windows, is_split_into_words=True, truncation=True, padding=True,
+                               return_tensors="pt", return_token_type_ids=False)
+        if self.onnx is not None:
+            logits = torch.from_numpy(self.onnx.scores(batch["input_ids"].numpy(), batch["attention_mask"].numpy()))
+        else:
+            logits = self.model(**batch.to(self.device)).logits  # (B, T, labels)
+        probs, best = (values.tolist() for values in logits.float().softmax(-1).max(-1))  # (B, T) each
+        for row, words in enumerate(windows):
+            first = {}
+            for position, word in enumerate(batch.word_ids(row)):
+                if word is not None and word not in first:
+                    first[word] = position
+            positions = [first.get(i) for i in range(len(words))]  # None: a word of no piece (none seen)
+            out.append(([self.labels[best[row][p]] if p is not None else "O" for p in positions],
+                        [round(probs[row][p], 4) if p is not None else 1.0 for p in positions]))
         return out
+
+    def batches(self, lengths: list[int]) -> list[tuple[int, int]]:
+        """Ascending window lengths (in words) -> (start, end) of consecutive batches of at most `batch_size`: full
+        ones where `call_words` is None (a GPU), else the cut that minimizes the words computed, padding included, plus
+        `call_words` for every model call (an exact dynamic program). On a CPU a server's batch of sentences of all
+        lengths then runs as a few batches of similar lengths, faster than one padded to its longest
+        (`scripts/benchmark.py --tasks tagging-batches`, docs/serving.md)."""
+        n = len(lengths)
+        if self.call_words is None:
+            return [(start, min(start + self.batch_size, n)) for start in range(0, n, self.batch_size)]
+        cost, cut = [0] + [None] * n, [0] * (n + 1)  # the cheapest split of the first `end` windows, its last cut
+        for end in range(1, n + 1):
+            for start in range(max(0, end - self.batch_size), end):
+                spent = cost[start] + self.call_words + (end - start) * lengths[end - 1]
+                if cost[end] is None or spent < cost[end]:
+                    cost[end], cut[end] = spent, start
+        spans, end = [], n
+        while end:
+            spans.append((cut[end], end))
+            end = cut[end]
+        return spans[::-1]
 
     def __call__(self, sentences: list[list[str]], progress: bool = False) -> list[tuple[list[str], list[float]]]:
         """(tags, probabilities) per word of each sentence; sentences longer than a window in several windows."""
@@ -130,8 +152,8 @@ class Tagger:
 
             bar = tqdm(total=len(jobs), unit="sentence", file=sys.stderr)
         pieces = {}
-        for start in range(0, len(jobs), self.batch_size):
-            chunk = jobs[start:start + self.batch_size]
+        for start, end in self.batches([b - a for _, a, b in jobs]):
+            chunk = jobs[start:end]
             for job, tagged in zip(chunk, self.tag_windows([sentences[i][a:b] for i, a, b in chunk])):
                 pieces[job] = tagged
             if bar is not None:
