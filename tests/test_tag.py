@@ -118,6 +118,25 @@ def test_batches_of_similar_lengths_cost_least_and_tag_as_one_at_a_time(small_ne
     assert [t for t, _ in tagger(sentences)] == [t for t, _ in alone(sentences)]
 
 
+def test_quiet_shows_no_progress_bar_not_even_loading(small_ner_model, tmp_path):
+    """`tag --quiet` writes the tags and its summary line, and no bar: not the file's, not the weights' loading."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "in.txt").write_text(LINE + "\n", encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k != "HF_HUB_DISABLE_PROGRESS_BARS"}  # (the suite's own setting)
+    stderr = {}
+    for flags in ([], ["--quiet"]):
+        proc = subprocess.run([sys.executable, "-m", "vanilla_transformer.cli", "tag", str(small_ner_model), "--input",
+                               str(tmp_path / "in.txt"), "--output", str(tmp_path / "out.jsonl"), "--device", "cpu",
+                               *flags], capture_output=True, text=True, timeout=300, env=env)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        stderr[tuple(flags)] = proc.stderr
+    assert "Loading weights" in stderr[()] and "Loading weights" not in stderr["--quiet",]
+    assert "it/s]" not in stderr["--quiet",] and "1 sentences in" in stderr["--quiet",]
+
+
 def test_an_ensemble_of_a_tagger_with_itself_tags_as_the_tagger(small_ner_model, tagger):
     ensemble = Tagger(small_ner_model, ensemble_with=[small_ner_model], device="cpu")
     assert type(ensemble.model).__name__ == "TokenClassificationEnsemble"

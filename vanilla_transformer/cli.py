@@ -38,7 +38,11 @@ def export_ctranslate2_command(args) -> None:
 
 
 def translate_command(args) -> None:
+    from .loading import no_progress_bars
     from .translate import translate_file
+
+    if args.quiet:
+        no_progress_bars()
 
     stats = translate_file(args.model_dir, args.input, args.output, engine=args.engine, batch_size=args.batch_size,
                            progress=not args.quiet, num_beams=args.num_beams, max_new_tokens=args.max_new_tokens,
@@ -50,7 +54,11 @@ def translate_command(args) -> None:
 
 
 def tag_command(args) -> None:
+    from .loading import no_progress_bars
     from .tag import tag_file
+
+    if args.quiet:
+        no_progress_bars()
 
     stats = tag_file(args.model_dir, args.input, args.output, form=args.format, batch_size=args.batch_size,
                      document_consistency=args.document_consistency, ensemble_with=args.ensemble_with or (),
@@ -140,7 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
     translate.add_argument("--threads", type=int, default=0,
                            help="CPU threads (default 0: all cores). CTranslate2 translates that many batches at once, one "
                                 "thread each.")
-    translate.add_argument("--quiet", action="store_true", help="No progress bar.")
+    translate.add_argument("--quiet", action="store_true", help="No progress bars.")
     translate.add_argument("--stats", action="store_true", help="Also print the counts and speed as JSON (stderr).")
     translate.set_defaults(func=translate_command)
 
@@ -164,7 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="auto (default): a CUDA GPU where PyTorch sees one, else the CPU.")
     tag.add_argument("--engine", default="auto", choices=["auto", "pytorch", "onnxruntime"],
                      help="auto: ONNX Runtime for a directory written by export-onnx, PyTorch otherwise.")
-    tag.add_argument("--quiet", action="store_true", help="No progress bar.")
+    tag.add_argument("--quiet", action="store_true", help="No progress bars.")
     tag.set_defaults(func=tag_command)
 
     onnx = commands.add_parser("export-onnx", help="Export a saved tagger to ONNX (for ONNX Runtime).",

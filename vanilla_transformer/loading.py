@@ -12,3 +12,11 @@ def load_model(cls, path, **kwargs):
         return cls.from_pretrained(path, **kwargs)
     except SafetensorError as error:
         raise OSError(f"{os.path.join(str(path), 'model.safetensors')} is truncated or corrupted ({error}).") from None
+
+
+def no_progress_bars() -> None:
+    """No progress bars from here on, transformers' ("Loading weights") and the Hub's: `--quiet`, and servers, whose
+    logs are read as lines."""
+    from transformers.utils import logging
+
+    logging.disable_progress_bar()

@@ -674,6 +674,10 @@ def listen(args, engine: Engine | None, ner: TaggerEngine | None, settings: Sett
     """Load the models, then serve them until SIGTERM / Ctrl-C."""
     import uvicorn
 
+    from .loading import no_progress_bars
+
+    no_progress_bars()
+
     for served in (engine, ner):
         if served is None:
             continue
