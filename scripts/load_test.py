@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """Load test for `vanilla-transformer serve`: at each concurrency, that many clients send one sentence per request to
 POST /v1/translate (or `--endpoint /v1/ner`), back to back, until `--requests` requests are answered; then throughput
-(sentences/s), p50 / p99 latency, errors, and the server's resident memory (with --pid). Loopback only, bounded in
-count and time.
+(sentences/s), p50 / p99 latency, errors, the sentences the server's engine batches held on average (from its
+/metrics) and its resident memory (with --pid). Loopback only, bounded in count and time.
 
     vanilla-transformer serve MODEL_DIR --port 5000 &
     python scripts/load_test.py --url http://127.0.0.1:5000 --input sentences.txt --pid $! --concurrency 1 8 32 128
@@ -13,6 +13,7 @@ import asyncio
 import json
 import statistics
 import time
+import urllib.request
 from urllib.parse import urlparse
 
 
@@ -24,6 +25,17 @@ def rss_mb(pid: int | None) -> float | None:
             return next(int(line.split()[1]) / 1024 for line in f if line.startswith("VmRSS:"))
     except (OSError, StopIteration):  # not Linux, or the server is gone
         return None
+
+
+def batch_totals(url: str) -> tuple[float, float] | None:
+    """(engine batches, sentences in them) the server has run so far, from its /metrics; None where it has none."""
+    try:
+        with urllib.request.urlopen(url.rstrip("/") + "/metrics", timeout=10) as response:
+            lines = response.read().decode().splitlines()
+    except OSError:
+        return None
+    values = dict(line.rsplit(" ", 1) for line in lines if line.startswith("vt_batch_sentences_"))
+    return float(values.get("vt_batch_sentences_count", 0)), float(values.get("vt_batch_sentences_sum", 0))
 
 
 async def post(reader, writer, host: str, body: bytes, path: str = "/v1/translate") -> tuple[int, bytes]:
@@ -93,13 +105,18 @@ def main(argv=None) -> int:
         parser.error(f"{args.input}: no sentences")
     rows = []
     for concurrency in args.concurrency:
+        before = batch_totals(args.url)
         row = asyncio.run(run_level(args.url, sentences, concurrency, args.requests, args.timeout, args.endpoint))
+        after = batch_totals(args.url)
+        row["mean_batch_sentences"] = ((after[1] - before[1]) / (after[0] - before[0])
+                                       if before and after and after[0] > before[0] else None)
         row["server_rss_mb"] = rss_mb(args.pid)
         rows.append(row)
         print(f"concurrency {concurrency:4d}: {row['sentences_per_second']:7.1f} sentences/s  "
               f"p50 {row['p50_ms']:7.1f} ms"
               f"  p99 {row['p99_ms']:7.1f} ms  errors {sum(row['errors'].values())} {row['errors'] or ''}  "
-              f"server RSS {row['server_rss_mb'] or 0:.0f} MB", flush=True)
+              f"batches of {row['mean_batch_sentences'] or 0:.1f}  server RSS {row['server_rss_mb'] or 0:.0f} MB",
+              flush=True)
     if args.output:
         with open(args.output, "w") as f:
             json.dump(rows, f, indent=2)

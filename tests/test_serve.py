@@ -226,6 +226,24 @@ def server(small_demo_model):
     proc.wait(timeout=30)
 
 
+def test_load_test_reports_throughput_latency_and_batches(server, small_demo_model, tmp_path):
+    """scripts/load_test.py against the server: every request answered at each concurrency, latencies in order, and
+    the engine batches' mean size from /metrics (one client: one sentence a batch)."""
+    import runpy
+
+    sentences = tmp_path / "sentences.txt"
+    sentences.write_text("ab12\ncd34 ef\n\n", encoding="utf-8")
+    load_test = runpy.run_path(os.path.join(os.path.dirname(__file__), "..", "scripts", "load_test.py"))
+    out = tmp_path / "rows.json"
+    assert load_test["main"](["--url", server, "--input", str(sentences), "--concurrency", "1", "6", "--requests",
+                              "18", "--pid", str(os.getpid()), "--output", str(out)]) == 0
+    rows = json.loads(out.read_text())
+    assert [row["concurrency"] for row in rows] == [1, 6]
+    assert all(row["answered"] == 18 and not row["errors"] and row["sentences_per_second"] > 0
+               and row["p50_ms"] <= row["p99_ms"] and row["server_rss_mb"] > 0 for row in rows)
+    assert rows[0]["mean_batch_sentences"] == 1.0 and 1.0 <= rows[1]["mean_batch_sentences"] <= 6
+
+
 def test_libretranslate_client_and_many_concurrent_clients(server, small_demo_model):
     from libretranslatepy import LibreTranslateAPI
 
