@@ -362,20 +362,12 @@ CONLL_TAGGER = dict(encoder_layers=4, normalize_before=True, char_cnn_dim=128, r
                     use_crf=True)  # recipes/conll.sh's tagger on the small preset
 
 
-def tagging_engines_benchmark(output: str, reps: int = 20, length: int = 32, rounds: int = 2) -> list[dict]:
-    """Sentences/s of a tagger of the CoNLL recipe's shape (random weights, CRF head, 9 labels, vocabulary 8000) on
-    this CPU: PyTorch fp32 (`model(...).logits`, the CRF's max-marginals included) against its ONNX export in ONNX
-    Runtime, float32 and int8 (the emissions, then the CRF in numpy, as `tag --engine onnxruntime` runs them), at
-    batches of 1 and 32 sentences of `length` tokens. Each engine runs alone in a child process (in one process, the
-    threads one engine leaves spinning slow the other down), the engines one after the other, `rounds` times; the
-    median of all `reps` x `rounds` timed calls."""
-    import tempfile
-
-    import numpy as np
+def save_conll_tagger(path: str) -> str:
+    """A tagger of the CoNLL recipe's shape (small preset, `CONLL_TAGGER`, random weights, 9 IOB2 labels, vocabulary
+    8000) saved with its tokenizer in `path`; returns `path`."""
     import torch
 
     from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForTokenClassification
-    from vanilla_transformer.onnx_export import export_onnx
 
     labels = ["O"] + [f"{p}-{k}" for k in ("PER", "LOC", "ORG", "MISC") for p in "BI"]
     config = VanillaTransformerConfig.from_preset("small", vocab_size=VOCAB, num_labels=len(labels),
@@ -384,11 +376,25 @@ def tagging_engines_benchmark(output: str, reps: int = 20, length: int = 32, rou
     model = VanillaTransformerForTokenClassification(config).eval()
     tokenizer = word_tokenizer()
     model.set_token_characters(tokenizer)  # every token spelled
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+def tagging_engines_benchmark(output: str, reps: int = 20, length: int = 32, rounds: int = 2) -> list[dict]:
+    """Sentences/s of a tagger of the CoNLL recipe's shape (random weights, CRF head, 9 labels, vocabulary 8000) on
+    this CPU: PyTorch fp32 (`model(...).logits`, the CRF's max-marginals included) against its ONNX export in ONNX
+    Runtime, float32 and int8 (the emissions, then the CRF in numpy, as `tag --engine onnxruntime` runs them), at
+    batches of 1 and 32 sentences of `length` tokens. Each engine runs alone in a child process (in one process, the
+    threads one engine leaves spinning slow the other down), the engines one after the other, `rounds` times; the
+    median of all `reps` x `rounds` timed calls."""
+    import numpy as np
+
+    from vanilla_transformer.onnx_export import export_onnx
+
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        saved = os.path.join(tmp, "tagger")
-        model.save_pretrained(saved)
-        tokenizer.save_pretrained(saved)
+        saved = save_conll_tagger(os.path.join(tmp, "tagger"))
         engines = {"pytorch float32": saved}
         for q in ("float32", "int8"):
             engines[f"onnxruntime {q}"] = export_onnx(saved, os.path.join(tmp, q), None if q == "float32" else q)
@@ -419,18 +425,8 @@ def tagging_batches_benchmark(output: str, reps: int = 20, rounds: int = 3) -> l
     110); both ways alternate in this process, `rounds` x `reps` calls each; the median."""
     import math
 
-    import torch
-
-    from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForTokenClassification
     from vanilla_transformer.tag import CALL_WORDS, Tagger
 
-    labels = ["O"] + [f"{p}-{k}" for k in ("PER", "LOC", "ORG", "MISC") for p in "BI"]
-    config = VanillaTransformerConfig.from_preset("small", vocab_size=VOCAB, num_labels=len(labels),
-                                                  id2label=dict(enumerate(labels)), **CONLL_TAGGER)
-    torch.manual_seed(0)
-    model = VanillaTransformerForTokenClassification(config).eval()
-    tokenizer = word_tokenizer()
-    model.set_token_characters(tokenizer)
     rng = random.Random(0)
 
     def sentence() -> list[str]:
@@ -439,9 +435,7 @@ def tagging_batches_benchmark(output: str, reps: int = 20, rounds: int = 3) -> l
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        tagger = Tagger(tmp, device="cpu")
+        tagger = Tagger(save_conll_tagger(tmp), device="cpu")
         ways = {"one padded batch": None, "length-cut batches": CALL_WORDS}
         for size in (1, 8, 16, 32):
             batches = [[sentence() for _ in range(size)] for _ in range(reps)]
