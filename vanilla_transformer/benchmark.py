@@ -420,9 +420,9 @@ def tagging_engines_benchmark(output: str, reps: int = 20, length: int = 32, rou
 def tagging_batches_benchmark(output: str, reps: int = 20, rounds: int = 3) -> list[dict]:
     """Sentences/s of `Tagger` (tokenizer, PyTorch fp32 model with the CRF, tags per word) on one sentence a call and on
     batches of 8, 16 and 32 sentences of mixed lengths, as a server's dynamic batches hold them: one batch padded to
-    its longest sentence against the length-cut batches `Tagger.batches` makes on a CPU. A tagger of the CoNLL recipe's shape (random
-    weights); sentence lengths in words drawn as CoNLL-2003's (log-normal, median 11, 90th percentile 34, at most
-    110); both ways alternate in this process, `rounds` x `reps` calls each; the median."""
+    its longest sentence against the length-cut batches `Tagger.batches` makes on a CPU. A tagger of the CoNLL
+    recipe's shape (random weights); sentence lengths in words drawn as CoNLL-2003's (log-normal, median 11, 90th
+    percentile 34, at most 110); both ways alternate in this process, `rounds` x `reps` calls each; the median."""
     import math
 
     from vanilla_transformer.tag import CALL_WORDS, Tagger
@@ -1053,10 +1053,10 @@ def main(argv=None):
                         help="Only these tasks (--device cuda: train, lengths, greedy, beam; default all but lengths). "
                              "--tasks lengths alone on the CPU: the natural-length training cases there, in bf16. "
                              "--tasks tagging-engines alone: a tagger of the CoNLL recipe's shape in PyTorch and ONNX "
-                             "Runtime (float32, int8), batches of 1 and 32 (needs the onnx extra). --tasks tagging-batches alone: the "
-                             "tagger on batches of mixed lengths, one padded batch against length-cut batches. "
-                             "--tasks cpu-kernels alone: training "
-                             "steps with our CPU dropout and cross-entropy against torch's, fp32 and bf16")
+                             "Runtime (float32, int8), batches of 1 and 32 (needs the onnx extra). --tasks "
+                             "tagging-batches alone: the tagger on batches of mixed lengths, one padded batch against "
+                             "length-cut batches. --tasks cpu-kernels alone: training steps with our CPU dropout and "
+                             "cross-entropy against torch's, fp32 and bf16")
     parser.add_argument("--engines", nargs="+", default=["pytorch", "ctranslate2"], choices=["pytorch", "ctranslate2"],
                         help="Only the cases that serve our model with these engines")
     parser.add_argument("--compute_types", nargs="+", default=["float32", "int8"], choices=["float32", "int8"],
