@@ -64,7 +64,7 @@ import sys
 
 import numpy as np
 
-from vanilla_transformer.benchmark import synthetic_lengths
+from benchmarks.training import synthetic_lengths
 
 rng = np.random.default_rng(0)
 letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))

@@ -78,7 +78,7 @@ def test_quick_benchmark_every_case(tmp_path):
 def test_tensor_peak_counts_what_one_step_holds_at_once():
     import torch
 
-    from vanilla_transformer.benchmark import tensor_peak_mb
+    from benchmarks.common import tensor_peak_mb
 
     weight = torch.ones(2**18)  # 1 MB, allocated before: not counted, nor are its views
 
@@ -99,7 +99,7 @@ def test_dropout_acts_in_every_model_in_training(name):
     """--dropout reaches each library's model: two training-mode forward passes differ with it, agree without it."""
     import torch
 
-    from vanilla_transformer.benchmark import build, shape_of
+    from benchmarks.common import build, shape_of
 
     ids = torch.randint(4, 100, (2, 6))
     inputs = dict(input_ids=ids) if name == "bert" else dict(input_ids=ids, decoder_input_ids=ids)
@@ -112,7 +112,8 @@ def test_dropout_acts_in_every_model_in_training(name):
 def test_device_benchmark_runs_every_case_on_the_cpu(tmp_path):
     """The GPU benchmark's code (`--device cuda`) on the CPU with a tiny shape: ours and Marian in training, greedy in
     PyTorch and CTranslate2; a spent time budget skips and lists the rest."""
-    from vanilla_transformer.benchmark import datasheet_peak, device_benchmark
+    from benchmarks.common import datasheet_peak
+    from benchmarks.training import device_benchmark
 
     out = tmp_path / "gpu.json"
     compute_types = ["int8"] if CTRANSLATE2 else []
@@ -162,7 +163,7 @@ def test_device_cuda_without_a_gpu_is_a_usage_error():
 
 def test_corpus_case_trains_from_the_cache_and_from_a_stream(tmp_path):
     """--corpus: a recombined corpus trained on an empty cache, on the cache and streamed; every figure present."""
-    from vanilla_transformer.benchmark import corpus_report
+    from benchmarks.corpus import corpus_report
 
     words = ["haus", "katze", "hund", "baum", "auto", "mann", "frau", "kind"]
     lines = [" ".join(words[(i + k) % 8] for k in range(2 + i % 6)) for i in range(200)]
@@ -195,7 +196,7 @@ def test_tagging_engines_case(tmp_path):
 
 def test_tagging_batches_case(tmp_path):
     """`--tasks tagging-batches`: both ways at 1, 8, 16 and 32 mixed-length sentences a call, the same tags."""
-    from vanilla_transformer.benchmark import tagging_batches_benchmark
+    from benchmarks.tagging import tagging_batches_benchmark
 
     rows = tagging_batches_benchmark(str(tmp_path / "batches.json"), reps=2, rounds=1)
     assert {(r["batch"], r["batching"]) for r in rows} == {(b, w) for b in (1, 8, 16, 32)

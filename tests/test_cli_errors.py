@@ -86,7 +86,7 @@ def test_mistakes_end_in_one_error_line(files, capsys, command, culprit):
 @pytest.fixture(scope="module")
 def exported(small_demo_model, tmp_path_factory):
     pytest.importorskip("ctranslate2")
-    from vanilla_transformer.ctranslate2_converter import export_ctranslate2
+    from vanilla_transformer.deploy.ctranslate2 import export_ctranslate2
 
     return export_ctranslate2(small_demo_model, tmp_path_factory.mktemp("ct2") / "model")
 

@@ -14,8 +14,9 @@ from vanilla_transformer.cli import main as cli
 
 ctranslate2 = pytest.importorskip("ctranslate2")
 
-from vanilla_transformer.ctranslate2_converter import export_ctranslate2, model_spec  # noqa: E402
-from vanilla_transformer.translate import make_translator, read_lines, translate_lines  # noqa: E402
+from vanilla_transformer.deploy.ctranslate2 import export_ctranslate2, model_spec  # noqa: E402
+from vanilla_transformer.deploy.translate import make_translator, translate_lines  # noqa: E402
+from vanilla_transformer.files import read_lines  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +53,7 @@ def test_int8_is_as_accurate_and_leaves_the_model_unchanged(small_demo_model, he
     model = AutoModelForSeq2SeqLM.from_pretrained(small_demo_model).eval()
     tokenizer = AutoTokenizer.from_pretrained(small_demo_model)
     weights = {k: v.clone() for k, v in model.state_dict().items()}
-    from vanilla_transformer.ctranslate2_converter import VanillaTransformerConverter
+    from vanilla_transformer.deploy.ctranslate2 import VanillaTransformerConverter
 
     out = VanillaTransformerConverter(model=model, tokenizer=tokenizer).convert(str(tmp_path / "int8"),
                                                                                  quantization="int8")
@@ -128,7 +129,7 @@ def test_translate_command_keeps_order_and_empty_lines(small_demo_model, tmp_pat
 def test_parallel_workers_translate_a_file_as_one(small_demo_model, held_out, tmp_path):
     """On a CPU the file command runs one one-thread CTranslate2 worker per thread, each call split between them: the
     same lines, in order, as one worker."""
-    from vanilla_transformer.translate import translate_file
+    from vanilla_transformer.deploy.translate import translate_file
 
     lines = [s if i % 7 else "" for i, s in enumerate(held_out)]  # empty lines stay where they are
     (tmp_path / "src.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -159,7 +160,7 @@ def test_translate_bad_input_is_named(small_demo_model, tmp_path, capsys):
     bad = tmp_path / "bad.txt"
     bad.write_bytes(b"abc\ndef\n\xff\xfeoops\n")
     assert cli(["translate", str(small_demo_model), "--input", str(bad), "--quiet"]) == 2
-    assert "bad.txt, line 3: not valid UTF-8" in capsys.readouterr().err
+    assert "bad.txt, line 3: bytes that are not UTF-8" in capsys.readouterr().err
     with pytest.raises(ValueError, match="line 3"):
         read_lines(str(bad))
     assert cli(["export-ctranslate2", str(small_demo_model), str(tmp_path)]) == 2  # exists: not overwritten

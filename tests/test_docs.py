@@ -140,7 +140,9 @@ def flags_of():
     commands = re.findall(r"^ {4}([a-z][a-z0-9-]*)", build_parser().format_help(), re.M)
     assert len(commands) >= 14 and "tag" in commands, commands
     flags = {name: help_of(lambda name=name: main([name, "--help"])) for name in commands}
-    flags["benchmark"] = help_of(lambda: __import__("vanilla_transformer.benchmark").benchmark.main(["--help"]))
+    from benchmarks.run import main as benchmark_main
+
+    flags["benchmark"] = help_of(lambda: benchmark_main(["--help"]))
     script, argv = os.path.join(ROOT, "scripts", "load_test.py"), sys.argv
     sys.argv = [script, "--help"]
     try:

@@ -202,8 +202,8 @@ def test_ctranslate2_on_cuda_decodes_like_generate(gpu_trained_model, tmp_path, 
         pytest.skip("ctranslate2 is not installed or was built without CUDA")
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-    from vanilla_transformer.ctranslate2_converter import export_ctranslate2
-    from vanilla_transformer.translate import make_translator, translate_lines
+    from vanilla_transformer.deploy.ctranslate2 import export_ctranslate2
+    from vanilla_transformer.deploy.translate import make_translator, translate_lines
 
     sources = held_out()
     tokenizer = AutoTokenizer.from_pretrained(gpu_trained_model)

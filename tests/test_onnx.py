@@ -13,8 +13,8 @@ pytest.importorskip("onnxscript", reason="the onnx extra: pip install -e '.[onnx
 from vanilla_transformer import VanillaTransformerForTokenClassification  # noqa: E402
 from vanilla_transformer.cli import main as cli  # noqa: E402
 from vanilla_transformer.data import make_demo_ner  # noqa: E402
-from vanilla_transformer.onnx_export import export_onnx  # noqa: E402
-from vanilla_transformer.tag import Tagger, line_entities  # noqa: E402
+from vanilla_transformer.deploy.onnx import export_onnx  # noqa: E402
+from vanilla_transformer.deploy.tag import Tagger, line_entities  # noqa: E402
 from vanilla_transformer.tokenization import load_tokenizer  # noqa: E402
 
 SENTENCES = make_demo_ner(200, seed=11)["tokens"]
@@ -81,8 +81,9 @@ def test_int8_quantization_keeps_the_tags(exports):
     words = sum(len(t) for t in full)
     same = sum(a == b for x, y in zip(full, int8) for a, b in zip(x, y))
     assert same / words >= 0.99, same / words
-    assert sorted(p.name for p in exports["int8"].iterdir()) == ["model.onnx", "onnx_tagger.json", "tokenizer.json",
-                                                                 "tokenizer_config.json"]
+    # the int8 weights replace the float32 ones; the model card travels with the export
+    assert sorted(p.name for p in exports["int8"].iterdir()) == ["README.md", "model.onnx", "onnx_tagger.json",
+                                                                 "tokenizer.json", "tokenizer_config.json"]
 
 
 def test_tag_and_serve_take_the_export(small_ner_model, exports, tmp_path, capsys):
@@ -99,7 +100,7 @@ def test_tag_and_serve_take_the_export(small_ner_model, exports, tmp_path, capsy
     pytest.importorskip("fastapi")
     from fastapi.testclient import TestClient
 
-    from vanilla_transformer.serve import Settings, TaggerEngine, create_app
+    from vanilla_transformer.deploy.app import Settings, TaggerEngine, create_app
 
     with TestClient(create_app(None, Settings(), ner=TaggerEngine(str(exports["float32"]), "cpu"))) as client:
         for _ in range(200):

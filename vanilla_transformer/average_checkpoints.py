@@ -16,6 +16,8 @@ import sys
 import torch
 from safetensors.torch import load_file, save_file
 
+from .console import run
+
 WEIGHTS = "model.safetensors"
 
 
@@ -71,4 +73,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(0 if main() else 1)
+    sys.exit(run("python -m vanilla_transformer.average_checkpoints", main))

@@ -1,36 +1,19 @@
 """The `vanilla-transformer` command: `vanilla-transformer COMMAND --help` for each command's flags.
 
 A user's mistake (a missing or damaged file, malformed data, an option out of range, a model of the wrong kind) ends
-with one `vanilla-transformer COMMAND: error: ...` line on stderr and exit status 2; `vanilla-transformer --debug
-COMMAND ...` (or VT_DEBUG=1) shows the full trace instead. Other exceptions are bugs and keep their trace.
+with one `vanilla-transformer COMMAND: error: ...` line on stderr and exit status 2; `--debug` anywhere on the command
+line (or VT_DEBUG=1) shows the full trace instead. Other exceptions are bugs and keep their trace.
 """
 
 import argparse
 import json
-import os
 import sys
 
-from huggingface_hub.errors import StrictDataclassError
-
-# What the library raises for a user's mistake, always with a message naming the file, line, option or value: DataError
-# and other ValueErrors, a config field out of range (StrictDataclassError, from the config's @strict checks), missing
-# or unreadable files (OSError), a missing optional extra (ImportError).
-USER_ERRORS = (ValueError, StrictDataclassError, OSError, ImportError)
-
-
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1 (the option is named by argparse's own error line)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
+from .console import positive_int, run
 
 
 def export_ctranslate2_command(args) -> None:
-    from .ctranslate2_converter import export_ctranslate2
+    from .deploy.ctranslate2 import export_ctranslate2
 
     out = export_ctranslate2(args.model_dir, args.output_dir, quantization=args.quantization, force=args.force)
     print(f"Exported {args.model_dir} to {out} (CTranslate2, quantization {args.quantization or 'float32'}).",
@@ -39,7 +22,7 @@ def export_ctranslate2_command(args) -> None:
 
 def translate_command(args) -> None:
     from .loading import no_progress_bars
-    from .translate import translate_file
+    from .deploy.translate import translate_file
 
     if args.quiet:
         no_progress_bars()
@@ -55,7 +38,7 @@ def translate_command(args) -> None:
 
 def tag_command(args) -> None:
     from .loading import no_progress_bars
-    from .tag import tag_file
+    from .deploy.tag import tag_file
 
     if args.quiet:
         no_progress_bars()
@@ -68,7 +51,7 @@ def tag_command(args) -> None:
 
 
 def export_onnx_command(args) -> None:
-    from .onnx_export import export_onnx
+    from .deploy.onnx import export_onnx
 
     out = export_onnx(args.model_dir, args.output_dir, quantize=args.quantize, force=args.force)
     print(f"Exported {args.model_dir} to {out} (ONNX, {args.quantize or 'float32'}).", file=sys.stderr)
@@ -84,7 +67,7 @@ PASSTHROUGH = {
     "average-checkpoints": ("average_checkpoints", "Average the weights of a run's last N checkpoints."),
     "plot": ("plot", "PNG pictures: training curves, attention heatmaps, the position encoding."),
     "push": ("push_to_hub", "Push a saved model directory (or a demo Space) to the Hugging Face Hub."),
-    "serve": ("serve", "Serve a translation model (LibreTranslate's API, /v1/translate) and/or a tagger (/v1/ner) "
+    "serve": ("deploy.serve", "Serve a translation model (LibreTranslate's API, /v1/translate) and/or a tagger (/v1/ner) "
                        "over HTTP, with dynamic batching."),
     "demo": ("demo.app", "The demo page in the browser: translation with its attention, entity tagging (Gradio)."),
     "split-documents": ("ner.analysis:split_main", "Hold out a tuning split of a CoNLL training file, by document."),
@@ -93,26 +76,18 @@ PASSTHROUGH = {
 }
 
 
-def run_passthrough(name: str, argv: list[str]) -> int:
+def run_passthrough(name: str, argv: list[str]):
+    """A command with its own parser: its module's function gets the rest of the command line."""
     import importlib
 
     module_name, _, function = PASSTHROUGH[name][0].partition(":")
     module = importlib.import_module(f".{module_name}", __package__)
     sys.argv[0] = f"vanilla-transformer {name}"  # what their --help shows as the program
-    result = getattr(module, function or "main")(argv)
-    if name == "average-checkpoints":
-        return 0 if result else 1
-    return result if isinstance(result, int) else 0
+    return getattr(module, function or "main")(argv)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="vanilla-transformer", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--debug", action="store_true", help="Show the full trace of an error (also: VT_DEBUG=1).")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name, (_, help_text) in PASSTHROUGH.items():
-        commands.add_parser(name, help=help_text, add_help=False)
-
+def add_export_ctranslate2(commands) -> None:
+    """`export-ctranslate2 MODEL_DIR OUTPUT_DIR`."""
     export = commands.add_parser("export-ctranslate2", help="Export a saved translation model to CTranslate2.",
                                  description="Convert a saved translation model (a directory or Hub id) to a "
                                              "CTranslate2 model directory, the tokenizer included.")
@@ -125,6 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--force", action="store_true", help="Replace output_dir if it exists.")
     export.set_defaults(func=export_ctranslate2_command)
 
+
+def add_translate(commands) -> None:
+    """`translate MODEL_DIR`: a file or stdin, one line out per line in."""
     translate = commands.add_parser("translate", help="Translate a text file, one sentence per line.",
                                     description="Translate lines of text (a file or stdin) with a saved or exported "
                                                 "model; writes one line per input line, in order (empty lines stay "
@@ -152,6 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
     translate.add_argument("--stats", action="store_true", help="Also print the counts and speed as JSON (stderr).")
     translate.set_defaults(func=translate_command)
 
+
+def add_tag(commands) -> None:
+    """`tag MODEL_DIR`: entities of text lines, or a tag column for CoNLL files."""
     tag = commands.add_parser("tag", help="Tag named entities in a text or CoNLL file.",
                               description="Tag the named entities of text (a file or stdin) with a trained tagger. "
                                           "--format text: one sentence or paragraph a line in, a JSON array of its "
@@ -175,6 +156,9 @@ def build_parser() -> argparse.ArgumentParser:
     tag.add_argument("--quiet", action="store_true", help="No progress bars.")
     tag.set_defaults(func=tag_command)
 
+
+def add_export_onnx(commands) -> None:
+    """`export-onnx MODEL_DIR OUTPUT_DIR`."""
     onnx = commands.add_parser("export-onnx", help="Export a saved tagger to ONNX (for ONNX Runtime).",
                                description="Export a saved tagger's encoder and classifier to ONNX (torch's exporter, "
                                            "dynamic batch and length), with its tokenizer and CRF scores, for `tag` "
@@ -185,27 +169,32 @@ def build_parser() -> argparse.ArgumentParser:
                       help="ONNX Runtime's dynamic int8 quantization of the weights (default: float32).")
     onnx.add_argument("--force", action="store_true", help="Replace output_dir if it exists.")
     onnx.set_defaults(func=export_onnx_command)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="vanilla-transformer", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--debug", action="store_true", help="Show the full trace of an error (also: VT_DEBUG=1).")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (_, help_text) in PASSTHROUGH.items():
+        commands.add_parser(name, help=help_text, add_help=False)
+    for add in (add_export_ctranslate2, add_translate, add_tag, add_export_onnx):
+        add(commands)
     return parser
+
+
+def dispatch(argv: list[str]):
+    """The command named first in `argv`, with the rest of it."""
+    if argv and argv[0] in PASSTHROUGH:
+        return run_passthrough(argv[0], argv[1:])
+    args = build_parser().parse_args(argv)
+    return args.func(args)
 
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    debug = os.environ.get("VT_DEBUG", "") not in ("", "0")
-    if argv[:1] == ["--debug"]:
-        debug, argv = True, argv[1:]
-    command = argv[0] if argv else None
-    try:
-        if command in PASSTHROUGH:
-            return run_passthrough(command, argv[1:])
-        args = build_parser().parse_args(argv)
-        args.func(args)
-    except USER_ERRORS as error:
-        if debug:
-            raise
-        message = " ".join(str(error).split()) or type(error).__name__  # one line
-        print(f"vanilla-transformer {command}: error: {message}", file=sys.stderr)
-        return 2
-    return 0
+    command = next((arg for arg in argv if not arg.startswith("-")), None)
+    return run(f"vanilla-transformer {command}" if command else "vanilla-transformer", dispatch, argv)
 
 
 if __name__ == "__main__":

@@ -31,14 +31,14 @@ TRANSLATION_PIPELINE = {
 
 # Checks of one field, run by @strict on every assignment (construction, `config.x = ...`, `--config_overrides`);
 # @strict also checks each field's annotated type. Checks across fields: `validate_architecture_of_the_paper`.
-def positive_int(default: int):
+def positive_int_field(default: int):
     def check(value):
         if value <= 0:
             raise ValueError(f"must be a positive integer, got {value!r}.")
     return validated_field(check, default=default)
 
 
-def non_negative_int(default: int):
+def non_negative_int_field(default: int):
     def check(value):
         if value < 0:
             raise ValueError(f"must be a non-negative integer, got {value!r}.")
@@ -129,24 +129,24 @@ class VanillaTransformerConfig(PreTrainedConfig):
         "num_hidden_layers": "encoder_layers",
     }
 
-    vocab_size: int = positive_int(37000)
-    d_model: int = positive_int(512)
-    encoder_layers: int = positive_int(6)
-    decoder_layers: int = positive_int(6)
-    encoder_attention_heads: int = positive_int(8)
-    decoder_attention_heads: int = positive_int(8)
-    encoder_ffn_dim: int = positive_int(2048)
-    decoder_ffn_dim: int = positive_int(2048)
+    vocab_size: int = positive_int_field(37000)
+    d_model: int = positive_int_field(512)
+    encoder_layers: int = positive_int_field(6)
+    decoder_layers: int = positive_int_field(6)
+    encoder_attention_heads: int = positive_int_field(8)
+    decoder_attention_heads: int = positive_int_field(8)
+    encoder_ffn_dim: int = positive_int_field(2048)
+    decoder_ffn_dim: int = positive_int_field(2048)
     activation_function: str = one_of(ACTIVATIONS, "relu")
     dropout: float | int = probability(0.1)
     attention_dropout: float | int = probability(0.0)
     activation_dropout: float | int = probability(0.0)
     token_dropout: float | int = probability(0.0)
-    max_position_embeddings: int = positive_int(1024)
+    max_position_embeddings: int = positive_int_field(1024)
     position_embedding_type: str = one_of(POSITION_EMBEDDING_TYPES, "sinusoidal")
-    relative_attention_max_distance: int = non_negative_int(0)
+    relative_attention_max_distance: int = non_negative_int_field(0)
     scale_attention: bool = True
-    char_cnn_dim: int = non_negative_int(0)
+    char_cnn_dim: int = non_negative_int_field(0)
     normalize_before: bool = False
     scale_embedding: bool = True
     tie_word_embeddings: bool = True

@@ -15,32 +15,11 @@ import shutil
 
 from datasets import Dataset, IterableDataset, concatenate_datasets, load_dataset
 
+from .files import DataError, conll_sentences, read_lines, write_text
+
 logger = logging.getLogger(__name__)
 DEMO_SOURCE_LANG, DEMO_TARGET_LANG = "src", "tgt"
 DEMO_SYMBOLS = "0123456789abcdefghijklmnopqrstuvwxyz"
-
-
-class DataError(ValueError):
-    """Bad input data; the message names the file (and line) and what is wrong."""
-
-
-# ---------------------------------------------------------------------------------------------------- reading files
-
-
-def read_lines(path: str) -> list[str]:
-    """Lines of a UTF-8 text file without their line ends; clear errors for missing, empty or undecodable files."""
-    if not os.path.isfile(path):
-        raise DataError(f"{path}: file not found.")
-    with open(path, "rb") as f:
-        raw = f.read()
-    if not raw.strip():
-        raise DataError(f"{path}: file is empty.")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = raw[: e.start].count(b"\n") + 1
-        raise DataError(f"{path}, line {line}: bytes that are not UTF-8 ({e.reason}).") from None
-    return text.splitlines()
 
 
 # ---------------------------------------------------------------------------------------------------- translation
@@ -102,9 +81,7 @@ def cache_is_stale(lines: Dataset, path: str) -> bool:
     if os.path.isfile(recorded):
         with open(recorded) as f:
             return json.load(f) != signature
-    with open(recorded + ".tmp", "w") as f:
-        json.dump(signature, f)
-    os.replace(recorded + ".tmp", recorded)
+    write_text(recorded, json.dumps(signature))
     return False
 
 
@@ -259,34 +236,23 @@ def _check_tag(tag: str, where: str) -> None:
 
 def load_conll(path: str) -> Dataset:
     """CoNLL column files: one token per line, the tag in the last column, a blank line between sentences,
-    `-DOCSTART-` lines start a new document (the `document` column counts them). IOB1 or IOB2 in, IOB2 out. Every
-    token line must have the same column count. Columns between the token and the tag (CoNLL-2003: POS and chunk)
-    become `auxiliary_tags`: per word, the list of those columns' values."""
-    sentences, tokens, tags, middle, columns, document = [], [], [], [], None, 0
-    for i, line in enumerate(read_lines(path) + [""], start=1):
-        if line.startswith("-DOCSTART-") or not line.strip():
-            if tokens:
-                sentences.append((tokens, iob1_to_iob2(tags), document, middle))
-                tokens, tags, middle = [], [], []
-            document += line.startswith("-DOCSTART-") and bool(sentences)
-            continue
-        parts = line.split()
-        if len(parts) < 2:
-            raise DataError(f"{path}, line {i}: expected a token and a tag, got {line!r}.")
-        if columns is None:
-            columns = len(parts)
-        elif len(parts) != columns:
-            raise DataError(f"{path}, line {i}: {len(parts)} columns where earlier lines have {columns}: {line!r}.")
-        _check_tag(parts[-1], f"{path}, line {i}")
-        tokens.append(parts[0])
-        tags.append(parts[-1])
-        middle.append(parts[1:-1])
+    `-DOCSTART-` lines start a new document (the `document` column counts them from 0). IOB1 or IOB2 in, IOB2 out.
+    Every token line must have the same column count. Columns between the token and the tag (CoNLL-2003: POS and
+    chunk) become `auxiliary_tags`: per word, the list of those columns' values."""
+    sentences = conll_sentences(read_lines(path), path)
     if not sentences:
         raise DataError(f"{path}: no sentences.")
-    columns = {"tokens": [s[0] for s in sentences], "ner_tags": [s[1] for s in sentences],
-               "document": [s[2] for s in sentences]}
-    if sentences[0][3][0]:
-        columns["auxiliary_tags"] = [s[3] for s in sentences]
+    for numbers, rows, _ in sentences:
+        for number, parts in zip(numbers, rows):
+            if len(parts) < 2:
+                raise DataError(f"{path}, line {number + 1}: expected a token and a tag, got {' '.join(parts)!r}.")
+            _check_tag(parts[-1], f"{path}, line {number + 1}")
+    first = sentences[0][2]  # -DOCSTART- lines before the first sentence start no document of their own
+    columns = {"tokens": [[parts[0] for parts in rows] for _, rows, _ in sentences],
+               "ner_tags": [iob1_to_iob2([parts[-1] for parts in rows]) for _, rows, _ in sentences],
+               "document": [document - first for _, _, document in sentences]}
+    if len(sentences[0][1][0]) > 2:
+        columns["auxiliary_tags"] = [[parts[1:-1] for parts in rows] for _, rows, _ in sentences]
     return Dataset.from_dict(columns)
 
 

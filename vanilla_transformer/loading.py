@@ -1,8 +1,17 @@
-"""Loading a saved model in our commands: a damaged weights file is an error that names it."""
+"""Recognising and loading a saved directory, for every command: which head it holds, which engine runs it, which
+device; a damaged or missing file is an error that names it."""
 
 import os
 
 from safetensors import SafetensorError
+
+from .tokenization import looks_local
+
+TAGGER = "VanillaTransformerForTokenClassification"
+TRANSLATOR = "VanillaTransformerForConditionalGeneration"
+ONNX_META = "onnx_tagger.json"  # what `export-onnx` writes beside model.onnx
+DEVICES = ("auto", "cpu", "cuda")
+ENGINES = {"translation": ("auto", "pytorch", "ctranslate2"), "tagging": ("auto", "pytorch", "onnxruntime")}
 
 
 def load_model(cls, path, **kwargs):
@@ -20,3 +29,116 @@ def no_progress_bars() -> None:
     from transformers.utils import logging
 
     logging.disable_progress_bar()
+
+
+def require(module: str, extra: str | None = None):
+    """Import an optional dependency, or an `ImportError` naming the extra that installs it."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise ImportError(f"{module} is not installed: pip install 'vanilla-transformer[{extra or module}]'") from None
+
+
+# ---------------------------------------------------------------------------------------------------- which model
+
+
+def is_ctranslate2_dir(path) -> bool:
+    """A directory written by `export-ctranslate2`."""
+    return os.path.isfile(os.path.join(os.fspath(path), "model.bin"))
+
+
+def is_onnx_dir(path) -> bool:
+    """A directory written by `export-onnx`."""
+    return os.path.isfile(os.path.join(os.fspath(path), ONNX_META))
+
+
+def check_export_files(path, names, command: str) -> None:
+    """A `FileNotFoundError` naming the first of `names` missing from the export `path` (copied in part, or damaged)."""
+    for name in names:
+        if not os.path.isfile(os.path.join(os.fspath(path), name)):
+            raise FileNotFoundError(f"{os.path.join(os.fspath(path), name)} is missing: the export is incomplete; "
+                                    f"export the model again (vanilla-transformer {command} MODEL OUT --force).")
+
+
+def architectures_of(path) -> list[str]:
+    """The architectures a saved model's config names; a local path without config.json is an error naming it."""
+    from transformers import PretrainedConfig
+
+    if looks_local(path) and not os.path.isfile(os.path.join(path, "config.json")):
+        raise FileNotFoundError(f"{str(path)!r} is not a saved model directory (no config.json).")
+    return PretrainedConfig.get_config_dict(path)[0].get("architectures") or []
+
+
+def is_tagger_dir(path) -> bool:
+    """Whether `path` holds a saved tagger (its config names the architecture) or its ONNX export."""
+    if looks_local(path) and os.path.isdir(path) and is_onnx_dir(path):
+        return True
+    try:
+        return TAGGER in architectures_of(path)
+    except FileNotFoundError:
+        return False
+
+
+def check_translation_model_dir(path) -> None:
+    """A clear error for a missing directory or one that holds something other than a translation model."""
+    if looks_local(path):
+        if not os.path.isdir(path):
+            raise FileNotFoundError(f"Model directory {str(path)!r} does not exist.")
+        if is_ctranslate2_dir(path):
+            return
+        if not os.path.isfile(os.path.join(path, "config.json")):
+            raise FileNotFoundError(f"{str(path)!r} has no config.json: not a saved model (save_pretrained) nor an "
+                                    "exported CTranslate2 model (model.bin).")
+    architectures = architectures_of(path)
+    if architectures and TRANSLATOR not in architectures:
+        raise ValueError(f"{str(path)!r} holds a {', '.join(architectures)}, not a translation model ({TRANSLATOR}).")
+
+
+# ---------------------------------------------------------------------------------------------------- which engine
+
+
+def resolve_engine(model_dir, engine: str, task: str = "translation") -> str:
+    """The engine that runs `model_dir` for `task`: "auto" -> the export's engine (CTranslate2 for `export-ctranslate2`,
+    ONNX Runtime for `export-onnx`), else PyTorch. An export asked to run in PyTorch, or a saved model in ONNX Runtime,
+    is an error saying what to do instead (CTranslate2 converts a saved model on the fly)."""
+    if engine not in ENGINES[task]:
+        raise ValueError(f"engine must be one of {ENGINES[task]}, got {engine!r}.")
+    local = looks_local(model_dir) and os.path.isdir(model_dir)
+    if task == "translation":
+        exported, export_engine, kind = local and is_ctranslate2_dir(model_dir), "ctranslate2", "a CTranslate2 export"
+    else:
+        exported, export_engine, kind = local and is_onnx_dir(model_dir), "onnxruntime", "an ONNX export"
+    if engine == "auto":
+        return export_engine if exported else "pytorch"
+    if exported and engine == "pytorch":
+        raise ValueError(f"{str(model_dir)!r} is {kind}: use --engine {export_engine}.")
+    if engine == "onnxruntime" and not exported:
+        raise ValueError(f"{str(model_dir)!r} is not an ONNX export: run `vanilla-transformer export-onnx` on it "
+                         "first, or use --engine pytorch.")
+    return engine
+
+
+def resolve_device(device: str, engine: str = "pytorch") -> str:
+    """"auto" -> "cuda" where the engine sees a CUDA GPU, else "cpu"; "cuda" without one is a clear error. ONNX
+    Runtime exports run on the CPU."""
+    if device not in DEVICES:
+        raise ValueError(f"device must be one of {DEVICES}, got {device!r}.")
+    if device == "cpu":
+        return device
+    if engine == "onnxruntime":
+        if device == "cuda":
+            raise ValueError("--device cuda: the ONNX export runs on the CPU; use --engine pytorch on a GPU.")
+        return "cpu"
+    if engine == "ctranslate2":
+        found = require("ctranslate2").get_cuda_device_count() > 0
+        where = "CTranslate2 sees no CUDA GPU (its wheels need CUDA 12's cuBLAS)"
+    else:
+        import torch
+
+        found = torch.cuda.is_available()
+        where = "PyTorch sees no CUDA GPU (a CPU build of torch, or no driver)"
+    if device == "cuda" and not found:
+        raise ValueError(f"--device cuda: {where}.")
+    return "cuda" if found else "cpu"

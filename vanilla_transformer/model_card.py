@@ -231,6 +231,38 @@ def _count_parameters(model_dir: str) -> str:
     return f"{total:,}"
 
 
+def read_card(model_dir) -> ModelCard | None:
+    """The model card (README.md) of a saved directory or Hub id, or None where there is none (or it has no
+    metadata)."""
+    from huggingface_hub.errors import EntryNotFoundError
+
+    local = os.path.isdir(os.fspath(model_dir))
+    path = os.path.join(os.fspath(model_dir), "README.md") if local else os.fspath(model_dir)
+    if local and not os.path.isfile(path):
+        return None
+    try:
+        return ModelCard.load(path)
+    except (EntryNotFoundError, ValueError, OSError):  # a Hub repo without a card, or a card without metadata
+        return None
+
+
+def copy_card(model_dir, output_dir) -> None:
+    """The model card of `model_dir` into `output_dir` (an export): its languages, labels, license and scores go with
+    the exported model, so `serve EXPORT` knows the language pair."""
+    card = read_card(model_dir)
+    if card is not None:
+        card.save(os.path.join(output_dir, "README.md"))
+
+
+def card_languages(model_dir) -> tuple[str, str] | None:
+    """(source, target) from the model card's `language:` list (written by the training command), if it has one."""
+    card = read_card(model_dir)
+    languages = card.data.language if card is not None else None
+    if isinstance(languages, list) and len(languages) >= 2:
+        return str(languages[0]), str(languages[-1])
+    return None
+
+
 REQUIRED_FILES = ("config.json", "model.safetensors", "configuration_vanilla_transformer.py",
                   "modeling_vanilla_transformer.py", "kernels_vanilla_transformer.py", "ner_vanilla_transformer.py",
                   "pipeline_vanilla_transformer.py")

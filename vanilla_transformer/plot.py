@@ -8,7 +8,6 @@
 Each writes PNG files (default: next to the input, or --out DIR) and prints their paths.
 """
 
-from .loading import load_model
 import argparse
 import json
 import os
@@ -19,6 +18,9 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import torch
+
+from .console import run
+from .loading import load_model
 
 
 def plot_curves(run_dir: str, out_dir: str) -> list[str]:
@@ -80,7 +82,8 @@ def plot_quality_vs_time(run_dirs: list[str], out_dir: str, metric: str | None =
 
 def plot_attention(model_dir: str, text: str, out_dir: str) -> list[str]:
     from .modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
-    from .tokenization import check_translation_model_dir, load_tokenizer
+    from .loading import check_translation_model_dir
+    from .tokenization import load_tokenizer
 
     check_translation_model_dir(model_dir)  # a missing or other kind of model is named before anything loads
     tokenizer = load_tokenizer(model_dir)
@@ -159,4 +162,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run("python -m vanilla_transformer.plot", main))

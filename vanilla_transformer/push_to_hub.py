@@ -16,6 +16,7 @@ import sys
 import tempfile
 
 from .model_card import push_model_dir
+from .console import run
 
 PACKAGE = "vanilla-transformer"
 SPACE_EXTRAS = ("demo", "ctranslate2")
@@ -122,4 +123,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run("python -m vanilla_transformer.push_to_hub", main))

@@ -12,6 +12,7 @@ A BPE with a `<mask>` token is trained on the text unless `--tokenizer_name` giv
 import logging
 import math
 import re
+import sys
 from dataclasses import dataclass, field
 
 import torch
@@ -19,6 +20,7 @@ from datasets import Dataset
 from transformers import DataCollatorForLanguageModeling
 
 from . import data as vt_data
+from .console import run
 from .training import (
     AtomicTrainer,
     MlmTrainingArguments,
@@ -171,4 +173,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run("python -m vanilla_transformer.run_mlm", main))

@@ -8,6 +8,7 @@ nothing at all: a generated demo tagging task. Labels are IOB2 strings; the labe
 
 import logging
 import os
+import sys
 from dataclasses import dataclass, field
 
 from datasets import DatasetDict, load_dataset
@@ -17,6 +18,7 @@ from .ner import mentions
 from .ner.augmentation import MentionReplacement
 from .ner.ensemble import TokenClassificationEnsemble, ensemble_of
 from .metrics import load_metric
+from .console import run
 from .training import (
     AtomicTrainer,
     ModelArguments,
@@ -279,4 +281,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run("python -m vanilla_transformer.run_ner", main))

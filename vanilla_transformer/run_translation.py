@@ -9,6 +9,7 @@ data/train.en), or nothing at all: the built-in demo task. Multi-process: `torch
 
 import logging
 import os
+import sys
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -19,6 +20,7 @@ from transformers import DataCollatorForSeq2Seq
 from . import data as vt_data
 from .metrics import load_metric
 from .tokenization import CorpusEncoder
+from .console import run
 from .training import (
     AtomicSeq2SeqTrainer,
     ModelArguments,
@@ -293,4 +295,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run("python -m vanilla_transformer.run_translation", main))

@@ -156,28 +156,6 @@ class CorpusEncoder:
         return pa.concat_arrays([encoded, self.encode_whole(texts.take(whole).to_pylist())]).take(order)
 
 
-def is_ctranslate2_dir(path) -> bool:
-    return os.path.isfile(os.path.join(path, "model.bin"))
-
-
-def check_translation_model_dir(path) -> None:
-    """A clear error for a missing directory or one that holds something other than a translation model."""
-    from transformers import PretrainedConfig
-
-    if looks_local(path):
-        if not os.path.isdir(path):
-            raise FileNotFoundError(f"Model directory {str(path)!r} does not exist.")
-        if is_ctranslate2_dir(path):
-            return
-        if not os.path.isfile(os.path.join(path, "config.json")):
-            raise FileNotFoundError(f"{str(path)!r} has no config.json: not a saved model (save_pretrained) nor an "
-                                    "exported CTranslate2 model (model.bin).")
-    architectures = PretrainedConfig.get_config_dict(path)[0].get("architectures") or []
-    if architectures and "VanillaTransformerForConditionalGeneration" not in architectures:
-        raise ValueError(f"{str(path)!r} holds a {', '.join(architectures)}, not a translation model "
-                         "(VanillaTransformerForConditionalGeneration).")
-
-
 def load_tokenizer(name_or_path, **kwargs):
     """`AutoTokenizer.from_pretrained` with clear errors for a local path that does not exist and for a damaged
     tokenizer file (naming it)."""

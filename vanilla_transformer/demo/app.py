@@ -13,9 +13,9 @@ import sys
 
 import torch
 
-from ..loading import load_model
+from ..loading import check_translation_model_dir, load_model, require, resolve_device
 from ..pipeline_vanilla_transformer import beam_search_cache
-from ..tokenization import check_translation_model_dir, load_tokenizer
+from ..tokenization import load_tokenizer
 
 logger = logging.getLogger(__name__)
 INSTALL_HINT = "The demo page needs Gradio and matplotlib: pip install 'vanilla-transformer[demo]'."
@@ -63,7 +63,6 @@ class TranslationDemo:
 
     def __init__(self, model_name_or_path: str, ctranslate2_model: str | None = None, device: str = "cpu"):
         from ..modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
-        from ..translate import resolve_device
 
         check_translation_model_dir(model_name_or_path)
         self.name, self.device = model_name_or_path, resolve_device(device, "pytorch")
@@ -74,9 +73,7 @@ class TranslationDemo:
         self.ctranslate2_model, self._ctranslate2 = ctranslate2_model, None
         self.engines = ["PyTorch"]
         try:
-            from ..ctranslate2_converter import require_ctranslate2
-
-            require_ctranslate2()
+            require("ctranslate2")
             self.engines.append("CTranslate2")
         except ImportError:
             pass
@@ -92,7 +89,7 @@ class TranslationDemo:
     def ctranslate2(self):
         """Loaded on first use: the exported directory if given, else converted from the PyTorch model (int8)."""
         if self._ctranslate2 is None:
-            from ..translate import CTranslate2Translator, resolve_device
+            from ..deploy.translate import CTranslate2Translator
 
             device = "cpu" if self.device == "cpu" else resolve_device("auto", "ctranslate2")
             self._ctranslate2 = CTranslate2Translator(self.ctranslate2_model or self.name, device=device,
@@ -157,7 +154,6 @@ class NerDemo:
         from transformers import pipeline
 
         from ..modeling_vanilla_transformer import VanillaTransformerForTokenClassification
-        from ..translate import resolve_device
 
         self.name = model_name_or_path
         self.tokenizer = load_tokenizer(model_name_or_path)

@@ -49,11 +49,10 @@ def main(argv=None) -> dict:
     parser.add_argument("--lang", default="de", help="the target language, for the Moses tokenizer (default de)")
     parser.add_argument("--output", default=None, help="also write the scores to this JSON file")
     args = parser.parse_args(argv)
-    from ..data import read_lines
+    from ..files import read_lines, write_text
 
     result = score(read_lines(args.hypotheses), read_lines(args.references), args.lang)
     print(json.dumps(result, indent=2))
     if args.output:
-        with open(args.output, "w") as f:
-            json.dump(result, f, indent=2)
+        write_text(args.output, json.dumps(result, indent=2))
     return result

@@ -15,12 +15,9 @@ import argparse
 import json
 import os
 import random
-import sys
-import tempfile
 
-from ..data import DataError, iob1_to_iob2, load_conll, read_lines
-
-DOCSTART = "-DOCSTART-"
+from ..data import iob1_to_iob2, load_conll
+from ..files import DOCSTART, DataError, conll_sentences, read_lines, write_lines
 
 
 def conll_documents(path: str) -> list[list[str]]:
@@ -34,14 +31,6 @@ def conll_documents(path: str) -> list[list[str]]:
     return [lines[a:b] for a, b in zip(starts, starts[1:] + [len(lines)])]
 
 
-def write_text(path: str, lines: list[str]) -> None:
-    """Atomically: a temporary file renamed into place."""
-    with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=os.path.dirname(os.path.abspath(path)),
-                                     delete=False, suffix=".tmp") as f:
-        f.write("".join(line + "\n" for line in lines))
-    os.replace(f.name, path)
-
-
 def split_documents(path: str, output_dir: str, fraction: float = 0.1, seed: int = 0) -> dict:
     """Hold out `fraction` of the documents (at least one, seeded) as tune.txt; the rest is train.txt."""
     if not 0 < fraction < 1:
@@ -53,25 +42,15 @@ def split_documents(path: str, output_dir: str, fraction: float = 0.1, seed: int
     tune = set(random.Random(seed).sample(range(len(documents)), count))
     os.makedirs(output_dir, exist_ok=True)
     for name, keep in (("train.txt", lambda i: i not in tune), ("tune.txt", lambda i: i in tune)):
-        write_text(os.path.join(output_dir, name), [line for i, doc in enumerate(documents) if keep(i) for line in doc])
+        write_lines(os.path.join(output_dir, name), [line for i, doc in enumerate(documents) if keep(i) for line in doc])
     return {"documents": len(documents), "tune_documents": count, "train_documents": len(documents) - count}
 
 
 def read_predictions(path: str) -> list[tuple[list[str], list[str], list[str]]]:
     """(words, gold tags, predicted tags) per sentence of a `token gold predicted` file."""
-    sentences, current = [], ([], [], [])
-    for i, line in enumerate(read_lines(path) + [""], start=1):
-        if not line.strip():
-            if current[0]:
-                sentences.append(current)
-                current = ([], [], [])
-            continue
-        parts = line.split()
-        if len(parts) != 3:
-            raise DataError(f"{path}, line {i}: expected `token gold predicted`, got {line!r}.")
-        for column, value in zip(current, parts):
-            column.append(value)
-    return [(words, iob1_to_iob2(gold), pred) for words, gold, pred in sentences]
+    sentences = conll_sentences(read_lines(path), path, columns=3)  # token gold predicted
+    return [([p[0] for p in rows], iob1_to_iob2([p[1] for p in rows]), [p[2] for p in rows])
+            for _, rows, _ in sentences]
 
 
 def strict_spans(tags: list[str]) -> list[tuple[int, int, str]]:
@@ -136,11 +115,7 @@ def split_main(argv=None) -> int:
     parser.add_argument("--fraction", type=float, default=0.1, help="Share of the documents held out (default 0.1).")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    try:
-        counts = split_documents(args.train_file, args.output_dir, args.fraction, args.seed)
-    except (OSError, ValueError) as error:
-        print(f"vanilla-transformer split-documents: error: {error}", file=sys.stderr)
-        return 2
+    counts = split_documents(args.train_file, args.output_dir, args.fraction, args.seed)
     print(f"{counts['train_documents']} documents in {os.path.join(args.output_dir, 'train.txt')}, "
           f"{counts['tune_documents']} in {os.path.join(args.output_dir, 'tune.txt')} (seed {args.seed}).")
     return 0
@@ -153,12 +128,8 @@ def report_main(argv=None) -> int:
     parser.add_argument("--train_file", required=True, help="The CoNLL file the tagger was trained on.")
     parser.add_argument("--json", default=None, help="Also write the report to this JSON file.")
     args = parser.parse_args(argv)
-    try:
-        report = seen_unseen_report(args.predictions, args.train_file)
-    except (OSError, ValueError) as error:
-        print(f"vanilla-transformer ner-report: error: {error}", file=sys.stderr)
-        return 2
+    report = seen_unseen_report(args.predictions, args.train_file)
     print(format_report(report))
     if args.json:
-        write_text(args.json, [json.dumps(report, indent=2)])
+        write_lines(args.json, [json.dumps(report, indent=2)])
     return 0

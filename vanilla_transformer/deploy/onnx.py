@@ -3,7 +3,6 @@ exporter (dynamic batch and length), the tokenizer beside it, and the CRF's scor
 `onnx_tagger.json`, decoded in numpy (`crf_max_marginals`) as the PyTorch head decodes them. `vanilla-transformer tag`
 and `serve` run such a directory with `--engine onnxruntime` (chosen by themselves for an export)."""
 
-from .loading import load_model
 import json
 import os
 import shutil
@@ -12,19 +11,11 @@ import tempfile
 import numpy as np
 import torch
 
-META = "onnx_tagger.json"
+from ..model_card import copy_card
+from ..loading import ONNX_META, TAGGER, check_export_files, is_tagger_dir, load_model, require
+from ..tokenization import check_json_files, load_tokenizer
 
-
-def is_onnx_dir(path) -> bool:
-    return os.path.isfile(os.path.join(os.fspath(path), META))
-
-
-def require_onnxruntime():
-    try:
-        import onnxruntime
-    except ImportError:
-        raise ImportError("ONNX Runtime is not installed: pip install 'vanilla-transformer[onnx]'") from None
-    return onnxruntime
+REEXPORT = "; export the model again (vanilla-transformer export-onnx MODEL OUT --force)"
 
 
 class Emissions(torch.nn.Module):
@@ -58,11 +49,9 @@ class TabulatedCharacterFeatures(torch.nn.Module):
 def export_onnx(model_dir, output_dir, quantize: str | None = None, force: bool = False) -> str:
     """Export the tagger saved in `model_dir` to `output_dir` (written whole, then renamed into place);
     `quantize="int8"`: ONNX Runtime's dynamic int8 quantization of the weights."""
-    import onnx  # noqa: F401 - the exporter needs it (and onnxscript): a clear error first
+    require("onnx")  # the exporter needs it (and onnxscript): a clear error first
 
-    from .modeling_vanilla_transformer import VanillaTransformerForTokenClassification
-    from .tag import TAGGER, is_tagger_dir
-    from .tokenization import load_tokenizer
+    from ..modeling_vanilla_transformer import VanillaTransformerForTokenClassification
 
     if quantize not in (None, "int8"):
         raise ValueError(f"quantize must be int8 or none, got {quantize!r}.")
@@ -101,8 +90,9 @@ def export_onnx(model_dir, output_dir, quantize: str | None = None, force: bool 
         meta = {"labels": [config.id2label[i] for i in range(config.num_labels)],
                 "max_position_embeddings": config.max_position_embeddings, "crf": crf,
                 "quantization": quantize or "float32", "source": os.path.basename(os.path.normpath(str(model_dir)))}
-        with open(os.path.join(staging, META), "w", encoding="utf-8") as f:
+        with open(os.path.join(staging, ONNX_META), "w", encoding="utf-8") as f:
             json.dump(meta, f, indent=1)
+        copy_card(model_dir, staging)
         if os.path.exists(output_dir):
             shutil.rmtree(output_dir)
         os.replace(staging, output_dir)
@@ -137,8 +127,10 @@ class OnnxTagger:
     max-marginals for a CRF head, as the PyTorch model's `logits` in eval mode."""
 
     def __init__(self, model_dir, threads: int = 0):
-        ort = require_onnxruntime()
-        with open(os.path.join(model_dir, META), encoding="utf-8") as f:
+        ort = require("onnxruntime", "onnx")
+        check_export_files(model_dir, ("model.onnx",), "export-onnx")
+        check_json_files(model_dir, (ONNX_META,), REEXPORT)
+        with open(os.path.join(model_dir, ONNX_META), encoding="utf-8") as f:
             self.meta = json.load(f)
         options = ort.SessionOptions()
         if threads:

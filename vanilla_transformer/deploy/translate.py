@@ -12,33 +12,13 @@ import time
 
 import torch
 
-from .loading import load_model
-from .pipeline_vanilla_transformer import beam_search_cache
-from .tokenization import check_json_files, check_translation_model_dir, is_ctranslate2_dir, load_tokenizer
+from ..files import read_lines, write_lines
+from ..loading import (check_export_files, check_translation_model_dir, is_ctranslate2_dir, load_model, require,
+                       resolve_device, resolve_engine)
+from ..pipeline_vanilla_transformer import beam_search_cache
+from ..tokenization import check_json_files, load_tokenizer
 
 REEXPORT = "; export the model again (vanilla-transformer export-ctranslate2 MODEL OUT --force)"
-
-ENGINES = ("auto", "pytorch", "ctranslate2")
-DEVICES = ("auto", "cpu", "cuda")
-
-
-def resolve_device(device: str, engine: str) -> str:
-    """"auto" -> "cuda" where the engine sees a CUDA GPU, else "cpu"; "cuda" without one is a clear error."""
-    if device not in DEVICES:
-        raise ValueError(f"device must be one of {DEVICES}, got {device!r}.")
-    if device == "cpu":
-        return device
-    if engine == "ctranslate2":
-        from .ctranslate2_converter import require_ctranslate2
-
-        found = require_ctranslate2().get_cuda_device_count() > 0
-        where = "CTranslate2 sees no CUDA GPU (its wheels need CUDA 12's cuBLAS)"
-    else:
-        found = torch.cuda.is_available()
-        where = "PyTorch sees no CUDA GPU (a CPU build of torch, or no driver)"
-    if device == "cuda" and not found:
-        raise ValueError(f"--device cuda: {where}.")
-    return "cuda" if found else "cpu"
 
 
 class PyTorchTranslator:
@@ -48,7 +28,7 @@ class PyTorchTranslator:
 
     def __init__(self, model_dir, num_beams: int = 1, max_new_tokens: int | None = None, device: str = "cpu",
                  threads: int = 0):
-        from .modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
+        from ..modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
 
         if threads:
             torch.set_num_threads(threads)
@@ -84,13 +64,14 @@ class CTranslate2Translator:
 
     def __init__(self, model_dir, num_beams: int = 1, max_new_tokens: int | None = None, compute_type: str = "default",
                  threads: int = 0, device: str = "cpu", parallel: bool = False, workers: int = 1):
-        from .ctranslate2_converter import export_ctranslate2, require_ctranslate2
+        from .ctranslate2 import export_ctranslate2
 
-        ctranslate2 = require_ctranslate2()
+        ctranslate2 = require("ctranslate2")
         model_dir, self._tmp = os.fspath(model_dir), None
         if not is_ctranslate2_dir(model_dir):
             self._tmp = tempfile.TemporaryDirectory(prefix="vanilla-ct2-")
             model_dir = export_ctranslate2(model_dir, os.path.join(self._tmp.name, "model"))
+        check_export_files(model_dir, ("config.json", "shared_vocabulary.json"), "export-ctranslate2")
         self.tokenizer = load_tokenizer(model_dir)
         # a damaged file is named here: CTranslate2's own errors do not name it
         check_json_files(model_dir, ("config.json", "shared_vocabulary.json"), REEXPORT)
@@ -134,23 +115,12 @@ class CTranslate2Translator:
         return [self.backend.decode(ids, skip_special_tokens=True) for ids in self.translate_ids(sentences, **options)]
 
 
-def resolve_engine(model_dir, engine: str) -> str:
-    """"auto" -> "ctranslate2" for an exported directory, else "pytorch"."""
-    if engine not in ENGINES:
-        raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}.")
-    if engine == "auto":
-        return "ctranslate2" if is_ctranslate2_dir(model_dir) else "pytorch"
-    return engine
-
-
 def make_translator(model_dir, engine: str = "auto", device: str = "cpu", **kwargs):
     """A callable translating a list of sentences; `device` "auto" takes a CUDA GPU where the engine sees one."""
-    engine = resolve_engine(model_dir, engine)
     check_translation_model_dir(model_dir)
+    engine = resolve_engine(model_dir, engine)
     kwargs["device"] = resolve_device(device, engine)
     if engine == "pytorch":
-        if is_ctranslate2_dir(model_dir):
-            raise ValueError(f"{str(model_dir)!r} is an exported CTranslate2 model: use --engine ctranslate2.")
         kwargs.pop("compute_type", None)
         kwargs.pop("parallel", None)
         if kwargs.pop("workers", 1) != 1:
@@ -180,34 +150,6 @@ def translate_lines(translate, lines: list[str], batch_size: int = 64, progress:
     if bar is not None:
         bar.close()
     return outputs
-
-
-def read_lines(path: str | None) -> list[str]:
-    """Lines of a UTF-8 file (or of stdin for None or "-"); a byte sequence that is not UTF-8 raises naming the line."""
-    raw = sys.stdin.buffer.read() if path in (None, "-") else open(path, "rb").read()
-    name = "<stdin>" if path in (None, "-") else path
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as error:
-        line = raw[: error.start].count(b"\n") + 1
-        raise ValueError(f"{name}, line {line}: not valid UTF-8 ({error.reason}).") from None
-    lines = text.split("\n")  # only newlines end a line: a U+2028 inside a sentence must not split it
-    if lines[-1] == "":
-        lines.pop()
-    return [line.rstrip("\r") for line in lines]
-
-
-def write_lines(path: str | None, lines: list[str]) -> None:
-    """To stdout, or atomically to a file (a temporary file renamed into place)."""
-    text = "".join(line + "\n" for line in lines)
-    if path in (None, "-"):
-        sys.stdout.write(text)
-        sys.stdout.flush()
-        return
-    directory = os.path.dirname(os.path.abspath(path))
-    with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=directory, delete=False, suffix=".tmp") as f:
-        f.write(text)
-    os.replace(f.name, path)
 
 
 def translate_file(model_dir, input_path=None, output_path=None, engine: str = "auto", batch_size: int = 64,

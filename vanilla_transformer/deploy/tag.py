@@ -9,22 +9,18 @@ positions is tagged whole, in windows of consecutive words that fit.
 """
 
 import json
-import os
 import re
 import sys
 import time
 
 import torch
 
-from .loading import load_model
-from .data import DataError
-from .ner.mentions import document_consistency, mention_spans
-from .tokenization import load_tokenizer, looks_local
-from .translate import read_lines, resolve_device, write_lines
+from ..files import conll_sentences, read_lines, write_lines
+from ..loading import TAGGER, architectures_of, load_model, resolve_device, resolve_engine
+from ..ner.mentions import document_consistency, mention_spans
+from ..tokenization import load_tokenizer
 
 FORMATS = ("text", "conll")
-ENGINES = ("auto", "pytorch", "onnxruntime")
-TAGGER = "VanillaTransformerForTokenClassification"
 CALL_WORDS = 128  # a model call's fixed cost on a CPU, in words computed (benchmark.py --tasks tagging-batches)
 # CoNLL-2003's tokenization: abbreviations (U.S.), numbers with separators (3.5, 1,000), an apostrophe starting a word
 # ('s), hyphenated words (Sino-Japanese), and every other punctuation mark on its own
@@ -43,27 +39,20 @@ class Tagger:
     directory written by `export-onnx`) runs an ONNX export on the CPU instead of PyTorch."""
 
     def __init__(self, model_dir, ensemble_with=(), device: str = "auto", batch_size: int = 32, engine: str = "auto"):
-        from .modeling_vanilla_transformer import VanillaTransformerForTokenClassification
-        from .ner.ensemble import ensemble_of
-        from .onnx_export import OnnxTagger, is_onnx_dir
+        from ..modeling_vanilla_transformer import VanillaTransformerForTokenClassification
+        from ..ner.ensemble import ensemble_of
+        from .onnx import OnnxTagger
 
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}.")
-        if engine not in ENGINES:
-            raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}.")
         self.batch_size, self.onnx = batch_size, None
-        exported = os.path.isdir(model_dir) and is_onnx_dir(model_dir)
-        engine = ("onnxruntime" if exported else "pytorch") if engine == "auto" else engine
-        if exported != (engine == "onnxruntime"):
-            raise ValueError(f"{str(model_dir)!r} is an ONNX export: use --engine onnxruntime." if exported else
-                             f"{str(model_dir)!r} is not an ONNX export: run `vanilla-transformer export-onnx` on "
-                             "it first, or use --engine pytorch.")
-        if exported:
+        engine = resolve_engine(model_dir, engine, "tagging")
+        if engine == "onnxruntime":
             if ensemble_with:
                 raise ValueError("--ensemble_with runs the taggers in PyTorch: give their saved directories.")
-            if device == "cuda":
-                raise ValueError("--device cuda: the ONNX export runs on the CPU; use --engine pytorch on a GPU.")
-            self.tokenizer, self.onnx, self.device = load_tokenizer(model_dir), OnnxTagger(model_dir), "cpu"
+            self.device = resolve_device(device, engine)
+            self.onnx = OnnxTagger(model_dir)
+            self.tokenizer = load_tokenizer(model_dir)
             self.labels = self.onnx.meta["labels"]
             self.window = self.onnx.meta["max_position_embeddings"] - self.special_tokens()
             self.call_words = CALL_WORDS
@@ -186,47 +175,10 @@ def line_entities(tagger: Tagger, lines: list[str], consistent: bool = False, pr
     return [entities(line, words, t, p) for line, words, t, (_, p) in zip(lines, spans, tags, tagged)]
 
 
-def architectures_of(path) -> list[str]:
-    """The architectures a saved model's config names; a local path without config.json is an error naming it."""
-    from transformers import PretrainedConfig
-
-    if looks_local(path) and not os.path.isfile(os.path.join(path, "config.json")):
-        raise FileNotFoundError(f"{str(path)!r} is not a saved model directory (no config.json).")
-    return PretrainedConfig.get_config_dict(path)[0].get("architectures") or []
-
-
-def is_tagger_dir(path) -> bool:
-    """Whether `path` holds a saved tagger (its config names the architecture) or its ONNX export."""
-    from .onnx_export import is_onnx_dir
-
-    if looks_local(path) and os.path.isdir(path) and is_onnx_dir(path):
-        return True
-    try:
-        return TAGGER in architectures_of(path)
-    except FileNotFoundError:
-        return False
-
-
 def read_conll(lines: list[str], name: str):
-    """CoNLL lines -> (sentences as lists of line numbers, the words, document of each sentence). Every token line
-    must have as many columns as the first."""
-    sentences, current, documents, document, columns = [], [], [], 0, None
-    for number, line in enumerate(lines + [""], start=1):
-        if not line.strip() or line.startswith("-DOCSTART-"):
-            if current:
-                sentences.append(current)
-                documents.append(document)
-                current = []
-            document += line.startswith("-DOCSTART-")
-            continue
-        count = len(line.split())
-        if columns is None:
-            columns = count
-        elif count != columns:
-            raise DataError(f"{name}, line {number}: {count} columns where the first token line has {columns}: "
-                            f"{line!r}.")
-        current.append(number - 1)
-    return sentences, [[lines[n].split()[0] for n in rows] for rows in sentences], documents
+    """CoNLL lines -> (sentences as lists of line numbers, their words, the document of each sentence)."""
+    sentences = conll_sentences(lines, name)
+    return [n for n, _, _ in sentences], [[p[0] for p in rows] for _, rows, _ in sentences], [d for _, _, d in sentences]
 
 
 def tag_lines(tagger: Tagger, lines: list[str], form: str = "text", consistent: bool = False, progress: bool = False,

@@ -26,19 +26,13 @@ except ImportError:  # an optional extra: say how to get it when it is used
     ctranslate2 = None
     Converter = object
 
-from .loading import load_model
-from .modeling_vanilla_transformer import VanillaTransformerPositionalEmbedding
-from .tokenization import check_translation_model_dir, load_tokenizer
+from ..loading import check_translation_model_dir, load_model, require
+from ..model_card import copy_card
+from ..modeling_vanilla_transformer import VanillaTransformerPositionalEmbedding
+from ..tokenization import load_tokenizer
 
-INSTALL_HINT = "CTranslate2 is not installed: pip install 'vanilla-transformer[ctranslate2]' (or pip install ctranslate2)."
 ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "gelu_new": "GELUTanh", "gelu_pytorch_tanh": "GELUTanh",
                "silu": "SWISH", "swish": "SWISH", "tanh": "Tanh", "sigmoid": "Sigmoid"}
-
-
-def require_ctranslate2():
-    if ctranslate2 is None:
-        raise ImportError(INSTALL_HINT)
-    return ctranslate2
 
 
 def unsupported_options(config) -> list[str]:
@@ -65,14 +59,14 @@ class VanillaTransformerConverter(Converter):
     model directory (or an already loaded model plus its tokenizer)."""
 
     def __init__(self, model_name_or_path=None, model=None, tokenizer=None):
-        require_ctranslate2()
+        require("ctranslate2")
         if (model_name_or_path is None) == (model is None):
             raise ValueError("Give either a model directory / Hub id or a loaded model (with its tokenizer).")
         self.model_name_or_path, self.model, self.tokenizer = model_name_or_path, model, tokenizer
 
     def load(self):
         """The model (eval mode) and tokenizer to convert, loaded from `model_name_or_path` once."""
-        from . import VanillaTransformerForConditionalGeneration
+        from ..modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
 
         if self.model is None:
             check_translation_model_dir(self.model_name_or_path)
@@ -174,13 +168,15 @@ def set_layer_norm(spec, norm):
 
 
 def export_ctranslate2(model_name_or_path, output_dir, quantization: str | None = None, force: bool = False) -> str:
-    """Convert a saved translation model to a CTranslate2 directory (with its tokenizer); returns the directory."""
+    """Convert a saved translation model to a CTranslate2 directory (with its tokenizer and model card); returns the
+    directory."""
     output_dir = os.fspath(output_dir)
     if os.path.exists(output_dir) and not force:
         raise FileExistsError(f"{output_dir!r} already exists; pass force=True (--force) to replace it.")
     staging = f"{os.path.normpath(output_dir)}.tmp-export"
     shutil.rmtree(staging, ignore_errors=True)
     VanillaTransformerConverter(model_name_or_path).convert(staging, quantization=quantization, force=True)
+    copy_card(model_name_or_path, staging)
     if os.path.exists(output_dir):
         shutil.rmtree(output_dir)
     os.replace(staging, output_dir)  # a finished export or none: never half a directory

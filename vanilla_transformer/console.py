@@ -1,0 +1,63 @@
+"""How every command meets its user, whether started as `vanilla-transformer COMMAND`, `python -m
+vanilla_transformer.MODULE` or under `torchrun -m`: argparse types, and a user's mistake (a missing or damaged file,
+malformed data, an option out of range, a model of the wrong kind) answered with one `PROGRAM: error: ...` line on
+stderr and exit status 2. `--debug` anywhere on the command line (or VT_DEBUG=1) shows the full trace instead. Other
+exceptions are bugs and keep their trace."""
+
+import argparse
+import os
+import sys
+
+from huggingface_hub.errors import StrictDataclassError
+
+# What the library raises for a user's mistake, always with a message naming the file, line, option or value: DataError
+# and other ValueErrors, a config field out of range (StrictDataclassError, from the config's @strict checks), missing
+# or unreadable files (OSError), a missing optional extra (ImportError).
+USER_ERRORS = (ValueError, StrictDataclassError, OSError, ImportError)
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (the option is named by argparse's own error line)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def take_debug(argv: list[str]) -> tuple[bool, list[str]]:
+    """(whether to show traces, `argv` without `--debug`). A `--debug` followed by one of TrainingArguments' debug
+    options (`--debug underflow_overflow`) is the training commands' own flag and stays."""
+    debug, rest = os.environ.get("VT_DEBUG", "") not in ("", "0"), []
+    for i, arg in enumerate(argv):
+        following = argv[i + 1] if i + 1 < len(argv) else ""
+        if arg == "--debug" and (not following or following.startswith("-") or not is_training_debug(following)):
+            debug = True
+        else:
+            rest.append(arg)
+    return debug, rest
+
+
+def is_training_debug(value: str) -> bool:
+    from transformers.debug_utils import DebugOption
+
+    return all(part in {option.value for option in DebugOption} for part in value.split())
+
+
+def run(program: str, function, argv=None) -> int:
+    """`function(argv)` with a user's mistake answered as one error line (exit status 2); returns the exit status (0
+    for a function that returns None, 1 for False)."""
+    debug, argv = take_debug(sys.argv[1:] if argv is None else list(argv))
+    try:
+        result = function(argv)
+    except USER_ERRORS as error:
+        if debug:
+            raise
+        message = " ".join(str(error).split()) or type(error).__name__  # one line
+        print(f"{program}: error: {message}", file=sys.stderr)
+        return 2
+    if result is None or result is True:
+        return 0
+    return 1 if result is False else result if isinstance(result, int) else 0

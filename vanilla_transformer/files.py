@@ -1,0 +1,90 @@
+"""Text files, the one way every command reads and writes them: UTF-8 lines, written atomically, and CoNLL columns.
+
+A line ends at "\\n", "\\r\\n" or "\\r" (Python's universal newlines, as `datasets`' text loader reads a corpus); other
+Unicode separators (U+2028, form feeds, ...) stay inside the line, so a sentence holding one is still one line in and
+one line out. Bad bytes raise `DataError` naming the file and line.
+"""
+
+import os
+import re
+import sys
+import tempfile
+
+LINE_END = re.compile(r"\r\n|\r|\n")
+DOCSTART = "-DOCSTART-"
+
+
+class DataError(ValueError):
+    """Bad input data; the message names the file (and line) and what is wrong."""
+
+
+def split_lines(text: str) -> list[str]:
+    """`text` cut at line ends (the module's rule); a last line end starts no extra empty line."""
+    lines = LINE_END.split(text)
+    if lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def read_lines(path: str | None, allow_empty: bool = False) -> list[str]:
+    """The lines of a UTF-8 file (stdin for None or "-") without their line ends. A missing file, an empty one (unless
+    `allow_empty`) or bytes that are not UTF-8 raise `DataError` naming the file (and line)."""
+    stdin = path in (None, "-")
+    name = "<stdin>" if stdin else path
+    if not stdin and not os.path.isfile(path):
+        raise DataError(f"{path}: file not found.")
+    if stdin:
+        raw = sys.stdin.buffer.read()
+    else:
+        with open(path, "rb") as f:
+            raw = f.read()
+    if not allow_empty and not raw.strip():
+        raise DataError(f"{name}: file is empty.")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = len(split_lines(raw[: error.start].decode("utf-8") + "x"))
+        raise DataError(f"{name}, line {line}: bytes that are not UTF-8 ({error.reason}).") from None
+    return split_lines(text)
+
+
+def write_text(path: str, text: str) -> None:
+    """Write `text` to `path` atomically: a temporary file beside it, renamed into place (never half a file)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=directory, delete=False, suffix=".tmp") as f:
+        f.write(text)
+    os.replace(f.name, path)
+
+
+def write_lines(path: str | None, lines: list[str]) -> None:
+    """One line each, to stdout (None or "-") or atomically to a file."""
+    text = "".join(line + "\n" for line in lines)
+    if path in (None, "-"):
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    write_text(path, text)
+
+
+def conll_sentences(lines: list[str], name: str, columns: int | None = None):
+    """CoNLL lines -> one `(line numbers, columns, document)` per sentence: numbers index `lines`, columns are each
+    token line split on whitespace, `document` counts the `-DOCSTART-` lines before it. A blank line or a `-DOCSTART-`
+    line ends a sentence. Every token line must have `columns` columns (default: as many as the first), else a
+    `DataError` names the line."""
+    sentences, current, document = [], [], 0
+    expected = "" if columns is None else f" (expected {columns})"
+    for number, line in enumerate(lines + [""], start=1):
+        if not line.strip() or line.startswith(DOCSTART):
+            if current:
+                sentences.append(([n for n, _ in current], [parts for _, parts in current], document))
+                current = []
+            document += line.startswith(DOCSTART)
+            continue
+        parts = line.split()
+        if columns is None:
+            columns = len(parts)
+        elif len(parts) != columns:
+            raise DataError(f"{name}, line {number}: {len(parts)} columns{expected or ' where earlier lines have ' + str(columns)}"
+                            f": {line!r}.")
+        current.append((number - 1, parts))
+    return sentences
