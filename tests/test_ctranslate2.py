@@ -176,3 +176,35 @@ def test_translate_device_cuda_without_a_gpu_is_named(small_demo_model, capsys, 
     assert f"error: --device cuda: {why}" in capsys.readouterr().err
     translate = make_translator(small_demo_model, engine, device="auto", max_new_tokens=16)
     assert translate(["abc"]) == [data.demo_translate("abc")]
+
+
+def test_an_export_keeps_the_model_card_and_serves_its_language_pair(small_demo_model, tmp_path):
+    """A de -> en model exported to CTranslate2 carries its model card, so `serve EXPORT` with no language flags
+    answers a LibreTranslate client asking source=de&target=en (and /languages names de and en)."""
+    pytest.importorskip("fastapi")
+    import json
+    import shutil
+
+    from fastapi.testclient import TestClient
+
+    from vanilla_transformer.deploy.app import create_app
+    from vanilla_transformer.deploy.serve import parse_args, served_models
+    from vanilla_transformer.model_card import CARD_INFO, card_languages, render_card
+
+    saved = tmp_path / "de-en"
+    shutil.copytree(small_demo_model, saved)
+    info = json.loads((saved / CARD_INFO).read_text())
+    (saved / CARD_INFO).write_text(json.dumps({**info, "languages": ["de", "en"]}))
+    render_card(str(saved))
+    exported = export_ctranslate2(saved, tmp_path / "ct2")
+    assert card_languages(exported) == ("de", "en")
+    engine, ner, settings = served_models(parse_args([str(exported)]))
+    assert ner is None and (settings.source_lang, settings.target_lang) == ("de", "en")
+    with TestClient(create_app(engine, settings)) as client:
+        for _ in range(600):
+            if client.get("/health").status_code == 200:
+                break
+        answer = client.post("/translate", data={"q": "123456qwer", "source": "de", "target": "en"})
+        expected = ct2_outputs(exported, ["123456qwer"])[0]
+        assert answer.status_code == 200 and answer.json() == {"translatedText": expected}
+        assert [row["code"] for row in client.get("/languages").json()] == ["de", "en"]

@@ -186,3 +186,16 @@ def test_a_file_changed_under_the_same_time_is_read_again(tmp_path):
     os.utime(tmp_path / "train.en", ns=(stat.st_atime_ns, stat.st_mtime_ns))
     changed = data.load_parallel_text(str(tmp_path / "train"), "de", "en", cache_dir=cache)
     assert changed["translation"][1] == {"de": "Zwei Katzen.", "en": "Two mice."}
+
+
+def test_every_command_reads_lines_by_one_rule(tmp_path):
+    """A line ends at \\n, \\r\\n or \\r; U+2028 and form feeds stay inside their line; a last line end adds no line."""
+    from vanilla_transformer.files import read_lines
+
+    path = tmp_path / "mixed.txt"
+    path.write_bytes("one\r\ntwo\rthree\nfour\u2028still four\x0cand this\n\n".encode())
+    assert read_lines(str(path)) == ["one", "two", "three", "four\u2028still four\x0cand this", ""]
+    (tmp_path / "empty.txt").write_bytes(b"")
+    assert read_lines(str(tmp_path / "empty.txt"), allow_empty=True) == []
+    with pytest.raises(DataError, match="empty.txt: file is empty"):
+        read_lines(str(tmp_path / "empty.txt"))

@@ -86,6 +86,21 @@ def test_int8_quantization_keeps_the_tags(exports):
                                                                  "tokenizer.json", "tokenizer_config.json"]
 
 
+@pytest.mark.parametrize("missing", ["model.onnx", "onnx_tagger.json"])
+def test_an_export_missing_a_file_is_one_error_line_naming_it(exports, tmp_path, capsys, missing):
+    import shutil
+
+    broken = tmp_path / "broken"
+    shutil.copytree(exports["float32"], broken)
+    (broken / missing).unlink()
+    text = tmp_path / "in.txt"
+    text.write_text("Anna Novak visited Oslo\n", encoding="utf-8")
+    argv = ["tag", str(broken), "--input", str(text)] + (["--engine", "onnxruntime"] if missing != "model.onnx" else [])
+    assert cli(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("vanilla-transformer tag: error: ") and missing in err[0], err
+
+
 def test_tag_and_serve_take_the_export(small_ner_model, exports, tmp_path, capsys):
     """`tag` picks ONNX Runtime for an export by itself and writes what PyTorch writes; `serve` answers /v1/ner from
     an export; the mistakes end with one error line."""

@@ -68,8 +68,8 @@ def test_seq2seq_invariants_on_random_configs_and_batches(data):
         for row, n in enumerate(lengths):  # padding invariance: each sentence alone gives the same states
             alone = model(input_ids=ids[row:row + 1, :n], decoder_input_ids=dec[row:row + 1])
             torch.testing.assert_close(out.encoder_last_hidden_state[row, :n], alone.encoder_last_hidden_state[0],
-                                       rtol=0, atol=1e-5)
-            torch.testing.assert_close(out.logits[row], alone.logits[0], rtol=0, atol=1e-5)
+                                       rtol=0, atol=1e-4)
+            torch.testing.assert_close(out.logits[row], alone.logits[0], rtol=0, atol=1e-4)
         model.config._attn_implementation = "eager"
         eager = model(input_ids=ids, attention_mask=mask, decoder_input_ids=dec)
         model.config._attn_implementation = "sdpa"

@@ -83,6 +83,7 @@ def test_native_and_libretranslate_endpoints_in_order():
         metrics = client.get("/metrics").text
         assert 'vt_requests_total{path="/v1/translate",status="200"} 1' in metrics
         assert "vt_sentences_total 7" in metrics and "vt_batch_sentences_count" in metrics
+        assert "process_resident_memory_bytes" in metrics  # prometheus_client's process metrics
 
 
 @pytest.mark.parametrize("request_kwargs, status, message", [
@@ -125,6 +126,11 @@ def test_api_key_is_required_when_set():
         assert client.post("/translate", data={"q": "ab", "source": "de", "target": "en"}).status_code == 403
         assert client.post("/translate", data={"q": "ab", "source": "de", "target": "en",
                                                "api_key": "s3cret"}).json() == {"translatedText": "ba"}
+        # LibreTranslate's endpoint takes the header as /v1/* does; a wrong one is refused
+        assert client.post("/translate", data={"q": "ab", "source": "de", "target": "en"},
+                           headers={"x-api-key": "s3cret"}).json() == {"translatedText": "ba"}
+        assert client.post("/translate", json={"q": "ab", "source": "de", "target": "en"},
+                           headers={"x-api-key": "wrong"}).status_code == 403
         assert client.get("/health").status_code == 200  # not a translate call
 
 

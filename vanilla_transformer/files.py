@@ -72,7 +72,7 @@ def conll_sentences(lines: list[str], name: str, columns: int | None = None):
     line ends a sentence. Every token line must have `columns` columns (default: as many as the first), else a
     `DataError` names the line."""
     sentences, current, document = [], [], 0
-    expected = "" if columns is None else f" (expected {columns})"
+    expected = f" (expected {columns})" if columns is not None else None
     for number, line in enumerate(lines + [""], start=1):
         if not line.strip() or line.startswith(DOCSTART):
             if current:
@@ -82,9 +82,8 @@ def conll_sentences(lines: list[str], name: str, columns: int | None = None):
             continue
         parts = line.split()
         if columns is None:
-            columns = len(parts)
+            columns, expected = len(parts), f" where earlier lines have {len(parts)}"
         elif len(parts) != columns:
-            raise DataError(f"{name}, line {number}: {len(parts)} columns{expected or ' where earlier lines have ' + str(columns)}"
-                            f": {line!r}.")
+            raise DataError(f"{name}, line {number}: {len(parts)} columns{expected}: {line!r}.")
         current.append((number - 1, parts))
     return sentences

@@ -12,6 +12,8 @@ TRANSLATOR = "VanillaTransformerForConditionalGeneration"
 ONNX_META = "onnx_tagger.json"  # what `export-onnx` writes beside model.onnx
 DEVICES = ("auto", "cpu", "cuda")
 ENGINES = {"translation": ("auto", "pytorch", "ctranslate2"), "tagging": ("auto", "pytorch", "onnxruntime")}
+# the files only an export has, by the command that writes it: one of them present means an export
+EXPORT_FILES = {"export-ctranslate2": ("model.bin", "shared_vocabulary.json"), "export-onnx": (ONNX_META, "model.onnx")}
 
 
 def load_model(cls, path, **kwargs):
@@ -106,6 +108,9 @@ def resolve_engine(model_dir, engine: str, task: str = "translation") -> str:
     if engine not in ENGINES[task]:
         raise ValueError(f"engine must be one of {ENGINES[task]}, got {engine!r}.")
     local = looks_local(model_dir) and os.path.isdir(model_dir)
+    command = "export-ctranslate2" if task == "translation" else "export-onnx"
+    if local and any(os.path.isfile(os.path.join(model_dir, name)) for name in EXPORT_FILES[command]):
+        check_export_files(model_dir, EXPORT_FILES[command], command)  # part of an export: the missing file named
     if task == "translation":
         exported, export_engine, kind = local and is_ctranslate2_dir(model_dir), "ctranslate2", "a CTranslate2 export"
     else:

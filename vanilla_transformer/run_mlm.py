@@ -31,7 +31,6 @@ from .training import (
     check_token_budget,
     finish_run,
     get_tokenizer,
-    move_label_smoothing_into_model,
     parse_run_arguments,
     train_and_save,
 )
@@ -124,8 +123,7 @@ def main(argv=None):
     tokenizer = get_tokenizer(model_args, lambda rows: (" ".join(words) for words in rows), sentences)
     if tokenizer.mask_token is None:
         tokenizer.add_special_tokens({"mask_token": MASK_TOKEN})
-    model = build_model(model_args, tokenizer, "masked_lm")
-    move_label_smoothing_into_model(model, training_args)
+    model = build_model(model_args, tokenizer, "masked_lm", label_smoothing=training_args.label_smoothing_factor)
     logger.info("Model: %s parameters; %d sentences", f"{model.num_parameters():,}", len(sentences))
 
     def tokenize(batch):

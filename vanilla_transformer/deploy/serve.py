@@ -73,8 +73,10 @@ def default_workers(pytorch: bool, device: str, threads: int) -> int:
     return threads or torch.get_num_threads()
 
 
-def main(argv=None) -> int:
-    args = parse_args(argv)
+def served_models(args):
+    """(translation engine or None, tagger engine or None, Settings) for the parsed command line, checked before
+    anything loads: a wrong path is an error now, not a failed /health later. The language pair: the flags, else the
+    model card's (a saved model's or an export's), else src -> tgt."""
     for module in ("fastapi", "uvicorn", "prometheus_client"):
         require(module, "serve")
     from .app import Engine, Settings, TaggerEngine
@@ -84,8 +86,8 @@ def main(argv=None) -> int:
     if is_tagger_dir(args.model_dir):  # a tagger alone: /v1/ner only
         if args.ner is not None:
             raise ValueError("MODEL_DIR is a tagger already: give a translation model as MODEL_DIR with --ner.")
-        return listen(args, None, TaggerEngine(args.model_dir, args.device), Settings(**limits(args)))
-    check_translation_model_dir(args.model_dir)  # a wrong path is an error now, not a failed /health later
+        return None, TaggerEngine(args.model_dir, args.device), Settings(**limits(args))
+    check_translation_model_dir(args.model_dir)
     pytorch = resolve_engine(args.model_dir, args.engine) == "pytorch"
     if args.workers > 1 and pytorch:
         raise ValueError("--workers: several batches at once need the CTranslate2 engine (an exported directory, or "
@@ -95,8 +97,12 @@ def main(argv=None) -> int:
     settings = Settings(source_lang=args.source_lang or source, target_lang=args.target_lang or target,
                         **limits(args))
     engine = Engine(args.model_dir, args.engine, args.device, args.compute_type, args.threads, workers)
-    ner = TaggerEngine(args.ner, args.device) if args.ner else None
-    return listen(args, engine, ner, settings)
+    return engine, TaggerEngine(args.ner, args.device) if args.ner else None, settings
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    return listen(args, *served_models(args))
 
 
 def limits(args) -> dict:

@@ -19,10 +19,10 @@ from .batching import (EvaluationBatches, PackedBatchSampler, PackedSeq2SeqColla
                        sequence_lengths)
 from .checkpoints import AtomicCheckpointMixin, AtomicCheckpoints, check_checkpoint_files, last_checkpoint
 from .models import (TaggingDataCollator, build_config, build_model, evenly_spaced, get_tokenizer,
-                     move_label_smoothing_into_model, tokenizer_cache_path)
+                     tokenizer_cache_path)
 from .precision import (BF16_MIN_SPEEDUP, accelerator_type, bf16_matmul_speedup, fast_bf16, native_bf16,
                         warn_if_slow_bf16, with_device_default)
 from .runs import (close_process_group, evaluate_splits, finish_run, limit_splits, predict_split, train_and_save,
                    write_card_and_push)
-from .trainers import (AtomicSeq2SeqTrainer, AtomicTrainer, EpochOfSampler, InOrderEvaluationMixin, TokenBudgetMixin,
-                       TokenCountMixin, TrainingClock, training_order_off)
+from .trainers import (AtomicSeq2SeqTrainer, AtomicTrainer, EpochOfSampler, ModelLossMixin, TokenBudgetMixin,
+                       TokenCountMixin, TrainingClock)

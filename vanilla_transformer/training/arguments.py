@@ -6,7 +6,7 @@ import logging
 import json
 import os
 import sys
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 
 from transformers import HfArgumentParser, Seq2SeqTrainingArguments, TrainingArguments, set_seed
 from transformers.trainer_utils import SaveStrategy, SchedulerType
@@ -180,6 +180,47 @@ def dataset_label(data_args) -> str:
     return " + ".join(folders) or "demo"
 
 
+STAGES = ("do_train", "do_eval", "do_predict")
+TRUE, FALSE = ("true", "yes", "t", "y", "1"), ("false", "no", "f", "n", "0")  # HfArgumentParser's booleans
+
+
+def stages_given(args: list[str]) -> dict:
+    """The --do_train / --do_eval / --do_predict values a command line sets (a bare flag is true)."""
+    given = {}
+    for i, arg in enumerate(args):
+        name, _, value = arg.removeprefix("--").partition("=")
+        if arg.startswith("--") and name in STAGES:
+            following = args[i + 1].lower() if i + 1 < len(args) else ""
+            value = value.lower() or (following if following in TRUE + FALSE else "true")
+            given[name] = value in TRUE
+    return given
+
+
+def default_stages(given: dict) -> dict:
+    """With no stage set to true, every stage not set to false runs: no --do_* flag trains, evaluates and predicts;
+    `--do_predict false` trains and evaluates."""
+    return {} if any(given.values()) else {name: True for name in STAGES if name not in given}
+
+
+def check_run(model_args, training_args) -> None:
+    """What the parsed arguments cannot do together on this device, said before anything loads."""
+    sharding = training_args.fsdp or os.environ.get("ACCELERATE_USE_FSDP", "").lower() == "true"
+    if sharding and training_args.device.type == "cpu":  # accelerate would train unsharded, saying nothing
+        raise ValueError("--fsdp shards the model only on GPUs: accelerate runs FSDP on accelerators and trains an "
+                         "unsharded copy per process on CPUs. Drop --fsdp (or the accelerate config's FSDP section) "
+                         "to train data-parallel on CPUs (torchrun), or run on GPUs.")
+    if (model_args.attn_implementation == "flex_attention" and training_args.device.type == "cpu"
+            and training_args.do_train):
+        raise ValueError("--attn_implementation flex_attention trains on GPUs only (torch has no flex attention "
+                         "backward on CPUs); train with sdpa or eager, and evaluate or serve with flex_attention.")
+
+
+def default_attention(training_args) -> str:
+    """eager when training in bf16 on a CPU (torch's SDPA backward in bf16 is slower there), else sdpa."""
+    cpu_bf16 = training_args.bf16 and training_args.device.type == "cpu" and training_args.do_train
+    return "eager" if cpu_bf16 else "sdpa"
+
+
 def parse_run_arguments(dataclass_types, argv=None, logger=None, defaults_for=None):
     """The run scripts' prologue: parse (a single `.json` argument is read as a file of arguments), log to stdout
     (warnings only on processes other than the first), run train + eval + predict when none is asked for, seed,
@@ -192,35 +233,26 @@ def parse_run_arguments(dataclass_types, argv=None, logger=None, defaults_for=No
             values = json.load(f)
         if precision.accelerator_type() is None:
             values.setdefault("use_cpu", True)
+        values.update(default_stages({name: values[name] for name in STAGES if name in values}))
         model_args, data_args, training_args = parser.parse_dict(values)
     else:
+        args += [f"--{name}" for name in default_stages(stages_given(args))]
         args = precision.with_device_default((defaults_for(args) if defaults_for else []) + args)
         model_args, data_args, training_args = parser.parse_args_into_dataclasses(args=args)
+    log = logger or logging.getLogger(__name__)
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO,
                         handlers=[logging.StreamHandler(sys.stdout)])
     if logger is not None and training_args.process_index != 0:
         logger.setLevel(logging.WARNING)
-    if not (training_args.do_train or training_args.do_eval or training_args.do_predict):
-        training_args.do_train = training_args.do_eval = training_args.do_predict = True
-    sharding = training_args.fsdp or os.environ.get("ACCELERATE_USE_FSDP", "").lower() == "true"
-    if sharding and training_args.device.type == "cpu":  # accelerate would train unsharded, saying nothing
-        raise ValueError("--fsdp shards the model only on GPUs: accelerate runs FSDP on accelerators and trains an "
-                         "unsharded copy per process on CPUs. Drop --fsdp (or the accelerate config's FSDP section) "
-                         "to train data-parallel on CPUs (torchrun), or run on GPUs.")
+    check_run(model_args, training_args)
     precision.warn_if_slow_bf16(training_args, logger)
-    (logger or logging.getLogger(__name__)).info(
-        "Device: %s x %d process(es), %s", training_args.device, training_args.world_size,
-        "bf16 autocast" if training_args.bf16 else "fp16 autocast" if training_args.fp16 else "fp32")
-    if (model_args.attn_implementation == "flex_attention" and training_args.device.type == "cpu"
-            and training_args.do_train):
-        raise ValueError("--attn_implementation flex_attention trains on GPUs only (torch has no flex attention "
-                         "backward on CPUs); train with sdpa or eager, and evaluate or serve with flex_attention.")
+    log.info("Device: %s x %d process(es), %s", training_args.device, training_args.world_size,
+             "bf16 autocast" if training_args.bf16 else "fp16 autocast" if training_args.fp16 else "fp32")
     if model_args.attn_implementation is None:
-        cpu_bf16 = training_args.bf16 and training_args.device.type == "cpu" and training_args.do_train
-        model_args.attn_implementation = "eager" if cpu_bf16 else "sdpa"
-    (logger or logging.getLogger(__name__)).info("Attention: %s", model_args.attn_implementation)
+        model_args = replace(model_args, attn_implementation=default_attention(training_args))
+    log.info("Attention: %s", model_args.attn_implementation)
     set_seed(training_args.seed)
     resume_from = last_checkpoint(training_args)
     if resume_from is not None:
-        (logger or logging.getLogger(__name__)).info("Resuming training from checkpoint %s", resume_from)
+        log.info("Resuming training from checkpoint %s", resume_from)
     return model_args, data_args, training_args, resume_from

@@ -137,10 +137,3 @@ def build_model(model_args: ModelArguments, tokenizer, task: str, **task_fields)
             model.set_token_characters(tokenizer)
     check_tokenizer_matches_config(tokenizer, model.config)
     return model
-
-
-def move_label_smoothing_into_model(model, training_args) -> None:
-    """Trainer's own label smoother computes a per-batch mean that ignores `num_items_in_batch` (wrong under gradient
-    accumulation and DDP); the model's loss does it right, so the factor moves into the model config."""
-    model.config.label_smoothing = training_args.label_smoothing_factor
-    training_args.label_smoothing_factor = 0.0

@@ -1,11 +1,11 @@
 """The Trainer classes of the training commands: token-budget and packed batches, evaluation in dataset order, atomic
 checkpoints, tokens per second."""
 
-import contextlib
 import math
 import time
 
 import torch
+from torch.utils.data import BatchSampler, DataLoader, SequentialSampler
 from transformers import EvalPrediction, Seq2SeqTrainer, Trainer, TrainerCallback
 
 from .batching import (EvaluationBatches, PackedBatchSampler, PackedSeq2SeqCollator, RowsOf, TokenBudgetBatchSampler,
@@ -13,35 +13,13 @@ from .batching import (EvaluationBatches, PackedBatchSampler, PackedSeq2SeqColla
 from .checkpoints import AtomicCheckpointMixin
 
 
-class InOrderEvaluationMixin:
-    """Evaluation and prediction keep the dataset's order. (transformers 5 applies `--train_sampling_strategy
-    group_by_length` to evaluation too; the metrics survive the shuffle, but the predictions files would pair each
-    prediction with another sentence's source.) The strategy is a training choice: while an evaluation or test
-    loader is built, it reads as the default, which evaluates in order."""
-
-    def get_eval_dataloader(self, eval_dataset=None):
-        with training_order_off(self.args):
-            return super().get_eval_dataloader(eval_dataset)
-
-    def get_test_dataloader(self, test_dataset):
-        with training_order_off(self.args):
-            return super().get_test_dataloader(test_dataset)
-
-
-@contextlib.contextmanager
-def training_order_off(args):
-    strategy = args.train_sampling_strategy
-    args.train_sampling_strategy = "random"
-    try:
-        yield
-    finally:
-        args.train_sampling_strategy = strategy
-
-
 class TokenBudgetMixin:
-    """Batches by a token budget instead of a number of examples: `max_tokens` for training
-    (TokenBudgetBatchSampler), `eval_max_tokens` for evaluation and prediction (EvaluationBatches); the dataset's
-    `input_ids` and `labels` (else `input_ids` again) give the lengths. None: the Trainer's own batches."""
+    """The training commands' batches. Training: by a token budget instead of a number of examples (`max_tokens`:
+    TokenBudgetBatchSampler, or packed rows), else the Trainer's own. Evaluation and prediction: in the dataset's order,
+    by a token budget (`eval_max_tokens`: EvaluationBatches) or `per_device_eval_batch_size` examples a batch.
+    (transformers 5 applies `--train_sampling_strategy group_by_length` to evaluation too; the metrics would survive
+    the shuffle, but the predictions files would pair each prediction with another sentence's source.) The dataset's
+    `input_ids` and `labels` (else `input_ids` again) give the lengths."""
 
     def __init__(self, *args, max_tokens: int | None = None, eval_max_tokens: int | None = None,
                  packing: bool = False, packing_length: int | None = None, **kwargs):
@@ -59,8 +37,6 @@ class TokenBudgetMixin:
         return getattr(self.data_collator, "pad_to_multiple_of", None) or 1
 
     def loader(self, dataset, batch_sampler, collate_fn=None):
-        from torch.utils.data import DataLoader
-
         return self.accelerator.prepare(DataLoader(
             dataset, batch_sampler=batch_sampler, collate_fn=collate_fn or self.data_collator,
             num_workers=self.args.dataloader_num_workers, pin_memory=self.args.dataloader_pin_memory))
@@ -74,8 +50,6 @@ class TokenBudgetMixin:
         if not self.max_tokens:
             return super().get_train_dataloader()
         if not hasattr(self.train_dataset, "__len__"):  # a stream: its own batches on each process (not dispatched)
-            from torch.utils.data import DataLoader
-
             length = self.packing_length if self.packing else None  # (the command sets it for a stream)
             stream = TokenBudgetStream(self.train_dataset, self.max_tokens,
                                        self.packed_collator(length) if length else self.data_collator,
@@ -97,20 +71,25 @@ class TokenBudgetMixin:
         return self.loader(self.train_dataset, sampler)
 
     def evaluation_loader(self, dataset):
-        batches = EvaluationBatches(*self.lengths(dataset), self.eval_max_tokens, processes=self.args.world_size,
-                                    pad_to_multiple_of=self.pad_to_multiple_of())
-        self.evaluated_examples = batches.real_examples
+        """Batches of `dataset` in its order (the processes take turns by batch, as accelerate shards them)."""
+        if self.eval_max_tokens:
+            batches = EvaluationBatches(*self.lengths(dataset), self.eval_max_tokens, processes=self.args.world_size,
+                                        pad_to_multiple_of=self.pad_to_multiple_of())
+            self.evaluated_examples = batches.real_examples
+        else:
+            batches = BatchSampler(SequentialSampler(dataset), self.args.eval_batch_size,
+                                   drop_last=self.args.dataloader_drop_last)
         return self.loader(dataset, batches)
 
     def get_eval_dataloader(self, eval_dataset=None):
-        if not self.eval_max_tokens:
-            return super().get_eval_dataloader(eval_dataset)
         if eval_dataset is None or isinstance(eval_dataset, str):  # the eval dataset, or one of a dict of them
             eval_dataset = self.eval_dataset if eval_dataset is None else self.eval_dataset[eval_dataset]
+        if not hasattr(eval_dataset, "__len__"):  # a stream: read in its order already
+            return super().get_eval_dataloader(eval_dataset)
         return self.evaluation_loader(eval_dataset)
 
     def get_test_dataloader(self, test_dataset):
-        if not self.eval_max_tokens:
+        if not hasattr(test_dataset, "__len__"):
             return super().get_test_dataloader(test_dataset)
         return self.evaluation_loader(test_dataset)
 
@@ -138,7 +117,17 @@ class EpochOfSampler(TrainerCallback):
         self.sampler.set_epoch(math.floor(state.epoch + 1e-6))  # whole epochs done (state.epoch is a float sum)
 
 
-class AtomicTrainer(TokenBudgetMixin, InOrderEvaluationMixin, AtomicCheckpointMixin, Trainer):
+class ModelLossMixin:
+    """The loss is the model's, label smoothing included (`label_smoothing` in its config, set from
+    `--label_smoothing_factor` when the command builds it): a token sum divided by `num_items_in_batch`, right under
+    gradient accumulation and several processes. The Trainer's own label smoother (a per-batch mean) stays unused."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.label_smoother = None
+
+
+class AtomicTrainer(ModelLossMixin, TokenBudgetMixin, AtomicCheckpointMixin, Trainer):
     pass
 
 
@@ -177,8 +166,7 @@ class TokenCountMixin:
         return int(real), int(slots)
 
 
-class AtomicSeq2SeqTrainer(TokenCountMixin, TokenBudgetMixin, InOrderEvaluationMixin, AtomicCheckpointMixin,
-                           Seq2SeqTrainer):
+class AtomicSeq2SeqTrainer(ModelLossMixin, TokenCountMixin, TokenBudgetMixin, AtomicCheckpointMixin, Seq2SeqTrainer):
     pass
 
 

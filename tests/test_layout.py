@@ -1,0 +1,86 @@
+"""The package's house rules, read from its source: no import cycle (function-level imports included), no function
+over 80 lines, one definition of each shared helper, and benchmarks outside the installed package."""
+
+import ast
+import os
+from collections import defaultdict
+
+from conftest import ROOT
+
+PACKAGE = os.path.join(ROOT, "vanilla_transformer")
+
+
+def modules() -> dict[str, ast.Module]:
+    """Dotted module name -> its syntax tree, for every file of the package."""
+    found = {}
+    for folder, _, files in os.walk(PACKAGE):
+        for name in files:
+            if name.endswith(".py"):
+                path = os.path.join(folder, name)
+                dotted = os.path.relpath(path, ROOT)[:-3].replace(os.sep, ".").removesuffix(".__init__")
+                with open(path, encoding="utf-8") as f:
+                    found[dotted] = ast.parse(f.read(), path)
+    return found
+
+
+def imports_of(name: str, tree: ast.Module, known: set[str]) -> set[str]:
+    """The package's modules that `name` imports anywhere in its file (functions included)."""
+    package = name if any(m.startswith(name + ".") for m in known) else name.rpartition(".")[0]
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[:len(parts) - node.level + 1] + ([base] if base else []))
+            for alias in node.names:
+                target = f"{base}.{alias.name}"
+                out.add(target if target in known else base)
+        elif isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names)
+    return {m for m in out if m in known and m != name}
+
+
+def test_no_import_cycle():
+    trees = modules()
+    graph = {name: imports_of(name, tree, set(trees)) for name, tree in trees.items()}
+    # a package's __init__ re-exporting its parts is not a cycle with them; every other edge counts
+    edges = {name: {m for m in targets if not m.startswith(name + ".")} for name, targets in graph.items()}
+    state, cycles = {}, []
+
+    def visit(node, path):
+        state[node] = "open"
+        for target in sorted(edges[node]):
+            if state.get(target) == "open":
+                cycles.append(path[path.index(target):] + [target])
+            elif target not in state:
+                visit(target, path + [target])
+        state[node] = "done"
+
+    for name in sorted(edges):
+        if name not in state:
+            visit(name, [name])
+    assert not cycles, cycles
+    assert "vanilla_transformer.deploy.serve" in graph and "vanilla_transformer.deploy.app" in graph
+
+
+def test_no_function_over_80_lines():
+    long = [f"{name}:{node.lineno} {node.name}" for name, tree in modules().items() for node in ast.walk(tree)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 80]
+    assert not long, long
+
+
+def test_each_shared_helper_is_defined_once():
+    defined = defaultdict(list)
+    for name, tree in modules().items():
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                defined[node.name].append(name)
+    for helper in ("read_lines", "write_lines", "write_text", "conll_sentences", "resolve_device", "resolve_engine",
+                   "positive_int", "DataError", "is_tagger_dir", "is_onnx_dir", "is_ctranslate2_dir"):
+        assert len(defined[helper]) == 1, (helper, defined[helper])
+
+
+def test_benchmarks_live_outside_the_package():
+    assert not [name for name in modules() if "benchmark" in name]
+    assert os.path.isfile(os.path.join(ROOT, "benchmarks", "run.py"))
