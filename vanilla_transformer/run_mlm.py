@@ -110,22 +110,27 @@ class WholeWordMaskCollator(DataCollatorForLanguageModeling):
         return inputs, labels
 
 
-def main(argv=None):
-    model_args, data_args, training_args, resume_from = parse_run_arguments(
-        (ModelArguments, DataTrainingArguments, MlmTrainingArguments), argv, logger)
-    check_token_budget(data_args, training_args, logger)
-    if not (data_args.train_file or data_args.train_conll_file):
+def parse(argv):
+    """The command line, checked: (model_args, data_args, training_args, the checkpoint to resume from)."""
+    parsed = parse_run_arguments((ModelArguments, DataTrainingArguments, MlmTrainingArguments), argv, logger)
+    check_token_budget(parsed[1], parsed[2], logger)
+    if not (parsed[1].train_file or parsed[1].train_conll_file):
         raise ValueError("Give the text to pretrain on: --train_file (one sentence per line) and/or --train_conll_file.")
-    sentences = load_sentences(data_args)
-    if data_args.max_train_samples is not None:
-        sentences = sentences[: data_args.max_train_samples]
+    return parsed
 
+
+def build_encoder(model_args, training_args, sentences):
+    """The tokenizer (a BPE trained on the sentences unless given, with a mask token) and the masked-LM model."""
     tokenizer = get_tokenizer(model_args, lambda rows: (" ".join(words) for words in rows), sentences)
     if tokenizer.mask_token is None:
         tokenizer.add_special_tokens({"mask_token": MASK_TOKEN})
     model = build_model(model_args, tokenizer, "masked_lm", label_smoothing=training_args.label_smoothing_factor)
     logger.info("Model: %s parameters; %d sentences", f"{model.num_parameters():,}", len(sentences))
+    return tokenizer, model
 
+
+def tokenized_splits(sentences, tokenizer, data_args, training_args) -> dict:
+    """The sentences tokenized word by word (as run_ner.py does), with a held-out validation share."""
     def tokenize(batch):
         return tokenizer(batch["tokens"], is_split_into_words=True, truncation=True,
                          max_length=data_args.max_seq_length, return_token_type_ids=False)
@@ -133,17 +138,33 @@ def main(argv=None):
     with training_args.main_process_first(desc="tokenization"):
         dataset = Dataset.from_dict({"tokens": sentences}).map(tokenize, batched=True, remove_columns=["tokens"],
                                                                desc="Tokenizing")
-    splits = {"train": dataset}
-    if data_args.validation_split_percentage and training_args.do_eval:
-        held_out = max(1, len(dataset) * data_args.validation_split_percentage // 100)
-        splits = dataset.train_test_split(test_size=held_out, seed=training_args.seed)
-        splits = {"train": splits["train"], "validation": splits["test"]}
+    if not (data_args.validation_split_percentage and training_args.do_eval):
+        return {"train": dataset}
+    held_out = max(1, len(dataset) * data_args.validation_split_percentage // 100)
+    splits = dataset.train_test_split(test_size=held_out, seed=training_args.seed)
+    return {"train": splits["train"], "validation": splits["test"]}
 
-    def compute_metrics(eval_preds):  # predictions: the argmax ids (preprocess_logits_for_metrics)
-        predictions, labels = eval_preds
-        keep = labels != -100
-        return {"accuracy": float((predictions[keep] == labels[keep]).mean())}
 
+def masked_accuracy(eval_preds) -> dict:
+    """The share of masked words predicted right (the predictions are the argmax ids: preprocess_logits_for_metrics)."""
+    predictions, labels = eval_preds
+    keep = labels != -100
+    return {"accuracy": float((predictions[keep] == labels[keep]).mean())}
+
+
+def evaluate_with_perplexity(trainer) -> dict:
+    scores = trainer.evaluate()
+    scores["eval_perplexity"] = math.exp(min(scores["eval_loss"], 50.0))
+    trainer.log_metrics("eval", scores)
+    trainer.save_metrics("eval", scores)
+    return scores
+
+
+def main(argv=None):
+    model_args, data_args, training_args, resume_from = parse(argv)
+    sentences = load_sentences(data_args)[: data_args.max_train_samples]
+    tokenizer, model = build_encoder(model_args, training_args, sentences)
+    splits = tokenized_splits(sentences, tokenizer, data_args, training_args)
     trainer = AtomicTrainer(
         model=model,
         args=training_args,
@@ -152,7 +173,7 @@ def main(argv=None):
         processing_class=tokenizer,
         data_collator=WholeWordMaskCollator(tokenizer, mlm_probability=data_args.mlm_probability,
                                             pad_to_multiple_of=8, seed=training_args.seed),
-        compute_metrics=compute_metrics,
+        compute_metrics=masked_accuracy,
         preprocess_logits_for_metrics=lambda logits, labels: logits.argmax(-1),  # not (tokens x vocabulary) floats
         max_tokens=data_args.max_tokens,
         eval_max_tokens=data_args.eval_max_tokens,
@@ -161,11 +182,7 @@ def main(argv=None):
     if training_args.do_train:
         metrics.update(train_and_save(trainer, splits["train"], resume_from))
     if "validation" in splits and training_args.do_eval:
-        scores = trainer.evaluate()
-        scores["eval_perplexity"] = math.exp(min(scores["eval_loss"], 50.0))
-        trainer.log_metrics("eval", scores)
-        trainer.save_metrics("eval", scores)
-        metrics.update(scores)
+        metrics.update(evaluate_with_perplexity(trainer))
     finish_run(trainer, training_args, model, "fill-mask", data_args, len(splits["train"]), metrics, argv)
     return metrics
 
