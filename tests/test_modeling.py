@@ -34,7 +34,7 @@ from vanilla_transformer import (
     VanillaTransformerModel,
 )
 from vanilla_transformer.kernels_vanilla_transformer import apply_dropout
-from vanilla_transformer.modeling_vanilla_transformer import make_attention_mask, shift_tokens_right
+from vanilla_transformer.modeling_vanilla_transformer import make_attention_mask, running_segments, shift_tokens_right
 
 # ------------------------------------------------------------------------------------------------------ shapes / heads
 
@@ -370,6 +370,40 @@ def test_cache_is_taken_under_either_name_and_a_stray_one_is_refused(tiny_config
               use_cache=True, cache_params=first.cache)
     with pytest.raises(TypeError, match="EncoderDecoderCache"):
         model(input_ids=ids, attention_mask=mask, decoder_input_ids=dec[:, :4], cache=DynamicCache())
+
+
+CACHE_VARIANTS = {"post-LN": {}, "pre-LN": dict(normalize_before=True), "learned": dict(position_embedding_type="learned"),
+                  "relative": dict(relative_attention_max_distance=3), "untied": dict(tie_word_embeddings=False),
+                  "gelu": dict(activation_function="gelu"), "unscaled": dict(scale_attention=False)}
+
+
+@pytest.mark.parametrize("variant", CACHE_VARIANTS)
+@pytest.mark.parametrize("attention", ["eager", "sdpa"])
+@torch.no_grad()
+def test_cached_decoder_equals_one_pass_under_any_mask(variant, attention):
+    """transformers' create_and_check_decoder_model_past_large_inputs: the decoder over 7 tokens with a cache, then 3
+    new tokens under a mask with zeros (fixed holes, then random 0/1 over all 10) equals one pass over the 10 tokens
+    with the same mask, at every new position, the masked ones included."""
+    config = VanillaTransformerConfig.from_preset("tiny", vocab_size=40, dropout=0.0, **CACHE_VARIANTS[variant])
+    model = seq2seq(config)
+    model.set_attn_implementation(attention)
+    randomize_deviations(model)
+    decoder = model.get_decoder()
+    generator = torch.Generator().manual_seed(0)
+    encoder_states = torch.randn(B, 5, config.d_model, generator=generator)
+    ids = torch.randint(4, config.vocab_size, (B, 10), generator=generator)
+    masks = [torch.cat([torch.ones(B, 7, dtype=torch.long), torch.tensor([[1, 0, 1]] * B)], dim=1),
+             torch.cat([torch.ones(B, 7, dtype=torch.long), torch.tensor([[0, 1, 1]] * (B - 1) + [[1, 1, 0]])], 1),
+             torch.randint(0, 2, (B, 10), generator=generator)]
+    for mask in masks:
+        first = decoder(input_ids=ids[:, :7], attention_mask=mask[:, :7], encoder_hidden_states=encoder_states,
+                        use_cache=True)
+        cached = decoder(input_ids=ids[:, 7:], attention_mask=mask, encoder_hidden_states=encoder_states,
+                         cache=first.cache, use_cache=True).last_hidden_state
+        whole = decoder(input_ids=ids, attention_mask=mask, encoder_hidden_states=encoder_states).last_hidden_state
+        torch.testing.assert_close(cached, whole[:, 7:], rtol=0, atol=1e-5, msg=f"{variant}, mask {mask.tolist()}")
+        sees = running_segments(mask)[:, :7] != 0  # (a query before any unmasked token sees no key: uniform, unused)
+        torch.testing.assert_close(first.last_hidden_state[sees], whole[:, :7][sees], rtol=0, atol=1e-5)
 
 
 @pytest.mark.parametrize("dtype, atol", [(torch.float32, 1e-5), (torch.bfloat16, 3e-2)])

@@ -128,10 +128,10 @@ class VanillaTransformerPositionalEmbedding(nn.Module):
         if self.kind == "sinusoidal":
             if position_ids.shape[0] == 1:
                 return self.sinusoids(position_ids, self.d_model)
-            # positions per row (`position_ids_of` a 2-D mask: each below the length): the length's table, gathered,
+            # positions per row (`position_ids_of` a 2-D mask: each below `end`): the table up to `end`, gathered,
             # rather than a sine and a cosine for every (row, position, dimension) - the same numbers
-            return F.embedding(position_ids, self.sinusoidal_table(position_ids.shape[-1], self.d_model,
-                                                                   position_ids.device))
+            size = position_ids.shape[-1] if end is None else end
+            return F.embedding(position_ids, self.sinusoidal_table(size, self.d_model, position_ids.device))
         end = position_ids.shape[-1] if end is None else end
         if isinstance(end, int) and end > self.max_positions:  # (a static cache's length is a tensor: no check)
             raise ValueError(
@@ -157,6 +157,18 @@ def position_ids_of(attention_mask: torch.Tensor | None, length: int, past_lengt
     first = index.new_zeros(attention_mask.shape[0], length + 1).scatter(  # (B, T + 1): sequence k -> its start
         1, torch.where(starts, ordinal, 0), torch.where(starts, index, 0))
     return index - first.gather(1, ordinal)  # (B, T) (scatter and gather rather than cummax: ONNX has both)
+
+
+def running_segments(attention_mask: torch.Tensor) -> torch.Tensor:
+    """The decoder's reading of a 2-D mask (batch, keys): each token's sequence number, where a 0 (a token masked out
+    inside or after a sequence) takes the number of the last token before it that is not masked. A query's position and
+    the keys it sees then depend only on the tokens before it, as they do when decoding step by step with a cache:
+    cached decoding equals one pass over the whole sequence under any 0/1 mask."""
+    nonzero = attention_mask != 0
+    count = nonzero.long().cumsum(1)  # (B, S): tokens not masked so far
+    numbers = attention_mask.new_zeros(attention_mask.shape[0], attention_mask.shape[1] + 1).scatter(
+        1, torch.where(nonzero, count, 0), torch.where(nonzero, attention_mask, 0))  # (B, S + 1): k-th unmasked's
+    return numbers.gather(1, count)  # (B, S)
 
 
 class VanillaTransformerEmbedding(nn.Module):
@@ -639,16 +651,15 @@ class VanillaTransformerDecoder(VanillaTransformerStack):
         device = (input_ids if input_ids is not None else inputs_embeds).device
         check_mask("attention_mask", encoder_attention_mask, encoder_hidden_states.shape[:2])
         # masks built once for the stack
-        query_segments = None  # packed rows (segment numbers in both masks) are trained without a cache
+        query_segments = None  # a 2-D mask: segment numbers of packed rows, or 0/1 (`running_segments`)
+        positions = position_ids_of(None, length, past_length, device)
         if torch.is_tensor(attention_mask) and attention_mask.dim() == 2:  # (4-D or a BlockMask: `generate`'s own)
-            if without_past:
-                check_mask("decoder_attention_mask", attention_mask, (batch, length))
-                query_segments = attention_mask
-            else:
-                if attention_mask.shape[-1] == length and past_length:
-                    attention_mask = torch.cat([attention_mask.new_ones(batch, past_length), attention_mask], dim=-1)
-                check_mask("decoder_attention_mask", attention_mask, (batch, past_length + length))
-        positions = position_ids_of(query_segments, length, past_length, device)
+            if not without_past and attention_mask.shape[-1] == length and past_length:
+                attention_mask = torch.cat([attention_mask.new_ones(batch, past_length), attention_mask], dim=-1)
+            check_mask("decoder_attention_mask", attention_mask, (batch, past_length + length))
+            segments = running_segments(attention_mask)  # (B, past + T)
+            query_segments = segments[:, -length:]
+            positions = position_ids_of(segments, segments.shape[-1], device=device)[:, -length:]
         hidden = self.embed(input_ids, inputs_embeds, positions, past_length + length)
         implementation = attention_backend(self.config, kwargs.get("output_attentions"))
         self_mask = make_attention_mask(attention_mask, length, hidden.dtype, causal=True, past_length=past_length,
