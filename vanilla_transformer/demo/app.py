@@ -13,6 +13,7 @@ import sys
 
 import torch
 
+from ..console import run
 from ..loading import check_translation_model_dir, load_model, require, resolve_device
 from ..pipeline_vanilla_transformer import beam_search_cache
 from ..tokenization import load_tokenizer
@@ -321,14 +322,10 @@ def main(argv=None) -> int:
             print(f"No model given: showing {' and '.join(filter(None, (translation_model, ner_model)))}.",
                   file=sys.stderr)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    try:
-        app = build_app(translation_model, ner_model, args.ctranslate2_model, args.device, strict=given)
-    except (ImportError, ValueError, OSError) as error:
-        print(f"vanilla-transformer demo: error: {' '.join(str(error).split())}", file=sys.stderr)
-        return 2
+    app = build_app(translation_model, ner_model, args.ctranslate2_model, args.device, strict=given)
     app.launch(server_name=args.host, server_port=args.port)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run("python -m vanilla_transformer.demo.app", main))
