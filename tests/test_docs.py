@@ -5,6 +5,7 @@ With VT_DEMO_MODEL=outputs/demo (after `make demo`) the README's examples run ag
 The package's description (docs/package.md, the page a package index shows) uses no link or image a package index
 cannot resolve."""
 
+import dataclasses
 import os
 import re
 import subprocess
@@ -193,3 +194,54 @@ def test_every_documented_make_target_exists():
              for target in re.findall(r"(?:^|[\s;&(])make\s+([a-z][a-z0-9-]*)", line)}
     assert len(named) >= 5 and {target for _, target in named} >= {"setup", "test", "demo"}
     assert sorted(f"{path}: make {target}" for path, target in named if target not in targets) == []
+
+
+# ------------------------------------------------------------------------------- versions and defaults from the code
+
+
+def test_quoted_version_floors_are_pyproject_s():
+    """Every "torch >= X" / "transformers >= Y" the docs quote is pyproject.toml's floor."""
+    import tomllib
+
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        requirements = tomllib.load(f)["project"]["dependencies"]
+    floors = {name: re.search(rf"^{name}>=([\d.]+)", r).group(1)
+              for name in ("torch", "transformers") for r in requirements if re.match(rf"{name}>=", r)}
+    assert set(floors) == {"torch", "transformers"}, requirements
+    pages = ["README.md", "CONTRIBUTING.md"] + [os.path.join("docs", p) for p in os.listdir(os.path.join(ROOT, "docs"))
+                                                 if p.endswith(".md")]
+    quoted = 0
+    for page in pages:
+        text = open(os.path.join(ROOT, page), encoding="utf-8").read()
+        for name, version in re.findall(r"\b(torch|transformers) >= ([\d.]+)", text):
+            assert version == floors[name], f"{page}: {name} >= {version}, pyproject.toml: {floors[name]}"
+            quoted += 1
+    assert quoted >= 2
+
+
+def test_the_training_defaults_table_is_the_argument_classes():
+    from vanilla_transformer.training import MlmTrainingArguments, NerTrainingArguments, TranslationTrainingArguments
+
+    text = open(os.path.join(ROOT, "docs", "training.md"), encoding="utf-8").read()
+    table = text.split("<!-- defaults:", 1)[1].split("\n\n", 1)[0]
+    rows = [line.split("|")[1:-1] for line in table.splitlines() if line.startswith("| `--")]
+    assert len(rows) >= 10
+    columns = (TranslationTrainingArguments, NerTrainingArguments, MlmTrainingArguments)
+    for flag, *values in rows:
+        name = flag.strip().strip("`").removeprefix("--")
+        for cls, value in zip(columns, values):
+            default = next(f.default for f in dataclasses.fields(cls) if f.name == name)
+            default = getattr(default, "value", default)  # an enum's value
+            assert str(default) == value.strip(), (cls.__name__, name, default, value)
+
+
+def test_serve_limits_table_is_the_flags_defaults():
+    from vanilla_transformer.deploy.serve import parse_args
+
+    text = open(os.path.join(ROOT, "docs", "serving.md"), encoding="utf-8").read()
+    limits = re.findall(r"`--(\w+)` \(([\d.]+) ?(MiB|s|sentences)?\)", text.split("## Limits and errors", 1)[1])
+    assert len(limits) >= 6, limits
+    defaults = parse_args(["model"])
+    for flag, number, unit in limits:
+        value = float(number) * (1 << 20 if unit == "MiB" else 1)
+        assert getattr(defaults, flag) == value, (flag, getattr(defaults, flag), number, unit)
