@@ -11,6 +11,8 @@ import sys
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
+from .files import write_text
+
 TEMPLATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "model_card_template.md")
 CARD_INFO = "card_info.json"
 
@@ -140,8 +142,7 @@ def write_card_info(output_dir: str, task: str, dataset_name: str, train_samples
                 languages=list(languages or []), labels=list(labels or []), wall_seconds=wall_seconds,
                 hardware=describe_hardware(training_args))
     os.makedirs(output_dir, exist_ok=True)
-    with open(os.path.join(output_dir, CARD_INFO), "w", encoding="utf-8") as f:
-        json.dump(info, f, indent=2)
+    write_text(os.path.join(output_dir, CARD_INFO), json.dumps(info, indent=2))
     return os.path.join(output_dir, CARD_INFO)
 
 
