@@ -1,16 +1,6 @@
-"""The HTTP application of `serve`: a translation model and/or a tagger behind FastAPI, with dynamic batching.
-
-Endpoints:
-- `POST /translate`, `GET /languages`: LibreTranslate's API (JSON or form bodies), so its clients work unchanged;
-- `POST /v1/translate`: `{"sentences": [...], "num_beams": 1, "max_new_tokens": null}` -> `{"translations": [...]}`;
-- `POST /v1/ner` (a tagger): `{"sentences": [...]}` -> `{"entities": [[...], ...]}`, each text's entities as
-  `vanilla-transformer tag` writes them;
-- `GET /health`: 200 once the models are loaded, 503 before; `GET /metrics`: Prometheus text format.
-
-With an API key set, `/translate`, `/v1/translate` and `/v1/ner` need it, as the `api_key` field of the body or the
-`X-API-Key` header; `/languages`, `/health` and `/metrics` stay open. The routes are module-level functions over the
-app's state (`settings`, `engines`, `batchers`, `metrics`), set by `create_app`.
-"""
+"""The HTTP application of `serve` (its endpoints: `vanilla-transformer serve --help`): a translation model and/or a
+tagger behind FastAPI, with dynamic batching. The routes are module-level functions over the app's state
+(`settings`, `engines`, `batchers`, `metrics`), set by `create_app`."""
 
 import asyncio
 import copy

@@ -25,7 +25,8 @@ class Metrics:
             ("vt_sentences", "Sentences the engines answered."),
             ("vt_engine_errors", "Engine batches that failed."),
             ("vt_rejected", "Requests answered 503 because the queue was full."))}
-        Gauge("vt_queue_sentences", "Sentences waiting for an engine batch.", registry=registry).set_function(queue_length)
+        queue = Gauge("vt_queue_sentences", "Sentences waiting for an engine batch.", registry=registry)
+        queue.set_function(queue_length)
 
     def count(self, name: str, n: int = 1) -> None:
         """Add `n` to the counter `name` (vt_sentences_total, vt_engine_errors_total, vt_rejected_total)."""

@@ -1,5 +1,15 @@
 """`vanilla-transformer serve MODEL_DIR [--ner TAGGER_DIR]`: a translation model and/or a tagger behind HTTP, with
-dynamic batching (the endpoints: `deploy/app.py`).
+dynamic batching.
+
+Endpoints:
+- `POST /translate`, `GET /languages`: LibreTranslate's API (JSON or form bodies), so its clients work unchanged;
+- `POST /v1/translate`: `{"sentences": [...], "num_beams": 1, "max_new_tokens": null}` -> `{"translations": [...]}`;
+- `POST /v1/ner` (a tagger): `{"sentences": [...]}` -> `{"entities": [[...], ...]}`, each text's entities as
+  `vanilla-transformer tag` writes them;
+- `GET /health`: 200 once the models are loaded, 503 before; `GET /metrics`: Prometheus text format.
+
+With an API key set, `/translate`, `/v1/translate` and `/v1/ner` need it, as the `api_key` field of the body or the
+`X-API-Key` header; `/languages`, `/health` and `/metrics` stay open.
 
 One batcher per model groups the sentences of concurrent requests into engine batches of at most `--max_batch_tokens`
 source tokens, waiting at most `--max_wait_ms` for a batch to fill, and runs `--workers` of them at once; each
@@ -38,7 +48,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--host", default="127.0.0.1", help="Address to listen on (default: loopback only).")
     parser.add_argument("--port", type=int, default=5000)
     parser.add_argument("--api_key", default=os.environ.get("VT_API_KEY"),
-                        help="Every translate call must carry this key (default: $VT_API_KEY; none: no key needed).")
+                        help="Every translate and tagging call must carry this key, in the body or the X-API-Key "
+                             "header (default: $VT_API_KEY; none: no key needed).")
     parser.add_argument("--source_lang", default=None, help="Default: the model card's first language, else 'src'.")
     parser.add_argument("--target_lang", default=None, help="Default: the model card's last language, else 'tgt'.")
     parser.add_argument("--max_batch_tokens", type=positive_int, default=4096,
