@@ -305,7 +305,8 @@ def test_two_processes_match_one(tmp_path):
     for name in w1:
         torch.testing.assert_close(w1[name], w2[name], rtol=1e-4, atol=1e-6)
     predictions = (two / "generated_predictions_validation.txt").read_text(encoding="utf-8").splitlines()
-    assert len(predictions) == 7
+    assert len(predictions) == 7  # in the file's order, as one process writes them
+    assert predictions == (one / "generated_predictions_validation.txt").read_text(encoding="utf-8").splitlines()
 
 
 @pytest.mark.parametrize("held_elsewhere", [False, True])
