@@ -621,7 +621,7 @@ class VanillaTransformerDecoder(VanillaTransformerStack):
 
     @merge_with_config_defaults
     @capture_outputs
-    @deprecate_kwarg("past_key_values", version="6.0.0", new_name="cache")
+    @deprecate_kwarg("past_key_values", version="5.40.0", new_name="cache")
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -643,10 +643,12 @@ class VanillaTransformerDecoder(VanillaTransformerStack):
             raise ValueError("The decoder needs encoder_hidden_states (pass input_ids or encoder_outputs).")
         without_past = cache is None  # (a forward call without a cache: training, or scoring whole targets)
         if use_cache and cache is None:
-            cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
+            cache = EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
         past_length = cache.get_seq_length() if cache is not None else 0  # a tensor for a static cache
-        if input_ids is not None and not torch.compiler.is_compiling() and not past_length:
-            check_token_ids("decoder_input_ids", input_ids, self.config.vocab_size)  # (later steps: the model's ids)
+        # the caller's ids on the first step only: later steps feed the model's own, and a static cache's length is a
+        # tensor whose value the host would have to wait for
+        if input_ids is not None and isinstance(past_length, int) and past_length == 0:
+            check_token_ids("decoder_input_ids", input_ids, self.config.vocab_size)
         batch, length = (input_ids if input_ids is not None else inputs_embeds).shape[:2]
         device = (input_ids if input_ids is not None else inputs_embeds).device
         check_mask("attention_mask", encoder_attention_mask, encoder_hidden_states.shape[:2])
@@ -725,7 +727,7 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
         self.encoder.embed.embed_tokens = value
 
     @can_return_tuple
-    @deprecate_kwarg("past_key_values", version="6.0.0", new_name="cache")
+    @deprecate_kwarg("past_key_values", version="5.40.0", new_name="cache")
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -795,7 +797,7 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
 
     @can_return_tuple
-    @deprecate_kwarg("past_key_values", version="6.0.0", new_name="cache")
+    @deprecate_kwarg("past_key_values", version="5.40.0", new_name="cache")
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
