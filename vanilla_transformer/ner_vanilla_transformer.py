@@ -73,7 +73,7 @@ class VanillaTransformerCharacterFeatures(nn.Module):
 
     def token_features(self, ids: torch.Tensor) -> torch.Tensor:
         """(U,) token ids -> (U, F): the CNN over each token's characters, max-pooled over them (all >= 0). A function
-        of the token id alone: an export computes it once for the whole vocabulary (`onnx_export`)."""
+        of the token id alone: an export computes it once for the whole vocabulary (`deploy/onnx.py`)."""
         chars = self.token_chars[ids].long()  # (U, C)
         per_char = F.relu(self.conv(self.embed_chars(chars).transpose(1, 2)))  # (U, F, C)
         return per_char.masked_fill((chars == 0).unsqueeze(1), 0).amax(-1)
