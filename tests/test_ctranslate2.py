@@ -124,6 +124,10 @@ def test_translate_command_keeps_order_and_empty_lines(small_demo_model, tmp_pat
                           input="abc\n\nz\n", capture_output=True, text=True, timeout=300)  # stdin -> stdout, auto engine
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == f"{data.demo_translate('abc')}\n\n{data.demo_translate('z')}\n"
+    (tmp_path / "empty.txt").write_text("", encoding="utf-8")  # no lines in: none out, not an error
+    assert cli(["translate", str(small_demo_model), "--input", str(tmp_path / "empty.txt"), "--output",
+                str(tmp_path / "none.txt"), "--engine", "pytorch", "--quiet"]) == 0
+    assert (tmp_path / "none.txt").read_text(encoding="utf-8") == ""
 
 
 def test_parallel_workers_translate_a_file_as_one(small_demo_model, held_out, tmp_path):

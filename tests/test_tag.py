@@ -166,6 +166,11 @@ def test_the_command_tags_a_file_and_names_bad_input(small_ner_model, small_demo
     assert cli(["tag", str(small_ner_model), "--input", str(text), "--output", str(tmp_path / "out.jsonl"),
                 "--quiet", "--device", "cpu"]) == 0
     assert [e["type"] for e in json.loads((tmp_path / "out.jsonl").read_text())] == ["PER", "ORG", "LOC"]
+    (tmp_path / "empty.txt").write_text("", encoding="utf-8")  # no lines in: none out, not an error
+    for form in ("text", "conll"):
+        assert cli(["tag", str(small_ner_model), "--input", str(tmp_path / "empty.txt"), "--output",
+                    str(tmp_path / "none.txt"), "--format", form, "--quiet"]) == 0
+        assert (tmp_path / "none.txt").read_text(encoding="utf-8") == ""
     (tmp_path / "bad.txt").write_bytes(b"Oslo\n\xff\xfe Anna\n")
     (tmp_path / "bad.conll").write_text("Oslo B-LOC\nAnna\n", encoding="utf-8")
     for argv, named in ((["tag", str(small_ner_model), "--input", str(tmp_path / "bad.txt")], "bad.txt, line 2"),

@@ -206,7 +206,7 @@ def tag_file(model_dir, input_path=None, output_path=None, form: str = "text", b
              engine: str = "auto") -> dict:
     """Tag a file (or stdin) into a file (or stdout); returns counts and speed."""
     tagger = Tagger(model_dir, ensemble_with, device, batch_size, engine)
-    lines = read_lines(input_path)
+    lines = read_lines(input_path, allow_empty=True)  # no lines in, none out
     start = time.perf_counter()
     out = tag_lines(tagger, lines, form, document_consistency, progress and input_path not in (None, "-"),
                     input_path or "<stdin>")

@@ -156,7 +156,7 @@ def translate_file(model_dir, input_path=None, output_path=None, engine: str = "
                    progress: bool = True, **kwargs) -> dict:
     """Translate a file (or stdin) into a file (or stdout); returns counts and speed."""
     translate = make_translator(model_dir, engine, parallel=True, **kwargs)
-    lines = read_lines(input_path)
+    lines = read_lines(input_path, allow_empty=True)  # no lines in, none out
     start = time.perf_counter()
     outputs = translate_lines(translate, lines, batch_size * translate.workers, progress)
     seconds = time.perf_counter() - start
