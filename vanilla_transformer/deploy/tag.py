@@ -19,6 +19,7 @@ from ..files import conll_sentences, read_lines, write_lines
 from ..loading import TAGGER, architectures_of, load_model, resolve_device, resolve_engine
 from ..ner.mentions import document_consistency, mention_spans
 from ..tokenization import load_tokenizer
+from .translate import file_stats
 
 FORMATS = ("text", "conll")
 CALL_WORDS = 128  # a model call's fixed cost on a CPU, in words computed (benchmark.py --tasks tagging-batches)
@@ -178,7 +179,8 @@ def line_entities(tagger: Tagger, lines: list[str], consistent: bool = False, pr
 def read_conll(lines: list[str], name: str):
     """CoNLL lines -> (sentences as lists of line numbers, their words, the document of each sentence)."""
     sentences = conll_sentences(lines, name)
-    return [n for n, _, _ in sentences], [[p[0] for p in rows] for _, rows, _ in sentences], [d for _, _, d in sentences]
+    words = [[parts[0] for parts in rows] for _, rows, _ in sentences]
+    return [numbers for numbers, _, _ in sentences], words, [document for _, _, document in sentences]
 
 
 def tag_lines(tagger: Tagger, lines: list[str], form: str = "text", consistent: bool = False, progress: bool = False,
@@ -213,5 +215,4 @@ def tag_file(model_dir, input_path=None, output_path=None, form: str = "text", b
     seconds = time.perf_counter() - start
     write_lines(output_path, out)
     sentences = sum(1 for line in lines if line.strip()) if form == "text" else len(read_conll(lines, "")[0])
-    return {"sentences": sentences, "lines": len(lines), "seconds": seconds,
-            "sentences_per_second": sentences / seconds if seconds > 0 else 0.0}
+    return file_stats(sentences, len(lines), seconds)

@@ -161,6 +161,10 @@ def translate_file(model_dir, input_path=None, output_path=None, engine: str = "
     outputs = translate_lines(translate, lines, batch_size * translate.workers, progress)
     seconds = time.perf_counter() - start
     write_lines(output_path, outputs)
-    sentences = sum(1 for line in lines if line.strip())
-    return {"sentences": sentences, "lines": len(lines), "seconds": seconds,
+    return file_stats(sum(1 for line in lines if line.strip()), len(lines), seconds)
+
+
+def file_stats(sentences: int, lines: int, seconds: float) -> dict:
+    """What `translate` and `tag` report: counts and speed."""
+    return {"sentences": sentences, "lines": lines, "seconds": seconds,
             "sentences_per_second": sentences / seconds if seconds > 0 else 0.0}
