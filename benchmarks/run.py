@@ -16,6 +16,7 @@ import os
 import sys
 import tempfile
 
+from .commands import commands_benchmark
 from .common import VOCAB
 from .corpus import corpus_report
 from .marian import compare_with_references, in_process_ab, run_child
@@ -59,7 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "Runtime (float32, int8), batches of 1 and 32 (needs the onnx extra). --tasks "
                              "tagging-batches alone: the tagger on batches of mixed lengths, one padded batch against "
                              "length-cut batches. --tasks cpu-kernels alone: training steps with our CPU dropout and "
-                             "cross-entropy against torch's, fp32 and bf16")
+                             "cross-entropy against torch's, fp32 and bf16. --tasks commands alone: start-up (--help, "
+                             "import) and tag / translate end to end against their engines' share (best of --rounds "
+                             "+ 1 runs)")
     parser.add_argument("--engines", nargs="+", default=["pytorch", "ctranslate2"], choices=["pytorch", "ctranslate2"],
                         help="Only the cases that serve our model with these engines")
     parser.add_argument("--compute_types", nargs="+", default=["float32", "int8"], choices=["float32", "int8"],
@@ -101,8 +104,8 @@ def compile_modes(args) -> list:
 
 
 def run_one_family(args, parser) -> int | None:
-    """The cases that run alone (--padding, --corpus, --tasks cpu-kernels / tagging-* / lengths, --device cuda,
-    --in_process); None when `args` asks for the comparison with the reference models instead."""
+    """The cases that run alone (--padding, --corpus, --tasks cpu-kernels / commands / tagging-* / lengths, --device
+    cuda, --in_process); None when `args` asks for the comparison with the reference models instead."""
     if args.padding:
         write_json(args.output, [dict(row, multiple=multiple) for multiple in (1, 8) for row in padding_report(
             args.padding, args.source_lang, args.target_lang, args.max_tokens, multiple=multiple)])
@@ -114,6 +117,9 @@ def run_one_family(args, parser) -> int | None:
         return 0
     if args.tasks == ["cpu-kernels"]:
         cpu_kernels_benchmark(args.output, preset=(args.presets or ["small"])[0], rounds=args.rounds + 1)
+        return 0
+    if args.tasks == ["commands"]:
+        commands_benchmark(args.output, rounds=args.rounds + 1)
         return 0
     if args.tasks == ["tagging-batches"]:
         tagging_batches_benchmark(args.output, reps=max(args.reps, 5) * 4, rounds=args.rounds + 1)

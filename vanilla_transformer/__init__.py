@@ -1,50 +1,41 @@
-"""vanilla-transformer: the Transformer of "Attention Is All You Need" as a first-class Hugging Face model."""
+"""vanilla-transformer: the Transformer of "Attention Is All You Need" as a first-class Hugging Face model.
 
-from transformers import (AutoConfig, AutoModel, AutoModelForMaskedLM, AutoModelForSeq2SeqLM,
-                          AutoModelForTokenClassification)
-from transformers.pipelines import PIPELINE_REGISTRY
+The names below load on first use, and importing the package loads neither torch nor transformers (the command line
+starts at once); `registration` makes transformers' Auto classes and `pipeline()` know our models as soon as
+transformers loads.
+"""
 
-from .configuration_vanilla_transformer import PRESETS, TRANSLATION_TASK, VanillaTransformerConfig
-from .modeling_vanilla_transformer import (
-    VanillaTransformerEncoderModel,
-    VanillaTransformerForConditionalGeneration,
-    VanillaTransformerForMaskedLM,
-    VanillaTransformerForTokenClassification,
-    VanillaTransformerModel,
-    VanillaTransformerPreTrainedModel,
-    VanillaTranslationPipeline,
-)
-from .ner.ensemble import TokenClassificationEnsemble
+import importlib
+
+from . import registration  # noqa: F401
 
 __version__ = "0.1.0"
 
-AutoConfig.register(VanillaTransformerConfig.model_type, VanillaTransformerConfig, exist_ok=True)
-AutoModel.register(VanillaTransformerConfig, VanillaTransformerModel, exist_ok=True)
-AutoModelForSeq2SeqLM.register(VanillaTransformerConfig, VanillaTransformerForConditionalGeneration, exist_ok=True)
-AutoModelForTokenClassification.register(VanillaTransformerConfig, VanillaTransformerForTokenClassification, exist_ok=True)
-AutoModelForMaskedLM.register(VanillaTransformerConfig, VanillaTransformerForMaskedLM, exist_ok=True)
+# name -> the module that defines it
+EXPORTS = {
+    "PRESETS": "configuration_vanilla_transformer",
+    "TRANSLATION_TASK": "configuration_vanilla_transformer",
+    "VanillaTransformerConfig": "configuration_vanilla_transformer",
+    "VanillaTransformerPreTrainedModel": "modeling_vanilla_transformer",
+    "VanillaTransformerModel": "modeling_vanilla_transformer",
+    "VanillaTransformerEncoderModel": "modeling_vanilla_transformer",
+    "VanillaTransformerForConditionalGeneration": "modeling_vanilla_transformer",
+    "VanillaTransformerForTokenClassification": "modeling_vanilla_transformer",
+    "VanillaTransformerForMaskedLM": "modeling_vanilla_transformer",
+    "VanillaTranslationPipeline": "pipeline_vanilla_transformer",
+    "TokenClassificationEnsemble": "ner.ensemble",
+}
+__all__ = list(EXPORTS)
 
-PIPELINE_REGISTRY.register_pipeline(
-    TRANSLATION_TASK, pipeline_class=VanillaTranslationPipeline, pt_model=AutoModelForSeq2SeqLM, type="text"
-)
 
-# save_pretrained writes these into config.json's auto_map and copies the code files next to the weights,
-# so `trust_remote_code=True` loads a saved model where this package is not installed.
-VanillaTransformerConfig.register_for_auto_class()
-VanillaTransformerModel.register_for_auto_class("AutoModel")
-VanillaTransformerForConditionalGeneration.register_for_auto_class("AutoModelForSeq2SeqLM")
-VanillaTransformerForTokenClassification.register_for_auto_class("AutoModelForTokenClassification")
-VanillaTransformerForMaskedLM.register_for_auto_class("AutoModelForMaskedLM")
+def __getattr__(name: str):
+    """`vanilla_transformer.NAME`: imports the module that defines NAME (PEP 562)."""
+    if name not in EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{EXPORTS[name]}", __name__), name)
+    globals()[name] = value
+    return value
 
-__all__ = [
-    "PRESETS",
-    "VanillaTransformerConfig",
-    "VanillaTransformerPreTrainedModel",
-    "VanillaTransformerModel",
-    "VanillaTransformerEncoderModel",
-    "VanillaTransformerForConditionalGeneration",
-    "VanillaTransformerForTokenClassification",
-    "VanillaTransformerForMaskedLM",
-    "VanillaTranslationPipeline",
-    "TokenClassificationEnsemble",
-]
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *EXPORTS})

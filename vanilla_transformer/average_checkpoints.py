@@ -13,9 +13,6 @@ import re
 import shutil
 import sys
 
-import torch
-from safetensors.torch import load_file, save_file
-
 from .console import run
 
 WEIGHTS = "model.safetensors"
@@ -30,8 +27,10 @@ def checkpoints(run_dir: str) -> list[str]:
     return [path for _, path in sorted(found)]
 
 
-def average(paths: list[str]) -> dict[str, torch.Tensor]:
-    """Element-wise mean (in fp32, cast back to each tensor's dtype) of the checkpoints' weights."""
+def average(paths: list[str]) -> dict:
+    """Element-wise mean (in fp32, cast back to each tensor's dtype) of the checkpoints' weights: name -> tensor."""
+    from safetensors.torch import load_file
+
     total, reference = None, None
     for path in paths:
         state = load_file(os.path.join(path, WEIGHTS))
@@ -65,6 +64,8 @@ def main(argv=None):
     for name in os.listdir(newest):  # config, generation config, tokenizer, code (not optimizer/scheduler/RNG state)
         if name.endswith((".json", ".py", ".txt", ".model")) and not name.startswith(("trainer_state", "rng_state")):
             shutil.copy2(os.path.join(newest, name), os.path.join(args.output_dir, name))
+    from safetensors.torch import save_file
+
     temporary = os.path.join(args.output_dir, WEIGHTS + ".tmp")
     save_file(averaged, temporary, metadata={"format": "pt"})
     os.replace(temporary, os.path.join(args.output_dir, WEIGHTS))

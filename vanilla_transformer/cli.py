@@ -48,6 +48,8 @@ def tag_command(args) -> None:
                      device=args.device, progress=not args.quiet, engine=args.engine)
     print(f"{stats['sentences']} sentences in {stats['seconds']:.2f} s: {stats['sentences_per_second']:.1f} "
           "sentences/s", file=sys.stderr)
+    if args.stats:
+        print(json.dumps(stats), file=sys.stderr)
 
 
 def export_onnx_command(args) -> None:
@@ -127,7 +129,8 @@ def add_translate(commands) -> None:
                            help="CPU threads (default 0: all cores). CTranslate2 translates that many batches at once, one "
                                 "thread each.")
     translate.add_argument("--quiet", action="store_true", help="No progress bars.")
-    translate.add_argument("--stats", action="store_true", help="Also print the counts and speed as JSON (stderr).")
+    translate.add_argument("--stats", action="store_true",
+                           help="Also print the counts, speed and the engine's share of the time as JSON (stderr).")
     translate.set_defaults(func=translate_command)
 
 
@@ -154,6 +157,8 @@ def add_tag(commands) -> None:
     tag.add_argument("--engine", default="auto", choices=["auto", "pytorch", "onnxruntime"],
                      help="auto: ONNX Runtime for a directory written by export-onnx, PyTorch otherwise.")
     tag.add_argument("--quiet", action="store_true", help="No progress bars.")
+    tag.add_argument("--stats", action="store_true",
+                     help="Also print the counts, speed and the engine's share of the time as JSON (stderr).")
     tag.set_defaults(func=tag_command)
 
 

@@ -8,13 +8,6 @@ import argparse
 import os
 import sys
 
-from huggingface_hub.errors import StrictDataclassError
-
-# What the library raises for a user's mistake, always with a message naming the file, line, option or value: DataError
-# and other ValueErrors, a config field out of range (StrictDataclassError, from the config's @strict checks), missing
-# or unreadable files (OSError), a missing optional extra (ImportError).
-USER_ERRORS = (ValueError, StrictDataclassError, OSError, ImportError)
-
 
 def positive_int(text: str) -> int:
     """argparse type: an integer >= 1 (the option is named by argparse's own error line)."""
@@ -46,14 +39,23 @@ def is_training_debug(value: str) -> bool:
     return all(part in {option.value for option in DebugOption} for part in value.split())
 
 
+def user_errors() -> tuple[type[Exception], ...]:
+    """What the library raises for a user's mistake, always with a message naming the file, line, option or value:
+    DataError and other ValueErrors, a config field out of range (StrictDataclassError, from the config's @strict
+    checks), missing or unreadable files (OSError), a missing optional extra (ImportError)."""
+    from huggingface_hub.errors import StrictDataclassError  # here: it takes a tenth of a second to import
+
+    return ValueError, StrictDataclassError, OSError, ImportError
+
+
 def run(program: str, function, argv=None) -> int:
     """`function(argv)` with a user's mistake answered as one error line (exit status 2); returns the exit status (0
     for a function that returns None, 1 for False)."""
     debug, argv = take_debug(sys.argv[1:] if argv is None else list(argv))
     try:
         result = function(argv)
-    except USER_ERRORS as error:
-        if debug:
+    except Exception as error:
+        if debug or not isinstance(error, user_errors()):
             raise
         message = " ".join(str(error).split()) or type(error).__name__  # one line
         print(f"{program}: error: {message}", file=sys.stderr)

@@ -87,3 +87,9 @@ def conll_sentences(lines: list[str], name: str, columns: int | None = None):
             raise DataError(f"{name}, line {number}: {len(parts)} columns{expected}: {line!r}.")
         current.append((number - 1, parts))
     return sentences
+
+
+def file_stats(sentences: int, lines: int, seconds: float, engine_seconds: float) -> dict:
+    """What `translate` and `tag` report: counts, speed, and the seconds of it spent in the engine's calls."""
+    return {"sentences": sentences, "lines": lines, "seconds": seconds,
+            "sentences_per_second": sentences / seconds if seconds > 0 else 0.0, "engine_seconds": engine_seconds}

@@ -1,11 +1,32 @@
 """Recognising and loading a saved directory, for every command: which head it holds, which engine runs it, which
 device; a damaged or missing file is an error that names it."""
 
+import json
 import os
+import sys
 
 from safetensors import SafetensorError
 
-from .tokenization import looks_local
+
+def looks_local(name_or_path) -> bool:
+    """A path rather than a Hub id ("name" or "owner/name"): it exists, or it is written as a path."""
+    text = os.fspath(name_or_path)
+    return (os.path.exists(text) or text.startswith((".", "/", "~")) or text.count("/") > 1
+            or (os.path.sep != "/" and os.path.sep in text))
+
+
+def check_json_files(directory, names, advice: str = "") -> None:
+    """An OSError naming the first of `names` in `directory` that exists but is not valid JSON (truncated, corrupted);
+    `advice` ("; export it again ...") ends the message."""
+    for name in names:
+        path = os.path.join(directory, name)
+        if os.path.isfile(path):
+            try:
+                with open(path, encoding="utf-8") as f:
+                    json.load(f)
+            except (ValueError, UnicodeDecodeError) as error:
+                raise OSError(f"{path} is truncated or corrupted (not valid JSON: {error}){advice}.") from None
+
 
 TAGGER = "VanillaTransformerForTokenClassification"
 TRANSLATOR = "VanillaTransformerForConditionalGeneration"
@@ -26,11 +47,17 @@ def load_model(cls, path, **kwargs):
 
 
 def no_progress_bars() -> None:
-    """No progress bars from here on, transformers' ("Loading weights") and the Hub's: `--quiet`, and servers, whose
-    logs are read as lines."""
-    from transformers.utils import logging
+    """No progress bars from here on, the Hub's and transformers' ("Loading weights"; it takes the Hub's setting when
+    it loads): `--quiet`, and servers, whose logs are read as lines. Imports neither where they are not loaded yet."""
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"  # huggingface_hub's own switch, read when it loads
+    if "huggingface_hub" in sys.modules:
+        from huggingface_hub.utils import disable_progress_bars
 
-    logging.disable_progress_bar()
+        disable_progress_bars()
+    if "transformers" in sys.modules:
+        from transformers.utils import logging
+
+        logging.disable_progress_bar()
 
 
 def require(module: str, extra: str | None = None):

@@ -38,7 +38,6 @@ from torch.nn.attention.flex_attention import BlockMask, create_block_mask
 from .configuration_vanilla_transformer import VanillaTransformerConfig
 from .kernels_vanilla_transformer import apply_dropout, cross_entropy
 from .ner_vanilla_transformer import VanillaTransformerCharacterFeatures, VanillaTransformerCRF, iob2_penalties
-from .pipeline_vanilla_transformer import VanillaTranslationPipeline  # config.json's custom_pipelines names it here
 
 logger = logging.get_logger(__name__)
 MODEL_KWARGS = set(TransformersKwargs.__annotations__)  # what a forward passes on to its modules
@@ -1066,5 +1065,14 @@ __all__ = [
     "VanillaTransformerEncoderModel",
     "VanillaTransformerForTokenClassification",
     "VanillaTransformerForMaskedLM",
-    "VanillaTranslationPipeline",
 ]
+
+
+def __getattr__(name: str):
+    """config.json's `custom_pipelines` names the translation pipeline as this file's; it loads on first use
+    (`transformers.pipelines` takes a second to import)."""
+    if name == "VanillaTranslationPipeline":
+        from .pipeline_vanilla_transformer import VanillaTranslationPipeline
+
+        return VanillaTranslationPipeline
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

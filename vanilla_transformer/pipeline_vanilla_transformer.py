@@ -1,8 +1,9 @@
 """The translation pipeline (transformers 5 removed its own) and the cache beam search decodes with.
 
-The model file imports this file relatively, so `save_pretrained` copies it beside the weights, and config.json's
-`custom_pipelines` names the pipeline as `modeling_vanilla_transformer.VanillaTranslationPipeline`:
-`pipeline(model=saved_dir, trust_remote_code=True)` finds it where our package is not installed.
+The model file imports this file relatively (when first asked for the pipeline), so `save_pretrained` copies it beside
+the weights, and config.json's `custom_pipelines` names the pipeline as
+`modeling_vanilla_transformer.VanillaTranslationPipeline`: `pipeline(model=saved_dir, trust_remote_code=True)` finds it
+where our package is not installed.
 """
 
 import torch

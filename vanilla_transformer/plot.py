@@ -13,17 +13,22 @@ import json
 import os
 import sys
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
-import torch
-
 from .console import run
 from .loading import load_model
 
 
+def pyplot():
+    """matplotlib.pyplot drawing into files (the Agg backend), imported when first drawn with: it takes a second."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
 def plot_curves(run_dir: str, out_dir: str) -> list[str]:
+    plt = pyplot()
     history = read_log_history(run_dir)
     train = [(h["step"], h["loss"]) for h in history if "loss" in h]
     evals = {k: [(h["step"], h[k]) for h in history if k in h]
@@ -62,6 +67,7 @@ QUALITY_METRICS = ("eval_bleu", "eval_f1")
 def plot_quality_vs_time(run_dirs: list[str], out_dir: str, metric: str | None = None) -> list[str]:
     """The validation score of each evaluation against the training minutes before it (evaluations excluded), one
     line per run (runs that evaluated during training, e.g. --eval_strategy epoch)."""
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for run_dir in run_dirs:
         history = [h for h in read_log_history(run_dir) if "train_minutes" in h]
@@ -81,6 +87,8 @@ def plot_quality_vs_time(run_dirs: list[str], out_dir: str, metric: str | None =
 
 
 def plot_attention(model_dir: str, text: str, out_dir: str) -> list[str]:
+    import torch
+
     from .modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
     from .loading import check_translation_model_dir
     from .tokenization import load_tokenizer
@@ -94,7 +102,7 @@ def plot_attention(model_dir: str, text: str, out_dir: str) -> list[str]:
         out = model(**enc, decoder_input_ids=generated, output_attentions=True)
     src = tokenizer.convert_ids_to_tokens(enc["input_ids"][0])
     tgt = tokenizer.convert_ids_to_tokens(generated[0])
-    paths = []
+    plt, paths = pyplot(), []
     for name, maps, rows, cols in (("encoder_self", out.encoder_attentions, src, src),
                                    ("decoder_self", out.decoder_attentions, tgt, tgt),
                                    ("cross", out.cross_attentions, tgt, src)):
@@ -115,6 +123,7 @@ def plot_attention(model_dir: str, text: str, out_dir: str) -> list[str]:
 
 
 def plot_positions(d_model: int, length: int, out_dir: str) -> list[str]:
+    plt = pyplot()
     from .modeling_vanilla_transformer import VanillaTransformerPositionalEmbedding
 
     table = VanillaTransformerPositionalEmbedding.sinusoidal_table(length, d_model)

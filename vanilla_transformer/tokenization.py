@@ -14,6 +14,8 @@ import pyarrow.compute as pc
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
+from .loading import check_json_files, looks_local
+
 # Order fixes the ids, which match VanillaTransformerConfig's defaults: pad 0, bos 1, eos 2, unk 3.
 SPECIAL_TOKENS = {"pad_token": "<pad>", "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}
 # sentencepiece-style words: spaces become "▁", which starts every word (the first one too)
@@ -44,13 +46,6 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = 8000, min_frequency:
 
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
-
-
-def looks_local(name_or_path) -> bool:
-    """A path rather than a Hub id ("name" or "owner/name"): it exists, or it is written as a path."""
-    text = os.fspath(name_or_path)
-    return (os.path.exists(text) or text.startswith((".", "/", "~")) or text.count("/") > 1
-            or (os.path.sep != "/" and os.path.sep in text))
 
 
 class CorpusEncoder:
@@ -169,19 +164,6 @@ def load_tokenizer(name_or_path, **kwargs):
                                     "tokenizer directory.")
         check_json_files(name_or_path, TOKENIZER_FILES)
     return AutoTokenizer.from_pretrained(name_or_path, **kwargs)
-
-
-def check_json_files(directory, names, advice: str = "") -> None:
-    """An OSError naming the first of `names` in `directory` that exists but is not valid JSON (truncated, corrupted);
-    `advice` ("; export it again ...") ends the message."""
-    for name in names:
-        path = os.path.join(directory, name)
-        if os.path.isfile(path):
-            try:
-                with open(path, encoding="utf-8") as f:
-                    json.load(f)
-            except (ValueError, UnicodeDecodeError) as error:
-                raise OSError(f"{path} is truncated or corrupted (not valid JSON: {error}){advice}.") from None
 
 
 def check_tokenizer_matches_config(tokenizer, config) -> None:

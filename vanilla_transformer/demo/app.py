@@ -11,12 +11,8 @@ import logging
 import os
 import sys
 
-import torch
-
 from ..console import run
 from ..loading import check_translation_model_dir, load_model, require, resolve_device
-from ..pipeline_vanilla_transformer import beam_search_cache
-from ..tokenization import load_tokenizer
 
 logger = logging.getLogger(__name__)
 INSTALL_HINT = "The demo page needs Gradio and matplotlib: pip install 'vanilla-transformer[demo]'."
@@ -64,6 +60,7 @@ class TranslationDemo:
 
     def __init__(self, model_name_or_path: str, ctranslate2_model: str | None = None, device: str = "cpu"):
         from ..modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
+        from ..tokenization import load_tokenizer
 
         check_translation_model_dir(model_name_or_path)
         self.name, self.device = model_name_or_path, resolve_device(device, "pytorch")
@@ -97,40 +94,42 @@ class TranslationDemo:
                                                       compute_type="int8" if device == "cpu" else "int8_float16")
         return self._ctranslate2
 
-    @torch.inference_mode()
     def translate(self, text: str, num_beams: int = 1, max_new_tokens: int = 64, engine: str = "PyTorch") -> dict:
         """{"translation", "source_tokens", "target_tokens", "attention" (L, H, T, S)} or {"message"}."""
+        import torch
+
+        from ..pipeline_vanilla_transformer import beam_search_cache
+
         message = check_text(text, self.tokenizer, self.limit, "translate")
         if message:
             return {"message": message}
-        enc = self.tokenizer([text.strip()], return_tensors="pt", return_token_type_ids=False).to(self.device)
-        if engine == "CTranslate2":
-            ids = self.ctranslate2().translate_ids([text.strip()], beam_size=int(num_beams),
-                                                   max_decoding_length=int(max_new_tokens))[0]
-            start = self.model.generation_config.decoder_start_token_id
-            generated = torch.tensor([[start, *ids]], device=self.device)
-        else:
-            kwargs = dict(num_beams=int(num_beams), max_new_tokens=int(max_new_tokens), max_length=None,
-                          do_sample=False)  # the slider replaces max_length
-            generated = self.model.generate(**enc, **kwargs, **beam_search_cache(self.model, **kwargs))
-        # The attention of the shown translation: one teacher-forced pass; row i is where the decoder looked while
-        # producing output token i (from the tokens before it).
-        out = self.model(**enc, decoder_input_ids=generated[:, :-1], output_attentions=True)
-        attention = torch.stack(out.cross_attentions)[:, 0]  # (L, H, T, S)
-        return {"translation": self.tokenizer.decode(generated[0], skip_special_tokens=True,
-                                                     clean_up_tokenization_spaces=False),
-                "source_tokens": self.tokenizer.convert_ids_to_tokens(enc["input_ids"][0]),
-                "target_tokens": self.tokenizer.convert_ids_to_tokens(generated[0, 1:]),
-                "attention": attention.float().cpu().numpy()}
+        with torch.inference_mode():
+            enc = self.tokenizer([text.strip()], return_tensors="pt", return_token_type_ids=False).to(self.device)
+            if engine == "CTranslate2":
+                ids = self.ctranslate2().translate_ids([text.strip()], beam_size=int(num_beams),
+                                                       max_decoding_length=int(max_new_tokens))[0]
+                start = self.model.generation_config.decoder_start_token_id
+                generated = torch.tensor([[start, *ids]], device=self.device)
+            else:
+                kwargs = dict(num_beams=int(num_beams), max_new_tokens=int(max_new_tokens), max_length=None,
+                              do_sample=False)  # the slider replaces max_length
+                generated = self.model.generate(**enc, **kwargs, **beam_search_cache(self.model, **kwargs))
+            # The attention of the shown translation: one teacher-forced pass; row i is where the decoder looked while
+            # producing output token i (from the tokens before it).
+            out = self.model(**enc, decoder_input_ids=generated[:, :-1], output_attentions=True)
+            attention = torch.stack(out.cross_attentions)[:, 0]  # (L, H, T, S)
+            return {"translation": self.tokenizer.decode(generated[0], skip_special_tokens=True,
+                                                         clean_up_tokenization_spaces=False),
+                    "source_tokens": self.tokenizer.convert_ids_to_tokens(enc["input_ids"][0]),
+                    "target_tokens": self.tokenizer.convert_ids_to_tokens(generated[0, 1:]),
+                    "attention": attention.float().cpu().numpy()}
 
 
 def attention_figure(result: dict | None, layer: str = AVERAGE, head: str = AVERAGE):
     """A heatmap of cross-attention: output tokens (rows) attending to source tokens (columns)."""
-    import matplotlib
+    from ..plot import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     if not result or "attention" not in result:
         return None
     attention = result["attention"]  # (L, H, T, S)
@@ -155,6 +154,7 @@ class NerDemo:
         from transformers import pipeline
 
         from ..modeling_vanilla_transformer import VanillaTransformerForTokenClassification
+        from ..tokenization import load_tokenizer
 
         self.name = model_name_or_path
         self.tokenizer = load_tokenizer(model_name_or_path)

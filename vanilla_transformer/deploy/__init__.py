@@ -11,7 +11,7 @@ import importlib
 # ONNX Runtime and FastAPI load only for what is used)
 NAMES = {"translate_file": "translate", "translate_lines": "translate", "make_translator": "translate",
          "tag_file": "tag", "tag_lines": "tag", "Tagger": "tag", "export_ctranslate2": "ctranslate2",
-         "export_onnx": "onnx", "OnnxTagger": "onnx", "create_app": "app", "Settings": "app", "Engine": "app",
+         "export_onnx": "onnx", "OnnxTagger": "tag", "create_app": "app", "Settings": "app", "Engine": "app",
          "TaggerEngine": "app", "DynamicBatcher": "batching"}
 __all__ = list(NAMES)
 

@@ -60,20 +60,19 @@ class Engine:
         self.error: BaseException | None = None
 
     def start(self):
-        """Load the model; returns its tokenizer."""
+        """Load the model; returns its Rust tokenizer (`tokenizers.Tokenizer`)."""
         from .translate import make_translator
 
         self.translator = make_translator(self.model_dir, self.engine, self.device, compute_type=self.compute_type,
                                           threads=self.threads, workers=self.workers)
-        return self.translator.tokenizer
+        return self.translator.tokenizer.backend_tokenizer
 
     def open(self) -> None:
         """Load the model; an error propagates (`serve` loads before it listens: a model that cannot load ends the
         command with one error line)."""
-        tokenizer = self.start()
         # the request handlers' own copy of the Rust tokenizer: a tokenizer call sets padding / truncation on the
         # one it wraps, so one shared by two threads pads wrongly (seen under load as "Unable to create tensor")
-        self.counter = copy.deepcopy(tokenizer.backend_tokenizer)
+        self.counter = copy.deepcopy(self.start())
         self.counter.no_padding()
         self.counter.no_truncation()
         # the libraries and the model are millions of long-lived objects: a full collection walked them all, a
@@ -110,7 +109,7 @@ class TaggerEngine(Engine):
         from .tag import Tagger
 
         self.tagger = Tagger(self.model_dir, device=self.device)
-        return self.tagger.tokenizer
+        return self.tagger.pieces
 
     def tag(self, texts: list[str], *options) -> list[list[dict]]:
         from .tag import line_entities

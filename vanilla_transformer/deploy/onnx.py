@@ -1,21 +1,18 @@
 """A tagger for ONNX Runtime (`vanilla-transformer export-onnx`): the encoder and classifier exported by torch's ONNX
 exporter (dynamic batch and length), the tokenizer beside it, and the CRF's scores (when the head has one) in
-`onnx_tagger.json`, decoded in numpy (`crf_max_marginals`) as the PyTorch head decodes them. `vanilla-transformer tag`
-and `serve` run such a directory with `--engine onnxruntime` (chosen by themselves for an export)."""
+`onnx_tagger.json`, decoded in numpy as the PyTorch head decodes them. `vanilla-transformer tag` and `serve` run such a
+directory with ONNX Runtime (`deploy.tag.OnnxTagger`; `--engine onnxruntime`, chosen by themselves for an export)."""
 
 import json
 import os
 import shutil
 import tempfile
 
-import numpy as np
 import torch
 
 from ..model_card import copy_card
-from ..loading import ONNX_META, TAGGER, check_export_files, is_tagger_dir, load_model, require
-from ..tokenization import check_json_files, load_tokenizer
-
-REEXPORT = "; export the model again (vanilla-transformer export-onnx MODEL OUT --force)"
+from ..loading import ONNX_META, TAGGER, is_tagger_dir, load_model, require
+from ..tokenization import load_tokenizer
 
 
 class Emissions(torch.nn.Module):
@@ -100,51 +97,3 @@ def export_onnx(model_dir, output_dir, quantize: str | None = None, force: bool 
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return output_dir
-
-
-def crf_max_marginals(emissions: np.ndarray, mask: np.ndarray, crf: dict) -> np.ndarray:
-    """`VanillaTransformerCRF.max_marginals` in numpy: (B, T, L) best path score through each tag (argmax: Viterbi)."""
-    start, end = np.asarray(crf["start"], np.float32), np.asarray(crf["end"], np.float32)
-    transitions = np.asarray(crf["transitions"], np.float32)  # [from, to]
-    mask = mask.astype(bool)
-    first = mask & (np.cumsum(mask, 1) == 1)
-    carry, alpha = np.zeros(emissions.shape[::2], np.float32), []
-    for t in range(emissions.shape[1]):
-        step = (carry[:, :, None] + transitions).max(1) + emissions[:, t]
-        step = np.where(first[:, t, None], start + emissions[:, t], step)
-        carry = np.where(mask[:, t, None], step, carry)
-        alpha.append(carry)
-    carry, beta = np.broadcast_to(end, emissions.shape[::2]), []
-    for t in reversed(range(emissions.shape[1])):
-        beta.append(carry)
-        step = (transitions + (emissions[:, t] + carry)[:, None, :]).max(2)
-        carry = np.where(mask[:, t, None], step, carry)
-    return np.stack(alpha, 1) + np.stack(beta[::-1], 1)
-
-
-class OnnxTagger:
-    """An exported tagger in ONNX Runtime: `scores(input_ids, attention_mask)` (numpy) -> (B, T, labels), the CRF's
-    max-marginals for a CRF head, as the PyTorch model's `logits` in eval mode."""
-
-    def __init__(self, model_dir, threads: int = 0):
-        ort = require("onnxruntime", "onnx")
-        check_export_files(model_dir, ("model.onnx",), "export-onnx")
-        check_json_files(model_dir, (ONNX_META,), REEXPORT)
-        with open(os.path.join(model_dir, ONNX_META), encoding="utf-8") as f:
-            self.meta = json.load(f)
-        options = ort.SessionOptions()
-        if threads:
-            options.intra_op_num_threads = threads
-        # no busy-waiting between operators: in `serve` (the HTTP stack, another model) and in `tag` (tokenizing, the
-        # CRF in numpy) the spinning threads took the cores from the rest of the process (one client: 118 against
-        # 255 sentences/s for the CoNLL tagger on 2 cores); the engine alone ran as fast either way
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        self.session = ort.InferenceSession(os.path.join(model_dir, "model.onnx"), options,
-                                            providers=["CPUExecutionProvider"])
-
-    def scores(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
-        logits = self.session.run(None, {"input_ids": input_ids.astype(np.int64),
-                                         "attention_mask": attention_mask.astype(np.int64)})[0]
-        if self.meta["crf"] is not None:
-            return crf_max_marginals(logits, attention_mask, self.meta["crf"])
-        return logits

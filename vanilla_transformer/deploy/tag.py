@@ -9,20 +9,21 @@ positions is tagged whole, in windows of consecutive words that fit.
 """
 
 import json
+import os
 import re
 import sys
 import time
 
-import torch
+import numpy as np
 
-from ..files import conll_sentences, read_lines, write_lines
-from ..loading import TAGGER, architectures_of, load_model, resolve_device, resolve_engine
+from ..files import conll_sentences, file_stats, read_lines, write_lines
+from ..loading import (ONNX_META, TAGGER, architectures_of, check_export_files, check_json_files, load_model, require,
+                       resolve_device, resolve_engine)
 from ..ner.mentions import document_consistency, mention_spans
-from ..tokenization import load_tokenizer
-from .translate import file_stats
 
 FORMATS = ("text", "conll")
 CALL_WORDS = 128  # a model call's fixed cost on a CPU, in words computed (benchmark.py --tasks tagging-batches)
+REEXPORT = "; export the model again (vanilla-transformer export-onnx MODEL OUT --force)"
 # CoNLL-2003's tokenization: abbreviations (U.S.), numbers with separators (3.5, 1,000), an apostrophe starting a word
 # ('s), hyphenated words (Sino-Japanese), and every other punctuation mark on its own
 WORD = re.compile(r"(?:[^\W\d_]\.){2,}|\d+(?:[.,:/]\d+)+(?!\w)|'\w+|\w+(?:-\w+)*|[^\w\s]")
@@ -33,54 +34,138 @@ def words_of(line: str) -> list[tuple[str, int, int]]:
     return [(match.group(), match.start(), match.end()) for match in WORD.finditer(line)]
 
 
+def crf_max_marginals(emissions: np.ndarray, mask: np.ndarray, crf: dict) -> np.ndarray:
+    """`VanillaTransformerCRF.max_marginals` in numpy: (B, T, L) best path score through each tag (argmax: Viterbi)."""
+    start, end = np.asarray(crf["start"], np.float32), np.asarray(crf["end"], np.float32)
+    transitions = np.asarray(crf["transitions"], np.float32)  # [from, to]
+    mask = mask.astype(bool)
+    first = mask & (np.cumsum(mask, 1) == 1)
+    carry, alpha = np.zeros(emissions.shape[::2], np.float32), []
+    for t in range(emissions.shape[1]):
+        step = (carry[:, :, None] + transitions).max(1) + emissions[:, t]
+        step = np.where(first[:, t, None], start + emissions[:, t], step)
+        carry = np.where(mask[:, t, None], step, carry)
+        alpha.append(carry)
+    carry, beta = np.broadcast_to(end, emissions.shape[::2]), []
+    for t in reversed(range(emissions.shape[1])):
+        beta.append(carry)
+        step = (transitions + (emissions[:, t] + carry)[:, None, :]).max(2)
+        carry = np.where(mask[:, t, None], step, carry)
+    return np.stack(alpha, 1) + np.stack(beta[::-1], 1)
+
+
+class OnnxTagger:
+    """An exported tagger in ONNX Runtime: `scores(input_ids, attention_mask)` (numpy) -> (B, T, labels), the CRF's
+    max-marginals for a CRF head, as the PyTorch model's `logits` in eval mode."""
+
+    def __init__(self, model_dir, threads: int = 0):
+        ort = require("onnxruntime", "onnx")
+        check_export_files(model_dir, ("model.onnx",), "export-onnx")
+        check_json_files(model_dir, (ONNX_META,), REEXPORT)
+        with open(os.path.join(model_dir, ONNX_META), encoding="utf-8") as f:
+            self.meta = json.load(f)
+        options = ort.SessionOptions()
+        if threads:
+            options.intra_op_num_threads = threads
+        # no busy-waiting between operators: in `serve` (the HTTP stack, another model) and in `tag` (tokenizing, the
+        # CRF in numpy) the spinning threads took the cores from the rest of the process (one client: 118 against
+        # 255 sentences/s for the CoNLL tagger on 2 cores); the engine alone ran as fast either way
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        self.session = ort.InferenceSession(os.path.join(model_dir, "model.onnx"), options,
+                                            providers=["CPUExecutionProvider"])
+
+    def scores(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
+        logits = self.session.run(None, {"input_ids": input_ids.astype(np.int64),
+                                         "attention_mask": attention_mask.astype(np.int64)})[0]
+        if self.meta["crf"] is not None:
+            return crf_max_marginals(logits, attention_mask, self.meta["crf"])
+        return logits
+
+
+def export_tokenizer(model_dir):
+    """The `tokenizers` tokenizer an export holds (tokenizer.json: pieces and special tokens), and its padding id;
+    without transformers, which takes a second to import."""
+    from tokenizers import Tokenizer
+
+    check_export_files(model_dir, ("tokenizer.json",), "export-onnx")
+    check_json_files(model_dir, ("tokenizer.json", "tokenizer_config.json"), REEXPORT)
+    tokenizer = Tokenizer.from_file(os.path.join(model_dir, "tokenizer.json"))
+    settings = os.path.join(model_dir, "tokenizer_config.json")
+    with open(settings, encoding="utf-8") if os.path.isfile(settings) else open(os.devnull) as f:
+        pad = (json.loads(f.read() or "{}").get("pad_token")) or "<pad>"
+    return tokenizer, tokenizer.token_to_id(pad) or 0
+
+
+def first_pieces(word_ids: np.ndarray) -> np.ndarray:
+    """(B, T) word index of each piece (NaN: a special or padding token) -> (B, T) True at each word's first piece."""
+    before = np.concatenate([np.full((len(word_ids), 1), np.nan), word_ids[:, :-1]], 1)
+    return ~np.isnan(word_ids) & (word_ids != before)
+
+
 class Tagger:
     """A saved tagger (softmax or CRF head), or an ensemble with `ensemble_with` (the members' mean, as `train-ner
     --ensemble_with`), tagging lists of words: an IOB2 tag and its probability per word. CRF heads are decoded by
     Viterbi (the argmax of their max-marginals, whose softmax is the score). `engine` "onnxruntime" (or "auto" on a
-    directory written by `export-onnx`) runs an ONNX export on the CPU instead of PyTorch."""
+    directory written by `export-onnx`) runs an ONNX export on the CPU instead of PyTorch, without loading torch or
+    transformers. `sentences` counts the sentences tagged, `engine_seconds` the time spent in the model's calls."""
 
     def __init__(self, model_dir, ensemble_with=(), device: str = "auto", batch_size: int = 32, engine: str = "auto"):
-        from ..modeling_vanilla_transformer import VanillaTransformerForTokenClassification
-        from ..ner.ensemble import ensemble_of
-        from .onnx import OnnxTagger
-
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}.")
-        self.batch_size, self.onnx = batch_size, None
+        self.batch_size, self.sentences, self.engine_seconds, self.onnx = batch_size, 0, 0.0, None
         engine = resolve_engine(model_dir, engine, "tagging")
         if engine == "onnxruntime":
             if ensemble_with:
                 raise ValueError("--ensemble_with runs the taggers in PyTorch: give their saved directories.")
             self.device = resolve_device(device, engine)
             self.onnx = OnnxTagger(model_dir)
-            self.tokenizer = load_tokenizer(model_dir)
-            self.labels = self.onnx.meta["labels"]
+            self.scores, self.labels = self.onnx.scores, self.onnx.meta["labels"]
+            self.pieces, self.pad = export_tokenizer(model_dir)
             self.window = self.onnx.meta["max_position_embeddings"] - self.special_tokens()
             self.call_words = CALL_WORDS
             return
+        self.load_pytorch(model_dir, ensemble_with, device)
+
+    def load_pytorch(self, model_dir, ensemble_with, device: str) -> None:
+        import torch
+
+        from ..modeling_vanilla_transformer import VanillaTransformerForTokenClassification
+        from ..ner.ensemble import ensemble_of
+        from ..tokenization import load_tokenizer
+        from tokenizers import Tokenizer
+
         for path in (model_dir, *ensemble_with):
             architectures = architectures_of(path)
             if TAGGER not in architectures:
                 raise ValueError(f"{str(path)!r} holds a {', '.join(architectures) or 'model of no known kind'}, "
                                  f"not a tagger ({TAGGER}): train one with `vanilla-transformer train-ner`.")
-        self.tokenizer = load_tokenizer(model_dir)
+        tokenizer = load_tokenizer(model_dir)
         model = load_model(VanillaTransformerForTokenClassification, model_dir)
         if ensemble_with:
-            model = ensemble_of(model, self.tokenizer, ensemble_with)
+            model = ensemble_of(model, tokenizer, ensemble_with)
         self.device = resolve_device(device, "pytorch")
-        self.model = model.to(self.device).eval()
+        model = model.to(self.device).eval()
+
+        @torch.inference_mode()
+        def scores(input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
+            batch = {"input_ids": torch.from_numpy(input_ids), "attention_mask": torch.from_numpy(attention_mask)}
+            return model(**{k: v.to(self.device) for k, v in batch.items()}).logits.float().cpu().numpy()
+
+        self.scores, self.model, self.tokenizer = scores, model, tokenizer
         self.labels = [model.config.id2label[i] for i in range(model.config.num_labels)]
+        # the same pieces as the tokenizer's own calls give, on a copy that `tag` alone uses
+        self.pieces, self.pad = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str()), tokenizer.pad_token_id or 0
         self.window = model.config.max_position_embeddings - self.special_tokens()  # word pieces a window holds
         self.call_words = CALL_WORDS if self.device == "cpu" else None
 
     def special_tokens(self) -> int:
-        return len(self.tokenizer("a")["input_ids"]) - len(self.tokenizer("a", add_special_tokens=False)["input_ids"])
+        return len(self.pieces.encode("a").ids) - len(self.pieces.encode("a", add_special_tokens=False).ids)
 
     def windows(self, words: list[str]) -> list[tuple[int, int]]:
         """Spans of consecutive words whose pieces fit the model's positions, covering `words`."""
         if sum(len(word.encode()) + 1 for word in words) <= self.window:  # a piece holds a byte at least (+ a marker)
             return [(0, len(words))]  # (fits for sure: no tokenizer pass)
-        pieces = [max(1, len(ids)) for ids in self.tokenizer(words, add_special_tokens=False)["input_ids"]]
+        pieces = [max(1, len(e.ids)) for e in self.pieces.encode_batch(words, add_special_tokens=False)]
         spans, start, used = [], 0, 0
         for i, n in enumerate(pieces):
             if used + n > self.window and i > start:
@@ -89,25 +174,31 @@ class Tagger:
             used += n
         return spans + [(start, len(words))]
 
-    @torch.inference_mode()
     def tag_windows(self, windows: list[list[str]]) -> list[tuple[list[str], list[float]]]:
         """(tags, probabilities) of each window's words, from each word's first piece; the windows in one batch."""
-        out = []
-        batch = self.tokenizer(windows, is_split_into_words=True, truncation=True, padding=True,
-                               return_tensors="pt", return_token_type_ids=False)
-        if self.onnx is not None:
-            logits = torch.from_numpy(self.onnx.scores(batch["input_ids"].numpy(), batch["attention_mask"].numpy()))
-        else:
-            logits = self.model(**batch.to(self.device)).logits  # (B, T, labels)
-        probs, best = (values.tolist() for values in logits.float().softmax(-1).max(-1))  # (B, T) each
-        for row, words in enumerate(windows):
-            first = {}
-            for position, word in enumerate(batch.word_ids(row)):
-                if word is not None and word not in first:
-                    first[word] = position
-            positions = [first.get(i) for i in range(len(words))]  # None: a word of no piece (none seen)
-            out.append(([self.labels[best[row][p]] if p is not None else "O" for p in positions],
-                        [round(probs[row][p], 4) if p is not None else 1.0 for p in positions]))
+        encodings = self.pieces.encode_batch(windows, is_pretokenized=True)
+        length = max(len(e.ids) for e in encodings)
+        input_ids = np.full((len(windows), length), self.pad, np.int64)  # (B, T)
+        attention_mask = np.zeros((len(windows), length), np.int64)
+        word_ids = np.full((len(windows), length), np.nan)
+        for row, e in enumerate(encodings):
+            input_ids[row, :len(e.ids)], attention_mask[row, :len(e.ids)] = e.ids, 1
+            word_ids[row, :len(e.ids)] = np.array(e.word_ids, np.float64)  # None -> NaN
+        start = time.perf_counter()
+        scores = self.scores(input_ids, attention_mask)  # (B, T, labels)
+        self.engine_seconds += time.perf_counter() - start
+        best = scores.argmax(-1)  # (B, T)
+        probs = 1 / np.exp(scores - scores.max(-1, keepdims=True)).sum(-1)  # (B, T): the softmax at the argmax
+        first = first_pieces(word_ids)
+        labels = np.asarray(self.labels, dtype=object)[best[first]].tolist()  # the rows' first pieces, row after row
+        probs, words = np.round(probs[first].astype(np.float64), 4).tolist(), word_ids[first].astype(int).tolist()
+        out, at = [], 0
+        for window, count in zip(windows, first.sum(1).tolist()):
+            tags, scored = ["O"] * len(window), [1.0] * len(window)  # a word of no piece (none seen): "O"
+            for word, label, prob in zip(words[at:at + count], labels[at:at + count], probs[at:at + count]):
+                tags[word], scored[word] = label, prob
+            out.append((tags, scored))
+            at += count
         return out
 
     def batches(self, lengths: list[int]) -> list[tuple[int, int]]:
@@ -135,6 +226,7 @@ class Tagger:
         """(tags, probabilities) per word of each sentence; sentences longer than a window in several windows."""
         jobs = [(i, start, end) for i, words in enumerate(sentences) if words for start, end in self.windows(words)]
         jobs.sort(key=lambda job: job[2] - job[1])  # similar lengths batched together: less padding
+        self.sentences += sum(1 for words in sentences if words)
         results = [([], []) for _ in sentences]
         bar = None
         if progress:
@@ -214,5 +306,4 @@ def tag_file(model_dir, input_path=None, output_path=None, form: str = "text", b
                     input_path or "<stdin>")
     seconds = time.perf_counter() - start
     write_lines(output_path, out)
-    sentences = sum(1 for line in lines if line.strip()) if form == "text" else len(read_conll(lines, "")[0])
-    return file_stats(sentences, len(lines), seconds)
+    return file_stats(tagger.sentences, len(lines), seconds, tagger.engine_seconds)

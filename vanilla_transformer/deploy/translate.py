@@ -12,19 +12,18 @@ import time
 
 import torch
 
-from ..files import read_lines, write_lines
-from ..loading import (check_export_files, check_translation_model_dir, is_ctranslate2_dir, load_model, require,
-                       resolve_device, resolve_engine)
-from ..pipeline_vanilla_transformer import beam_search_cache
-from ..tokenization import check_json_files, load_tokenizer
+from ..files import file_stats, read_lines, write_lines
+from ..loading import (check_export_files, check_json_files, check_translation_model_dir, is_ctranslate2_dir,
+                       load_model, require, resolve_device, resolve_engine)
+from ..tokenization import load_tokenizer
 
 REEXPORT = "; export the model again (vanilla-transformer export-ctranslate2 MODEL OUT --force)"
 
 
 class PyTorchTranslator:
-    """`model.generate` on batches of sentences."""
+    """`model.generate` on batches of sentences; `engine_seconds` adds up the time spent in it."""
 
-    workers = 1  # batches it runs at once
+    workers, engine_seconds = 1, 0.0  # batches it runs at once; seconds in `generate`
 
     def __init__(self, model_dir, num_beams: int = 1, max_new_tokens: int | None = None, device: str = "cpu",
                  threads: int = 0):
@@ -43,6 +42,8 @@ class PyTorchTranslator:
     def __call__(self, sentences: list[str], num_beams: int | None = None,
                  max_new_tokens: int | None = None) -> list[str]:
         """Translations of `sentences`; `num_beams` / `max_new_tokens` override the translator's for this call."""
+        from ..pipeline_vanilla_transformer import beam_search_cache  # here: not for CTranslate2
+
         batch = self.tokenizer(sentences, return_tensors="pt", padding=True, truncation=True,
                                return_token_type_ids=False).to(self.model.device)
         kwargs = dict(self.generate_kwargs)
@@ -50,7 +51,9 @@ class PyTorchTranslator:
             kwargs["num_beams"] = num_beams
         if max_new_tokens is not None:
             kwargs.update(max_new_tokens=max_new_tokens, max_length=None)
+        start = time.perf_counter()
         output = self.model.generate(**batch, **kwargs, **beam_search_cache(self.model, **kwargs))
+        self.engine_seconds += time.perf_counter() - start
         return self.tokenizer.batch_decode(output, skip_special_tokens=True, clean_up_tokenization_spaces=False)
 
 
@@ -60,7 +63,10 @@ class CTranslate2Translator:
     `workers`: CTranslate2 workers, each running one batch on `threads` / `workers` threads, so calls from that many
     threads run at once (the server's `--workers`). `parallel` (on a CPU): `threads` one-thread workers, each call split
     into that many batches run at once, instead of one batch on `threads` threads - for translating many sentences.
-    One thread per batch never waits for the others at every operation (measured: docs/design.md)."""
+    One thread per batch never waits for the others at every operation (measured: docs/design.md). `engine_seconds`
+    adds up the time spent in `translate_batch`."""
+
+    engine_seconds = 0.0
 
     def __init__(self, model_dir, num_beams: int = 1, max_new_tokens: int | None = None, compute_type: str = "default",
                  threads: int = 0, device: str = "cpu", parallel: bool = False, workers: int = 1):
@@ -101,7 +107,9 @@ class CTranslate2Translator:
         """The best hypothesis of each sentence as token ids; `options` override `translate_batch`'s (beam_size,
         ...)."""
         sources = [encoding.tokens for encoding in self.backend.encode_batch(sentences)]
+        start = time.perf_counter()
         results = self.translator.translate_batch(sources, **{**self.options, **options})
+        self.engine_seconds += time.perf_counter() - start
         return [[self.vocab.get(token, self.unk_id) for token in r.hypotheses[0]] for r in results]
 
     def __call__(self, sentences: list[str], num_beams: int | None = None,
@@ -161,10 +169,4 @@ def translate_file(model_dir, input_path=None, output_path=None, engine: str = "
     outputs = translate_lines(translate, lines, batch_size * translate.workers, progress)
     seconds = time.perf_counter() - start
     write_lines(output_path, outputs)
-    return file_stats(sum(1 for line in lines if line.strip()), len(lines), seconds)
-
-
-def file_stats(sentences: int, lines: int, seconds: float) -> dict:
-    """What `translate` and `tag` report: counts and speed."""
-    return {"sentences": sentences, "lines": lines, "seconds": seconds,
-            "sentences_per_second": sentences / seconds if seconds > 0 else 0.0}
+    return file_stats(sum(1 for line in lines if line.strip()), len(lines), seconds, translate.engine_seconds)

@@ -2,12 +2,12 @@
 
 import os
 
-import evaluate
-
 METRICS_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
-def load_metric(name: str, **kwargs) -> evaluate.EvaluationModule:
+def load_metric(name: str, **kwargs):
+    import evaluate
+
     path = os.path.join(METRICS_DIR, name)
     if not os.path.isfile(os.path.join(path, f"{name}.py")):
         available = sorted(d for d in os.listdir(METRICS_DIR) if os.path.isfile(os.path.join(METRICS_DIR, d, f"{d}.py")))

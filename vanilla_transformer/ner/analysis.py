@@ -16,7 +16,6 @@ import json
 import os
 import random
 
-from ..data import iob1_to_iob2, load_conll
 from ..files import DOCSTART, DataError, conll_sentences, read_lines, write_lines
 
 
@@ -48,6 +47,8 @@ def split_documents(path: str, output_dir: str, fraction: float = 0.1, seed: int
 
 def read_predictions(path: str) -> list[tuple[list[str], list[str], list[str]]]:
     """(words, gold tags, predicted tags) per sentence of a `token gold predicted` file."""
+    from ..data import iob1_to_iob2  # data.py imports `datasets`, a second: not for --help
+
     sentences = conll_sentences(read_lines(path), path, columns=3)  # token gold predicted
     return [([p[0] for p in rows], iob1_to_iob2([p[1] for p in rows]), [p[2] for p in rows])
             for _, rows, _ in sentences]
@@ -76,6 +77,8 @@ def seen_unseen_report(predictions_path: str, train_path: str) -> dict:
     """Strict entity scores (type and exact span) per group and type. An entity is "seen" when every one of its
     words occurs in the training file; gold and predicted entities are grouped by that same rule, so each group's
     precision counts the predictions that fall in it."""
+    from ..data import load_conll
+
     vocabulary = {word for row in load_conll(train_path)["tokens"] for word in row}
     counts = {}  # (group, type) -> [true positives, predicted, gold]
 
