@@ -89,11 +89,12 @@ def export_tokenizer(model_dir):
 
     check_export_files(model_dir, ("tokenizer.json",), "export-onnx")
     check_json_files(model_dir, ("tokenizer.json", "tokenizer_config.json"), REEXPORT)
-    tokenizer = Tokenizer.from_file(os.path.join(model_dir, "tokenizer.json"))
-    settings = os.path.join(model_dir, "tokenizer_config.json")
-    with open(settings, encoding="utf-8") if os.path.isfile(settings) else open(os.devnull) as f:
-        pad = (json.loads(f.read() or "{}").get("pad_token")) or "<pad>"
-    return tokenizer, tokenizer.token_to_id(pad) or 0
+    tokenizer, settings = Tokenizer.from_file(os.path.join(model_dir, "tokenizer.json")), {}
+    if os.path.isfile(os.path.join(model_dir, "tokenizer_config.json")):
+        with open(os.path.join(model_dir, "tokenizer_config.json"), encoding="utf-8") as f:
+            settings = json.load(f)
+    pad = settings.get("pad_token") or "<pad>"
+    return tokenizer, tokenizer.token_to_id(pad["content"] if isinstance(pad, dict) else pad) or 0
 
 
 def first_pieces(word_ids: np.ndarray) -> np.ndarray:
@@ -120,7 +121,7 @@ class Tagger:
             self.device = resolve_device(device, engine)
             self.onnx = OnnxTagger(model_dir)
             self.scores, self.labels = self.onnx.scores, self.onnx.meta["labels"]
-            self.pieces, self.pad = export_tokenizer(model_dir)
+            self.use_pieces(*export_tokenizer(model_dir))
             self.window = self.onnx.meta["max_position_embeddings"] - self.special_tokens()
             self.call_words = CALL_WORDS
             return
@@ -154,9 +155,16 @@ class Tagger:
         self.scores, self.model, self.tokenizer = scores, model, tokenizer
         self.labels = [model.config.id2label[i] for i in range(model.config.num_labels)]
         # the same pieces as the tokenizer's own calls give, on a copy that `tag` alone uses
-        self.pieces, self.pad = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str()), tokenizer.pad_token_id or 0
+        self.use_pieces(Tokenizer.from_str(tokenizer.backend_tokenizer.to_str()), tokenizer.pad_token_id or 0)
         self.window = model.config.max_position_embeddings - self.special_tokens()  # word pieces a window holds
         self.call_words = CALL_WORDS if self.device == "cpu" else None
+
+    def use_pieces(self, tokenizer, pad: int) -> None:
+        """Tokenize with `tokenizer` (a `tokenizers.Tokenizer`) as saved, without the padding or truncation a saved
+        one may carry: `tag_windows` pads the batch itself."""
+        tokenizer.no_padding()
+        tokenizer.no_truncation()
+        self.pieces, self.pad = tokenizer, pad
 
     def special_tokens(self) -> int:
         return len(self.pieces.encode("a").ids) - len(self.pieces.encode("a", add_special_tokens=False).ids)
