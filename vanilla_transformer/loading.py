@@ -1,6 +1,7 @@
 """Recognising and loading a saved directory, for every command: which head it holds, which engine runs it, which
 device; a damaged or missing file is an error that names it."""
 
+import copy
 import json
 import os
 import sys
@@ -26,6 +27,19 @@ def check_json_files(directory, names, advice: str = "") -> None:
                     json.load(f)
             except (ValueError, UnicodeDecodeError) as error:
                 raise OSError(f"{path} is truncated or corrupted (not valid JSON: {error}){advice}.") from None
+
+
+def own_tokenizer(tokenizer, max_length: int | None = None):
+    """A copy of a `tokenizers.Tokenizer` (a transformers tokenizer's `backend_tokenizer`) for one user alone, without
+    padding and truncating at `max_length` (None: never): a transformers tokenizer call sets padding and truncation
+    on the one it wraps, so a shared one pads or cuts another caller's text (seen under load in `serve`)."""
+    own = copy.deepcopy(tokenizer)
+    own.no_padding()
+    if max_length:
+        own.enable_truncation(max_length)
+    else:
+        own.no_truncation()
+    return own
 
 
 TAGGER = "VanillaTransformerForTokenClassification"

@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-from .loading import check_json_files, looks_local
+from .loading import check_json_files, looks_local, own_tokenizer
 
 # Order fixes the ids, which match VanillaTransformerConfig's defaults: pad 0, bos 1, eos 2, unk 3.
 SPECIAL_TOKENS = {"pad_token": "<pad>", "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}
@@ -65,9 +65,7 @@ class CorpusEncoder:
         self.tokenizer, self.max_length, self.rust, self.words = tokenizer, max_length, None, None
         if type(tokenizer) is not PreTrainedTokenizerFast:
             return
-        self.rust = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())
-        self.rust.enable_truncation(max_length)
-        self.rust.no_padding()
+        self.rust = own_tokenizer(tokenizer.backend_tokenizer, max_length)
         spec = json.loads(self.rust.to_str())
         if (spec["normalizer"] in (None, {"type": "NFKC"}) and spec["pre_tokenizer"] == WORDS_AT_SPACES
                 and spec["model"]["type"] == "BPE" and not spec["model"].get("dropout")):

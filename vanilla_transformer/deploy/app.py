@@ -3,7 +3,6 @@ tagger behind FastAPI, with dynamic batching. The routes are module-level functi
 (`settings`, `engines`, `batchers`, `metrics`), set by `create_app`."""
 
 import asyncio
-import copy
 import gc
 import hmac
 import json
@@ -18,6 +17,7 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ..loading import own_tokenizer
 from .batching import DynamicBatcher, ServeError
 from .metrics import CONTENT_TYPE, Metrics
 
@@ -70,11 +70,7 @@ class Engine:
     def open(self) -> None:
         """Load the model; an error propagates (`serve` loads before it listens: a model that cannot load ends the
         command with one error line)."""
-        # the request handlers' own copy of the Rust tokenizer: a tokenizer call sets padding / truncation on the
-        # one it wraps, so one shared by two threads pads wrongly (seen under load as "Unable to create tensor")
-        self.counter = copy.deepcopy(self.start())
-        self.counter.no_padding()
-        self.counter.no_truncation()
+        self.counter = own_tokenizer(self.start())  # the request handlers' own copy
         # the libraries and the model are millions of long-lived objects: a full collection walked them all, a
         # 200+ ms pause of every request at a time (the load test's p99); frozen, a collection sees only new ones
         gc.collect()

@@ -17,8 +17,8 @@ import time
 import numpy as np
 
 from ..files import conll_sentences, file_stats, read_lines, write_lines
-from ..loading import (ONNX_META, TAGGER, architectures_of, check_export_files, check_json_files, load_model, require,
-                       resolve_device, resolve_engine)
+from ..loading import (ONNX_META, TAGGER, architectures_of, check_export_files, check_json_files, load_model,
+                       own_tokenizer, require, resolve_device, resolve_engine)
 from ..ner.mentions import document_consistency, mention_spans
 
 FORMATS = ("text", "conll")
@@ -83,13 +83,13 @@ class OnnxTagger:
 
 
 def export_tokenizer(model_dir):
-    """The `tokenizers` tokenizer an export holds (tokenizer.json: pieces and special tokens), and its padding id;
-    without transformers, which takes a second to import."""
+    """The `tokenizers` tokenizer an export holds (tokenizer.json: pieces and special tokens; without the padding or
+    truncation a saved one may carry), and its padding id; without transformers, which takes a second to import."""
     from tokenizers import Tokenizer
 
     check_export_files(model_dir, ("tokenizer.json",), "export-onnx")
     check_json_files(model_dir, ("tokenizer.json", "tokenizer_config.json"), REEXPORT)
-    tokenizer, settings = Tokenizer.from_file(os.path.join(model_dir, "tokenizer.json")), {}
+    tokenizer, settings = own_tokenizer(Tokenizer.from_file(os.path.join(model_dir, "tokenizer.json"))), {}
     if os.path.isfile(os.path.join(model_dir, "tokenizer_config.json")):
         with open(os.path.join(model_dir, "tokenizer_config.json"), encoding="utf-8") as f:
             settings = json.load(f)
@@ -121,7 +121,7 @@ class Tagger:
             self.device = resolve_device(device, engine)
             self.onnx = OnnxTagger(model_dir)
             self.scores, self.labels = self.onnx.scores, self.onnx.meta["labels"]
-            self.use_pieces(*export_tokenizer(model_dir))
+            self.pieces, self.pad = export_tokenizer(model_dir)
             self.window = self.onnx.meta["max_position_embeddings"] - self.special_tokens()
             self.call_words = CALL_WORDS
             return
@@ -133,7 +133,6 @@ class Tagger:
         from ..modeling_vanilla_transformer import VanillaTransformerForTokenClassification
         from ..ner.ensemble import ensemble_of
         from ..tokenization import load_tokenizer
-        from tokenizers import Tokenizer
 
         for path in (model_dir, *ensemble_with):
             architectures = architectures_of(path)
@@ -154,17 +153,10 @@ class Tagger:
 
         self.scores, self.model, self.tokenizer = scores, model, tokenizer
         self.labels = [model.config.id2label[i] for i in range(model.config.num_labels)]
-        # the same pieces as the tokenizer's own calls give, on a copy that `tag` alone uses
-        self.use_pieces(Tokenizer.from_str(tokenizer.backend_tokenizer.to_str()), tokenizer.pad_token_id or 0)
+        # the same pieces as the tokenizer's own calls give, on a copy that `tag` alone uses (`tag_windows` pads)
+        self.pieces, self.pad = own_tokenizer(tokenizer.backend_tokenizer), tokenizer.pad_token_id or 0
         self.window = model.config.max_position_embeddings - self.special_tokens()  # word pieces a window holds
         self.call_words = CALL_WORDS if self.device == "cpu" else None
-
-    def use_pieces(self, tokenizer, pad: int) -> None:
-        """Tokenize with `tokenizer` (a `tokenizers.Tokenizer`) as saved, without the padding or truncation a saved
-        one may carry: `tag_windows` pads the batch itself."""
-        tokenizer.no_padding()
-        tokenizer.no_truncation()
-        self.pieces, self.pad = tokenizer, pad
 
     def special_tokens(self) -> int:
         return len(self.pieces.encode("a").ids) - len(self.pieces.encode("a", add_special_tokens=False).ids)

@@ -4,7 +4,6 @@ Lines are translated in batches sorted by length (less padding) and written back
 input line; empty lines stay empty and are not sent to the model.
 """
 
-import copy
 import os
 import sys
 import tempfile
@@ -14,7 +13,7 @@ import torch
 
 from ..files import file_stats, read_lines, write_lines
 from ..loading import (check_export_files, check_json_files, check_translation_model_dir, is_ctranslate2_dir,
-                       load_model, require, resolve_device, resolve_engine)
+                       load_model, own_tokenizer, require, resolve_device, resolve_engine)
 from ..tokenization import load_tokenizer
 
 REEXPORT = "; export the model again (vanilla-transformer export-ctranslate2 MODEL OUT --force)"
@@ -98,9 +97,7 @@ class CTranslate2Translator:
                             else 1024)
         # text <-> tokens straight through the Rust tokenizer (a copy: these settings stay here), without the Python
         # wrapper's per-token conversions (measured: docs/design.md)
-        self.backend = copy.deepcopy(self.tokenizer.backend_tokenizer)
-        self.backend.no_padding()
-        self.backend.enable_truncation(self.options["max_input_length"])
+        self.backend = own_tokenizer(self.tokenizer.backend_tokenizer, self.options["max_input_length"])
         self.vocab, self.unk_id = self.backend.get_vocab(), self.tokenizer.unk_token_id
 
     def translate_ids(self, sentences: list[str], **options) -> list[list[int]]:
