@@ -1,14 +1,15 @@
 """Every attention backend gives eager's results: "sdpa" (with its causal and unmasked kernels where the mask allows
-them) and "flex_attention" (block masks from the same mask rule; inference only on CPUs, its kernel compiled on
-first use). Packed rows under every backend: tests/test_packing.py."""
+them) and "flex_attention" (block masks; inference only on CPUs, its kernel compiled on first use), each handed its
+masks by transformers' `masking_utils`. Packed rows under every backend: tests/test_packing.py."""
 
 import pytest
 import torch
 import torch.nn.functional as F
 
 from conftest import batch, seq2seq
+from vanilla_transformer import VanillaTransformerConfig
 from vanilla_transformer import VanillaTransformerForTokenClassification
-from vanilla_transformer.modeling_vanilla_transformer import make_attention_mask, shift_tokens_right
+from vanilla_transformer.modeling_vanilla_transformer import VanillaTransformerAttention, shift_tokens_right
 
 flex_attention = pytest.importorskip("torch.nn.attention.flex_attention", reason="flex attention needs torch >= 2.5")
 
@@ -56,23 +57,43 @@ def test_sdpa_runs_its_causal_and_unmasked_kernels(tiny_config, monkeypatch):
         model(input_ids=ids, attention_mask=mask, labels=labels,
               decoder_attention_mask=decoder_mask if pad_last else None)
         assert calls == expected, pad_last
-    assert make_attention_mask(None, 5, torch.float32, causal=True, implementation="sdpa") is None
-    eager = make_attention_mask(None, 5, torch.float32, causal=True, implementation="eager")
-    assert torch.equal(eager[0, 0] == 0, torch.ones(5, 5, dtype=torch.bool).tril())
 
 
-@pytest.mark.parametrize("causal", [False, True])
-def test_flex_block_mask_follows_the_dense_mask(causal):
-    """The flex backend's `BlockMask` applies the same rule, query by key, as the dense mask of the other backends:
-    padding, causality after a cache of 2 positions, and packed segments (each query sees only its own segment)."""
-    segments = torch.tensor([[1, 1, 1, 2, 2, 0, 0], [1, 1, 1, 1, 1, 1, 0]])
-    queries = torch.tensor([[1, 1, 2, 2, 0], [1, 1, 1, 1, 1]])
-    past = 2 if causal else 0
-    dense = make_attention_mask(segments, 5, torch.float32, causal=causal, past_length=past,
-                                query_segments=queries if not causal else None)
-    block = make_attention_mask(segments, 5, torch.float32, causal=causal, past_length=past,
-                                query_segments=queries if not causal else None, implementation="flex_attention")
-    assert isinstance(block, flex_attention.BlockMask)
-    b, q, k = torch.arange(2)[:, None, None, None], torch.arange(5)[:, None], torch.arange(7)
-    assert torch.equal(block.mask_mod(b, None, q, k), dense == 0)
-    assert (dense == 0).any() and not (dense == 0).all()
+@pytest.mark.parametrize("implementation", ["eager", "sdpa", "flex_attention"])
+def test_relative_bias_reaches_every_backend_beside_its_mask(implementation):
+    """The relative-position bias is the attention's `position_bias` (added to the scores by each backend, flex in its
+    score_mod), not folded into the mask: every self-attention gets the bias and the backend's own mask form (a
+    BlockMask for flex, a tensor or none otherwise), cross-attention no bias; the logits equal eager's."""
+    config = VanillaTransformerConfig.from_preset("tiny", dropout=0.0, relative_attention_max_distance=3)
+    model = seq2seq(config)
+    for stack in (model.model.encoder, model.model.decoder):
+        torch.nn.init.normal_(stack.relative_bias.weight)
+    ids, mask, labels = batch(config)
+    inputs = dict(input_ids=ids, attention_mask=mask, decoder_input_ids=shift_tokens_right(labels, 0, 1))
+    with torch.no_grad():
+        expected = model(**inputs).logits
+    seen = []
+    for module in model.modules():
+        if isinstance(module, VanillaTransformerAttention):
+            module.register_forward_pre_hook(lambda m, args, kw: seen.append(
+                (m.is_cross_attention, type(kw["attention_mask"]).__name__, kw.get("position_bias") is not None)),
+                with_kwargs=True)
+    model.set_attn_implementation(implementation)
+    with torch.no_grad():
+        torch.testing.assert_close(model(**inputs).logits, expected, rtol=0, atol=1e-5)
+    assert {(cross, biased) for cross, _, biased in seen} == {(False, True), (True, False)}
+    forms = {"flex_attention": {"BlockMask"}, "sdpa": {"Tensor", "NoneType"}, "eager": {"Tensor"}}[implementation]
+    assert {kind for _, kind, _ in seen} <= forms  # (sdpa: None = its causal path, the bias added by transformers)
+
+
+def test_flex_attention_compiles_with_its_masks(tiny_config):
+    """Compiled (graph breaks allowed: masking_utils' flex masks break it, docs/configuration.md), flex attention gives
+    the uncompiled model's logits on a padded batch."""
+    model = seq2seq(tiny_config)
+    model.set_attn_implementation("flex_attention")
+    ids, mask, labels = batch(tiny_config)
+    with torch.no_grad():
+        expected = model(input_ids=ids, attention_mask=mask, labels=labels).logits
+        compiled = torch.compile(model, backend="eager")
+        torch.testing.assert_close(compiled(input_ids=ids, attention_mask=mask, labels=labels).logits, expected,
+                                   rtol=0, atol=1e-5)

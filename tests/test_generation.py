@@ -28,6 +28,7 @@ def greedy_kwargs(input_ids, attention_mask):
 @pytest.mark.parametrize("beams", [1, 2])
 def test_dict_outputs_hold_every_step_with_the_right_shapes(beams):
     model, ids, mask = model_and_batch()
+    model.set_attn_implementation("eager")  # (the backend that returns attention weights)
     config = model.config
     out = model.generate(**greedy_kwargs(ids, mask), num_beams=beams, num_return_sequences=beams,
                          return_dict_in_generate=True, output_scores=True, output_logits=True,

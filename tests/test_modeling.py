@@ -34,13 +34,13 @@ from vanilla_transformer import (
     VanillaTransformerModel,
 )
 from vanilla_transformer.kernels_vanilla_transformer import apply_dropout
-from vanilla_transformer.modeling_vanilla_transformer import make_attention_mask, running_segments, shift_tokens_right
+from vanilla_transformer.modeling_vanilla_transformer import running_segments, shift_tokens_right
 
 # ------------------------------------------------------------------------------------------------------ shapes / heads
 
 
 def test_base_model_shapes(tiny_config):
-    model = VanillaTransformerModel(tiny_config).eval()
+    model = VanillaTransformerModel._from_config(tiny_config, attn_implementation="eager").eval()  # (the weights)
     ids, mask, labels = batch(tiny_config)
     out = model(input_ids=ids, attention_mask=mask, decoder_input_ids=labels.clamp(min=0),
                 output_hidden_states=True, output_attentions=True)
@@ -564,8 +564,23 @@ def test_fully_padded_rows_stay_finite(tiny_config, dtype, impl):
     mask[0] = 0  # a row with nothing to attend to
     out = model(input_ids=ids, attention_mask=mask, labels=labels)
     assert torch.isfinite(out.logits).all() and torch.isfinite(out.loss)
-    m = make_attention_mask(mask, 3, dtype)
-    assert m.min() == torch.finfo(dtype).min  # the dtype's minimum, never a literal like -1e9
+
+
+@torch.no_grad()
+def test_a_callers_4d_decoder_mask_is_taken_as_given(tiny_config):
+    """A 4-D decoder mask (batch, 1, queries, keys) is used as it is, boolean (True = seen) or additive, under every
+    backend: a causal one gives the logits of no mask at all; a boolean mask is never added as 0/1 scores."""
+    model = seq2seq(tiny_config)
+    ids, mask, labels = batch(tiny_config)
+    dec = shift_tokens_right(labels, 0, 1)
+    rows, length = dec.shape
+    causal = torch.ones(length, length, dtype=torch.bool).tril().expand(rows, 1, length, length)
+    expected = model(input_ids=ids, attention_mask=mask, decoder_input_ids=dec).logits
+    for impl in ("eager", "sdpa"):
+        model.set_attn_implementation(impl)
+        for given in (causal, torch.where(causal, 0.0, torch.finfo(torch.float32).min)):
+            got = model(input_ids=ids, attention_mask=mask, decoder_input_ids=dec, decoder_attention_mask=given)
+            torch.testing.assert_close(got.logits, expected, rtol=0, atol=1e-5, msg=f"{impl}, {given.dtype}")
 
 
 def test_sinusoidal_positions_extend_beyond_max_positions(tiny_config):
@@ -595,11 +610,12 @@ def test_relative_position_bias(dtype):
                                plain(input_ids=ids, attention_mask=mask).logits, rtol=0, atol=1e-6)
     with torch.no_grad():
         bias.weight.copy_(torch.arange(20.0).view(5, 4))
-    table = bias(5, 5)  # (1, H, T, S)
+    table = bias(torch.zeros(1, 5, config.d_model), 5)  # (1, H, T, S)
     assert table.shape == (1, 4, 5, 5)
     assert table[0, 1, 0, 4] == bias.weight[4, 1] and table[0, 1, 4, 0] == bias.weight[0, 1]  # clipped at +-2
     assert table[0, 3, 2, 1] == bias.weight[1, 3] and table[0, 3, 2, 2] == bias.weight[2, 3]
-    torch.testing.assert_close(bias(1, 5, past_length=4), table[:, :, 4:5])  # one decode step: the last query row
+    step = bias(torch.zeros(1, 1, config.d_model), 5, past_length=4)  # one decode step: the last query row
+    torch.testing.assert_close(step, table[:, :, 4:5])
     assert not torch.allclose(tagger(input_ids=ids, attention_mask=mask).logits,
                               plain(input_ids=ids, attention_mask=mask).logits)
     tagger.train()
@@ -752,27 +768,6 @@ def test_compiled_cpu_training_step_runs_the_cpu_kernels(tiny_config):
     torch.manual_seed(6)
     other_seed = model(input_ids=ids, attention_mask=mask, labels=labels).loss
     assert not torch.equal(other_seed, steps["eager"][0])  # the masks decide the loss: the comparison can fail
-
-
-def test_attention_weights_from_an_sdpa_model_come_with_a_warning(tiny_config, monkeypatch):
-    """SDPA returns no weights: `output_attentions=True` runs that call's attention as the eager product, and says so
-    (once), instead of switching silently; the weights equal an eager model's."""
-    from vanilla_transformer import modeling_vanilla_transformer as modeling
-
-    warnings = []
-    monkeypatch.setattr(modeling.logger, "warning_once", warnings.append)
-    model = VanillaTransformerModel(tiny_config).eval()
-    ids, mask, labels = batch(tiny_config)
-    inputs = dict(input_ids=ids, attention_mask=mask, decoder_input_ids=labels.clamp(min=0), output_attentions=True)
-    model.set_attn_implementation("eager")
-    with torch.no_grad():
-        eager = model(**inputs).cross_attentions
-        assert warnings == []
-        model.set_attn_implementation("sdpa")
-        sdpa = model(**inputs).cross_attentions
-    assert warnings and "attn_implementation='eager'" in warnings[0] and "sdpa" in warnings[0]
-    for a, b in zip(sdpa, eager):
-        torch.testing.assert_close(a, b)
 
 
 def test_compiled_forward_equals_eager(tiny_config):

@@ -36,7 +36,7 @@ def spans(batch, row, mask="decoder_attention_mask"):
 
 CONFIGS = {
     "paper": {},
-    "pre-LN + learned positions + relative bias, eager": dict(normalize_before=True, position_embedding_type="learned",
+    "pre-LN + learned positions + relative bias": dict(normalize_before=True, position_embedding_type="learned",
                                                               relative_attention_max_distance=4),
 }
 

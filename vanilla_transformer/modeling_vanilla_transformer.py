@@ -16,24 +16,19 @@ from torch.nn.utils import skip_init
 from transformers import initialization as init
 from transformers.activations import ACT2FN
 from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
+from transformers.conversion_mapping import register_checkpoint_conversion_mapping
+from transformers.core_model_loading import WeightRenaming
 from transformers.generation import GenerationMixin
 from transformers.modeling_layers import GradientCheckpointingLayer
-from transformers.modeling_outputs import (
-    BaseModelOutput,
-    BaseModelOutputWithPastAndCrossAttentions,
-    MaskedLMOutput,
-    Seq2SeqLMOutput,
-    Seq2SeqModelOutput,
-    TokenClassifierOutput,
-)
+from transformers.modeling_outputs import (BaseModelOutput, BaseModelOutputWithPastAndCrossAttentions, MaskedLMOutput,
+                                         Seq2SeqLMOutput, Seq2SeqModelOutput, TokenClassifierOutput)
+from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, PreTrainedModel
 from transformers.processing_utils import Unpack
 from transformers.utils import TransformersKwargs, can_return_tuple, logging
 from transformers.utils.deprecation import deprecate_kwarg
 from transformers.utils.generic import merge_with_config_defaults
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
-
-from torch.nn.attention.flex_attention import BlockMask, create_block_mask
 
 from .configuration_vanilla_transformer import VanillaTransformerConfig
 from .kernels_vanilla_transformer import apply_dropout, cross_entropy
@@ -47,6 +42,12 @@ MODEL_KWARGS = set(TransformersKwargs.__annotations__)  # what a forward passes 
 # Input checks: bad input gets a clear error here, not a trace from deep inside torch.
 
 
+def reads_values(tensor: torch.Tensor) -> bool:
+    """Whether a forward may read a tensor's values on the host (a check, a choice): never while compiled or exported
+    (no data-dependent branches), and on an accelerator not while training (each read waits for the device)."""
+    return not torch.compiler.is_compiling() and (tensor.device.type == "cpu" or not torch.is_grad_enabled())
+
+
 def check_token_ids(name: str, ids: torch.Tensor, vocab_size: int) -> None:
     if not isinstance(ids, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(ids).__name__}.")
@@ -56,10 +57,8 @@ def check_token_ids(name: str, ids: torch.Tensor, vocab_size: int) -> None:
         raise ValueError(f"{name} must have shape (batch, length), got {tuple(ids.shape)}.")
     if ids.shape[0] == 0 or ids.shape[1] == 0:
         raise ValueError(f"{name} is empty: shape {tuple(ids.shape)}.")
-    if torch.compiler.is_compiling():  # traced or exported: no data-dependent check
+    if not reads_values(ids):  # (training on a GPU: the tokenizer's ids are checked against the config before)
         return
-    if ids.device.type != "cpu" and torch.is_grad_enabled():  # training on a GPU: no host sync per step (the
-        return  # tokenizer's ids are checked against the config before training starts)
     lo, hi = int(ids.min()), int(ids.max())
     if lo < 0 or hi >= vocab_size:
         bad = lo if lo < 0 else hi
@@ -206,112 +205,23 @@ class VanillaTransformerEmbedding(nn.Module):
 # Attention (section 3.2)
 
 
-def mask_rule(attention_mask: torch.Tensor | None, causal: bool, past_length: int | torch.Tensor = 0,
-              query_segments: torch.Tensor | None = None):
-    """Which keys a query may see, as a function `allowed(batch, head, query, key) -> bool` of index tensors: a
-    `mask_mod` for flex attention's block masks, and, called on broadcast aranges, the dense mask of the other
-    backends. `attention_mask` (batch, keys): 0 = padding, otherwise 1, or segment numbers when several sequences are
-    packed into a row (`position_ids_of`); with `query_segments` (batch, queries), the queries' own numbers, a query
-    sees only the keys of its segment: each packed sentence attends to itself, and the decoder's to its own source.
-    Causal masking (section 3.2.3) lets query i (at absolute position past_length + i) see keys 0..past_length + i."""
+def mask_function(key_segments: torch.Tensor | None, query_segments: torch.Tensor | None = None):
+    """The rule transformers' `masking_utils` builds each backend's mask from (as its `and_mask_function`), for a 2-D
+    mask (batch, keys): a key of segment 0 (padding) is never seen; with `query_segments` (packed rows, whose masks
+    number their sequences: 1, 1, 1, 2, 2, 0; `position_ids_of`), a query sees only its own segment's keys (the
+    decoder's, its own source's). None for a 0/1 mask whose values can be read: masking_utils' padding mask is the
+    same rule, built faster. Compiled, always the rule (masking_utils would read a padding mask to choose its form)."""
+    if key_segments is None or (reads_values(key_segments) and not (key_segments > 1).any()):
+        return None
 
-    def allowed(batch, head, query, key):
-        rule = key <= query + past_length if causal else key >= 0
-        if attention_mask is not None:
-            keys = attention_mask[batch, key]
-            rule = rule & (keys != 0)
-            if query_segments is not None:
-                rule = rule & (query_segments[batch, query] == keys)
-        return rule
+    def allowed(batch, head, query, key):  # (a padding query, segment 0, sees every key that is not padding)
+        key_segment = key_segments[batch, key]
+        if query_segments is None:
+            return key_segment != 0
+        query_segment = query_segments[batch, query]
+        return (key_segment != 0) & ((query_segment == key_segment) | (query_segment == 0))
 
     return allowed
-
-
-def make_attention_mask(
-    attention_mask: torch.Tensor | None,
-    query_length: int,
-    dtype: torch.dtype,
-    causal: bool = False,
-    past_length: int | torch.Tensor = 0,
-    device=None,
-    position_bias: nn.Module | None = None,  # VanillaTransformerRelativePositionBias
-    query_segments: torch.Tensor | None = None,
-    implementation: str | None = None,
-    batch_size: int = 1,
-):
-    """The one mask helper: the `mask_rule` of `attention_mask` (batch, keys) in the form the attention backend takes.
-
-    "flex_attention": a `BlockMask` (blocks that nothing sees are skipped). Otherwise an additive mask (batch, 1,
-    queries, keys): masked scores get the dtype's minimum (never a literal like -1e9, which overflows in fp16), so a
-    fully masked row stays finite: its softmax is uniform instead of NaN. With `position_bias`, its relative-position
-    scores are added: (batch or 1, heads, queries, keys), always dense. Returns None when nothing is masked or biased,
-    so that SDPA takes its unmasked kernel. A 4-D mask (batch, 1, queries, keys), as `generate` builds it for a static
-    cache (keys: the cache's slots, the unfilled ones masked), or a `BlockMask`, is taken as given. With "sdpa",
-    causal attention over unpadded queries from position 0 is None too: SDPA then runs its causal kernels.
-    """
-    if isinstance(attention_mask, BlockMask):
-        return attention_mask
-    if position_bias is not None:
-        key_length = attention_mask.shape[-1] if attention_mask is not None else past_length + query_length
-        device = attention_mask.device if attention_mask is not None else device
-        bias = position_bias(query_length, key_length, past_length, device).to(dtype)  # (1, H, T, S)
-        mask = make_attention_mask(attention_mask, query_length, dtype, causal, past_length, device,
-                                   query_segments=query_segments)
-        return bias if mask is None else bias + mask  # min + a small bias stays min: masked keys stay masked
-    if attention_mask is not None and attention_mask.dim() == 4:
-        if attention_mask.shape[1] != 1 or attention_mask.shape[2] != query_length:
-            raise ValueError(f"A 4-D attention mask must have shape (batch, 1, {query_length}, keys); got "
-                             f"{tuple(attention_mask.shape)}.")
-        if attention_mask.dtype != torch.bool:
-            return attention_mask.to(dtype)
-        return torch.where(attention_mask, torch.zeros((), dtype=dtype, device=attention_mask.device),
-                           torch.finfo(dtype).min)
-    if implementation == "flex_attention" and (attention_mask is not None or causal):
-        return flex_block_mask(attention_mask, query_length, causal, past_length, device, query_segments, batch_size)
-    if (attention_mask is not None and not causal and attention_mask.device.type == "cpu"
-            and not torch.compiler.is_compiling() and (attention_mask == 1).all()):
-        attention_mask = None  # one sequence a row, nothing padded (no sync cost on CPU): the unmasked kernel
-    if attention_mask is None and (not causal or query_length == 1):
-        return None
-    if attention_mask is None and implementation == "sdpa" and isinstance(past_length, int) and not past_length:
-        return None  # causal from the first position: SDPA's own causal kernels (the module's is_causal)
-    batch, key_length = attention_mask.shape if attention_mask is not None else (1, past_length + query_length)
-    device = attention_mask.device if attention_mask is not None else device
-    allowed = mask_rule(attention_mask, causal, past_length, query_segments)
-    b, q, k = (torch.arange(n, device=device) for n in (batch, query_length, key_length))
-    allowed = allowed(b[:, None, None, None], None, q[:, None], k).expand(batch, 1, query_length, key_length)
-    return torch.where(allowed, torch.zeros((), dtype=dtype, device=device), torch.finfo(dtype).min)
-
-
-def flex_block_mask(attention_mask, query_length, causal, past_length, device, query_segments,
-                    batch_size) -> BlockMask:
-    """`mask_rule` as flex attention's `BlockMask`, built with the same kinds of arguments on every call (tensors, never
-    None; an absent mask is all ones, one segment): compiled flex attention guards on their types, not their values,
-    so decoding step after step, or one packed batch after another, reuses one kernel."""
-    if attention_mask is None:  # (as many rows as queries: the kernel evaluates the rule for each query's row)
-        attention_mask = torch.ones(batch_size, past_length + query_length, dtype=torch.long, device=device)
-    batch, key_length = attention_mask.shape
-    if query_segments is None:  # every query in segment 1, every key not padded in it: the unpacked rule
-        attention_mask = (attention_mask != 0).long()
-        query_segments = attention_mask.new_ones(batch, query_length)
-    allowed = mask_rule(attention_mask, causal, torch.as_tensor(past_length, device=attention_mask.device),
-                        query_segments)
-    return create_block_mask(allowed, batch, None, query_length, key_length, device=attention_mask.device)
-
-
-def attention_backend(config: VanillaTransformerConfig, output_attentions: bool | None = None) -> str:
-    """The backend a forward runs, for its masks and its attention: the configured one, except "eager" when attention
-    weights are asked for (only the written-out product has them), and "sdpa" for "flex_attention" with a relative-
-    position bias (scores per head, which transformers' flex adapter does not take)."""
-    implementation = config._attn_implementation or "eager"
-    if output_attentions and implementation != "eager":
-        logger.warning_once(f"output_attentions=True: the attention runs as the written-out (eager) product, not "
-                            f"{implementation}, to return its weights; load the model with "
-                            "attn_implementation='eager' to make that choice yourself.")
-        return "eager"
-    if implementation == "flex_attention" and config.relative_attention_max_distance:
-        return "sdpa"
-    return implementation
 
 
 def eager_attention_forward(
@@ -322,16 +232,20 @@ def eager_attention_forward(
     attention_mask: torch.Tensor | None,
     scaling: float,
     dropout: float = 0.0,
+    position_bias: torch.Tensor | None = None,
     **kwargs,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V (equation 1), written out; returns the output (B, T, H, Dh)
-    and the attention weights. The other backends come from transformers' `ALL_ATTENTION_FUNCTIONS` with the same
-    arguments: "sdpa" (torch's fused kernels: flash / memory-efficient on GPUs) and "flex_attention" (block-sparse
-    kernels compiled from `mask_rule`; inference only on CPUs, no attention dropout). Not offered: "flash_attention_2"
-    (it takes padding masks only, not packed rows; its flag is off, so loading a model with it is a ValueError)."""
+    and the weights. `attention_mask` is additive (masked scores at the dtype's minimum: a fully masked row stays
+    finite); `position_bias` (B, H, T, S), the relative-position scores, is added too. The other backends take the same
+    arguments from transformers' `ALL_ATTENTION_FUNCTIONS`: "sdpa" and "flex_attention" (inference only on CPUs)."""
     if query.dtype == torch.float16:  # scores beyond fp16's range (65504) would overflow to inf: take them in fp32
         query, key = query.float(), key.float()
     scores = torch.matmul(query, key.transpose(-1, -2)) * scaling  # (B, H, T, S)
+    if position_bias is not None:
+        scores = scores + position_bias
+    if attention_mask is not None and attention_mask.dtype == torch.bool:  # a caller's own 4-D mask: True = seen
+        attention_mask = torch.where(attention_mask, 0.0, torch.finfo(scores.dtype).min)
     if attention_mask is not None:
         scores = scores + attention_mask
     weights = F.softmax(scores, dim=-1, dtype=torch.float32).to(value.dtype)
@@ -356,7 +270,7 @@ class VanillaTransformerAttention(nn.Module):
         self.head_dim = config.d_model // num_heads
         self.scaling = self.head_dim**-0.5 if config.scale_attention else 1.0
         self.dropout = config.attention_dropout
-        self.is_causal = is_causal  # read by transformers' SDPA function; our masks are explicit either way
+        self.is_causal = is_causal  # read by transformers' SDPA function when the mask is None (its causal kernels)
         self.is_cross_attention = is_cross_attention
         self.q_proj = nn.Linear(config.d_model, config.d_model)
         self.k_proj = nn.Linear(config.d_model, config.d_model)
@@ -372,6 +286,7 @@ class VanillaTransformerAttention(nn.Module):
         attention_mask: torch.Tensor | None = None,
         key_value_states: torch.Tensor | None = None,
         cache: EncoderDecoderCache | None = None,
+        position_bias: torch.Tensor | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         query = self._heads(self.q_proj(hidden_states))
@@ -387,35 +302,36 @@ class VanillaTransformerAttention(nn.Module):
                 key, value = layer_cache.update(key, value, self.layer_idx)
                 if self.is_cross_attention:
                     cache.is_updated[self.layer_idx] = True
-        implementation = attention_backend(self.config, kwargs.get("output_attentions"))
-        attention = ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention_forward)
+        attention = ALL_ATTENTION_FUNCTIONS.get_interface(self.config._attn_implementation, eager_attention_forward)
         out, weights = attention(self, query, key, value, attention_mask, scaling=self.scaling,
-                                 dropout=self.dropout if self.training else 0.0, **kwargs)
+                                 dropout=self.dropout if self.training else 0.0, position_bias=position_bias, **kwargs)
         out = out.reshape(*hidden_states.shape[:-1], -1)  # (B, T, D)
         return self.out_proj(out), weights
 
 
+class VanillaTransformerRelativePositionBias(nn.Module):
+    """Deviation, off by default (`relative_attention_max_distance=0`): a learned scalar per head and clipped signed
+    distance j - i in [-k, k], added to the self-attention scores of every layer of a stack (relative positions as in
+    Shaw et al., 2018, shared across layers as in T5; direction-aware, which TENER found to matter for tagging). It
+    gives the model the locality bias that small datasets such as CoNLL-2003 lack; it starts at zero (the paper).
+    Passed to the attention as its `position_bias` (each backend adds it to the scores: flex in its score_mod)."""
+
+    def __init__(self, config: VanillaTransformerConfig, num_heads: int):
+        super().__init__()
+        self.max_distance = config.relative_attention_max_distance
+        self.weight = nn.Parameter(torch.zeros(2 * self.max_distance + 1, num_heads))
+
+    def forward(self, hidden_states: torch.Tensor, key_length: int, past_length: int | torch.Tensor = 0):
+        """(batch, heads, queries, keys) in hidden_states' dtype: query i at position past_length + i, key j at j."""
+        query_pos = (torch.arange(hidden_states.shape[1], device=hidden_states.device) + past_length)[:, None]  # (T, 1)
+        key_pos = torch.arange(key_length, device=hidden_states.device)[None, :]  # (1, S)
+        distance = (key_pos - query_pos).clamp(-self.max_distance, self.max_distance) + self.max_distance  # (T, S)
+        bias = self.weight[distance].permute(2, 0, 1).to(hidden_states.dtype)  # (H, T, S)
+        return bias.expand(hidden_states.shape[0], -1, -1, -1)  # (B, H, T, S), a view
+
+
 # ----------------------------------------------------------------------------------------------------------------------
 # Layers (section 3.1) and the feed-forward network (section 3.3)
-
-
-class VanillaTransformerSublayer(nn.Module):
-    """Residual connection around a sub-layer with layer normalisation (section 3.1) and dropout (section 5.4).
-
-    Post-LN (the paper): LayerNorm(x + Dropout(Sublayer(x))). Pre-LN (`normalize_before=True`, a deliberate deviation
-    that trains deep stacks without warm-up): x + Dropout(Sublayer(LayerNorm(x))).
-    """
-
-    def __init__(self, config: VanillaTransformerConfig):
-        super().__init__()
-        self.layer_norm = nn.LayerNorm(config.d_model)
-        self.normalize_before = config.normalize_before
-        self.dropout = config.dropout
-
-    def forward(self, x: torch.Tensor, sublayer) -> torch.Tensor:
-        out = sublayer(self.layer_norm(x) if self.normalize_before else x)
-        x = x + apply_dropout(out, self.dropout, self.training)
-        return x if self.normalize_before else self.layer_norm(x)
 
 
 class VanillaTransformerFeedForward(nn.Module):
@@ -434,49 +350,84 @@ class VanillaTransformerFeedForward(nn.Module):
         return self.fc2(x)
 
 
-class VanillaTransformerEncoderLayer(GradientCheckpointingLayer):
+# Files name each layer norm after its sub-layer, as earlier releases did (`self_attn_sublayer.layer_norm`):
+# transformers renames them on loading and back on saving, so a file written by any release loads in any other.
+register_checkpoint_conversion_mapping(VanillaTransformerConfig.model_type, [
+    WeightRenaming(r"\.(self_attn|encoder_attn|ffn)_sublayer\.layer_norm\.", r".\1_layer_norm.")], overwrite=True)
+
+
+class VanillaTransformerLayer(GradientCheckpointingLayer):
+    """A residual connection around each sub-layer, with layer normalisation (section 3.1) and dropout (section 5.4).
+
+    Post-LN (the paper's "Add & Norm"): x = LayerNorm(x + Dropout(Sublayer(x))). Pre-LN (`normalize_before=True`, a
+    deliberate deviation that trains deep stacks without warm-up): x = x + Dropout(Sublayer(LayerNorm(x))).
+    """
+
+    def __init__(self, config: VanillaTransformerConfig):
+        super().__init__()
+        self.normalize_before = config.normalize_before
+        self.dropout = config.dropout
+        self.register_load_state_dict_pre_hook(self.rename_file_names)
+
+    @staticmethod
+    def rename_file_names(module, state_dict: dict, prefix: str, *args) -> None:
+        """The renaming above, for a plain `load_state_dict` of a file's weights (Trainer resuming a run)."""
+        for key in [key for key in state_dict if key.startswith(prefix) and "_sublayer.layer_norm." in key]:
+            state_dict[key.replace("_sublayer.layer_norm.", "_layer_norm.")] = state_dict.pop(key)
+
+    def norm_input(self, layer_norm: nn.LayerNorm, x: torch.Tensor) -> torch.Tensor:
+        return layer_norm(x) if self.normalize_before else x  # pre-LN: the sub-layer sees normalised input
+
+    def add_and_norm(self, layer_norm: nn.LayerNorm, residual: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        x = residual + apply_dropout(out, self.dropout, self.training)
+        return x if self.normalize_before else layer_norm(x)  # post-LN: the sum is normalised
+
+
+class VanillaTransformerEncoderLayer(VanillaTransformerLayer):
     """Encoder layer (section 3.1): self-attention, then the feed-forward network, each a residual sub-layer."""
 
     def __init__(self, config: VanillaTransformerConfig, layer_idx: int):
-        super().__init__()
+        super().__init__(config)
         self.self_attn = VanillaTransformerAttention(config, layer_idx, config.encoder_attention_heads)
-        self.self_attn_sublayer = VanillaTransformerSublayer(config)
+        self.self_attn_layer_norm = nn.LayerNorm(config.d_model)
         self.ffn = VanillaTransformerFeedForward(config, config.encoder_ffn_dim)
-        self.ffn_sublayer = VanillaTransformerSublayer(config)
+        self.ffn_layer_norm = nn.LayerNorm(config.d_model)
 
     def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                **kwargs: Unpack[TransformersKwargs]) -> torch.Tensor:
-        hidden_states = self.self_attn_sublayer(
-            hidden_states, lambda x: self.self_attn(x, attention_mask=attention_mask, **kwargs)[0]
-        )
-        return self.ffn_sublayer(hidden_states, self.ffn)
+                position_bias: torch.Tensor | None = None, **kwargs: Unpack[TransformersKwargs]) -> torch.Tensor:
+        out, _ = self.self_attn(self.norm_input(self.self_attn_layer_norm, hidden_states),
+                                attention_mask=attention_mask, position_bias=position_bias, **kwargs)
+        hidden_states = self.add_and_norm(self.self_attn_layer_norm, hidden_states, out)
+        out = self.ffn(self.norm_input(self.ffn_layer_norm, hidden_states))
+        return self.add_and_norm(self.ffn_layer_norm, hidden_states, out)
 
 
-class VanillaTransformerDecoderLayer(GradientCheckpointingLayer):
+class VanillaTransformerDecoderLayer(VanillaTransformerLayer):
     """Decoder layer (section 3.1): masked self-attention, encoder-decoder attention, feed-forward network."""
 
     def __init__(self, config: VanillaTransformerConfig, layer_idx: int):
-        super().__init__()
+        super().__init__(config)
         heads = config.decoder_attention_heads
         self.self_attn = VanillaTransformerAttention(config, layer_idx, heads, is_causal=True)
-        self.self_attn_sublayer = VanillaTransformerSublayer(config)
+        self.self_attn_layer_norm = nn.LayerNorm(config.d_model)
         self.encoder_attn = VanillaTransformerAttention(config, layer_idx, heads, is_cross_attention=True)
-        self.encoder_attn_sublayer = VanillaTransformerSublayer(config)
+        self.encoder_attn_layer_norm = nn.LayerNorm(config.d_model)
         self.ffn = VanillaTransformerFeedForward(config, config.decoder_ffn_dim)
-        self.ffn_sublayer = VanillaTransformerSublayer(config)
+        self.ffn_layer_norm = nn.LayerNorm(config.d_model)
 
-    def forward(self, hidden_states: torch.Tensor, self_attn_mask: torch.Tensor | None = None,
-                encoder_hidden_states: torch.Tensor | None = None, cross_attn_mask: torch.Tensor | None = None,
-                cache: EncoderDecoderCache | None = None, **kwargs: Unpack[TransformersKwargs]) -> torch.Tensor:
-        hidden_states = self.self_attn_sublayer(
-            hidden_states, lambda x: self.self_attn(x, attention_mask=self_attn_mask, cache=cache, **kwargs)[0]
-        )
-        hidden_states = self.encoder_attn_sublayer(
-            hidden_states,
-            lambda x: self.encoder_attn(x, attention_mask=cross_attn_mask, key_value_states=encoder_hidden_states,
-                                        cache=cache, **kwargs)[0],
-        )
-        return self.ffn_sublayer(hidden_states, self.ffn)
+    def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                position_bias: torch.Tensor | None = None, encoder_hidden_states: torch.Tensor | None = None,
+                encoder_attention_mask: torch.Tensor | None = None, cache: EncoderDecoderCache | None = None,
+                **kwargs: Unpack[TransformersKwargs]) -> torch.Tensor:
+        out, _ = self.self_attn(self.norm_input(self.self_attn_layer_norm, hidden_states),
+                                attention_mask=attention_mask, position_bias=position_bias, cache=cache, **kwargs)
+        hidden_states = self.add_and_norm(self.self_attn_layer_norm, hidden_states, out)
+        out, _ = self.encoder_attn(self.norm_input(self.encoder_attn_layer_norm, hidden_states),
+                                   attention_mask=encoder_attention_mask, key_value_states=encoder_hidden_states,
+                                   cache=cache, **kwargs)
+        hidden_states = self.add_and_norm(self.encoder_attn_layer_norm, hidden_states, out)
+        out = self.ffn(self.norm_input(self.ffn_layer_norm, hidden_states))
+        return self.add_and_norm(self.ffn_layer_norm, hidden_states, out)
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -592,11 +543,12 @@ class VanillaTransformerEncoder(VanillaTransformerStack):
         device = (input_ids if input_ids is not None else inputs_embeds).device
         positions = position_ids_of(attention_mask, length, device=device)
         hidden = self.embed(input_ids, inputs_embeds, positions, length, word_features=word_features)
-        mask = make_attention_mask(attention_mask, length, hidden.dtype, device=hidden.device,
-                                   position_bias=self.relative_bias, query_segments=attention_mask,
-                                   implementation=attention_backend(self.config, kwargs.get("output_attentions")))
+        segments = attention_mask if torch.is_tensor(attention_mask) and attention_mask.dim() == 2 else None
+        rule = mask_function(segments, segments)
+        mask = create_bidirectional_mask(self.config, hidden, None if rule else attention_mask, and_mask_function=rule)
+        bias = self.relative_bias(hidden, length) if self.relative_bias is not None else None
         for layer in self.layers:
-            hidden = layer(hidden, mask, **kwargs)  # tensors positional (reentrant gradient checkpointing)
+            hidden = layer(hidden, mask, bias, **kwargs)  # tensors positional (reentrant gradient checkpointing)
         if self.layer_norm is not None:
             hidden = self.layer_norm(hidden)
         return BaseModelOutput(last_hidden_state=hidden)
@@ -640,10 +592,10 @@ class VanillaTransformerDecoder(VanillaTransformerStack):
                             f"{type(cache).__name__}.")
         if encoder_hidden_states is None:
             raise ValueError("The decoder needs encoder_hidden_states (pass input_ids or encoder_outputs).")
-        without_past = cache is None  # (a forward call without a cache: training, or scoring whole targets)
         if use_cache and cache is None:
             cache = EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
-        past_length = cache.get_seq_length() if cache is not None else 0  # a tensor for a static cache
+        self_cache = cache.self_attention_cache if cache is not None else None
+        past_length = self_cache.get_seq_length() if cache is not None else 0  # a tensor for a static cache
         # the caller's ids on the first step only: later steps feed the model's own, and a static cache's length is a
         # tensor whose value the host would have to wait for
         if input_ids is not None and isinstance(past_length, int) and past_length == 0:
@@ -651,25 +603,25 @@ class VanillaTransformerDecoder(VanillaTransformerStack):
         batch, length = (input_ids if input_ids is not None else inputs_embeds).shape[:2]
         device = (input_ids if input_ids is not None else inputs_embeds).device
         check_mask("attention_mask", encoder_attention_mask, encoder_hidden_states.shape[:2])
-        # masks built once for the stack
-        query_segments = None  # a 2-D mask: segment numbers of packed rows, or 0/1 (`running_segments`)
+        segments = None  # a 2-D mask read as sequence numbers (packed rows, or 0/1: `running_segments`), (B, past + T)
         positions = position_ids_of(None, length, past_length, device)
         if torch.is_tensor(attention_mask) and attention_mask.dim() == 2:  # (4-D or a BlockMask: `generate`'s own)
-            if not without_past and attention_mask.shape[-1] == length and past_length:
+            if isinstance(past_length, int) and past_length and attention_mask.shape[-1] == length:
                 attention_mask = torch.cat([attention_mask.new_ones(batch, past_length), attention_mask], dim=-1)
             check_mask("decoder_attention_mask", attention_mask, (batch, past_length + length))
-            segments = running_segments(attention_mask)  # (B, past + T)
-            query_segments = segments[:, -length:]
+            segments = running_segments(attention_mask)
             positions = position_ids_of(segments, segments.shape[-1], device=device)[:, -length:]
         hidden = self.embed(input_ids, inputs_embeds, positions, past_length + length)
-        implementation = attention_backend(self.config, kwargs.get("output_attentions"))
-        self_mask = make_attention_mask(attention_mask, length, hidden.dtype, causal=True, past_length=past_length,
-                                        device=device, position_bias=self.relative_bias,
-                                        query_segments=query_segments, implementation=implementation, batch_size=batch)
-        cross_mask = make_attention_mask(encoder_attention_mask, length, hidden.dtype, query_segments=query_segments,
-                                         implementation=implementation)
+        rule = mask_function(segments, segments)
+        self_mask = create_causal_mask(self.config, hidden, None if rule else attention_mask, self_cache,
+                                       and_mask_function=rule)
+        rule = mask_function(encoder_attention_mask, segments[:, -length:] if segments is not None else None)
+        cross_mask = create_bidirectional_mask(self.config, hidden, None if rule else encoder_attention_mask,
+                                               encoder_hidden_states, and_mask_function=rule)
+        key_length = self_cache.get_mask_sizes(length, 0)[0] if self_cache is not None else length
+        bias = self.relative_bias(hidden, key_length, past_length) if self.relative_bias is not None else None
         for layer in self.layers:  # tensors positional (reentrant gradient checkpointing)
-            hidden = layer(hidden, self_mask, encoder_hidden_states, cross_mask, cache=cache, **kwargs)
+            hidden = layer(hidden, self_mask, bias, encoder_hidden_states, cross_mask, cache=cache, **kwargs)
         if self.layer_norm is not None:
             hidden = self.layer_norm(hidden)
         return BaseModelOutputWithPastAndCrossAttentions(last_hidden_state=hidden,
@@ -691,6 +643,7 @@ def token_loss(logits: torch.Tensor, labels: torch.Tensor, num_items_in_batch=No
         raise ValueError(f"labels have shape {tuple(labels.shape)} but the logits have shape {tuple(logits.shape[:-1])}.")
     labels = labels.to(logits.device)
     return cross_entropy(logits, labels, item_count(labels, num_items_in_batch, logits.device), label_smoothing)
+
 
 def item_count(labels: torch.Tensor, num_items_in_batch=None, device=None):
     """What a loss summed over labelled tokens is divided by: `num_items_in_batch` (Trainer's count over the whole
@@ -753,16 +706,9 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
             raise ValueError(f"The decoder inputs have batch size {decoder_batch} but the encoder inputs have "
                              f"{encoder_outputs.last_hidden_state.shape[0]}.")
         decoder_outputs = self.decoder(
-            input_ids=decoder_input_ids,
-            attention_mask=decoder_attention_mask,
-            encoder_hidden_states=encoder_outputs.last_hidden_state,
-            encoder_attention_mask=attention_mask,
-            cache=cache,
-            inputs_embeds=decoder_inputs_embeds,
-            use_cache=use_cache,
-            return_dict=True,
-            **kwargs,
-        )
+            input_ids=decoder_input_ids, attention_mask=decoder_attention_mask, inputs_embeds=decoder_inputs_embeds,
+            encoder_hidden_states=encoder_outputs.last_hidden_state, encoder_attention_mask=attention_mask, cache=cache,
+            use_cache=use_cache, return_dict=True, **kwargs)
         return Seq2SeqModelOutput(
             last_hidden_state=decoder_outputs.last_hidden_state,
             cache=decoder_outputs.cache,
@@ -851,31 +797,6 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
 
 
 # ----------------------------------------------------------------------------------------------------------------------
-# Deviations for small data, off by default: a relative-position bias for self-attention (encoder and decoder) here,
-# character features for the encoder in ner_vanilla_transformer.py. Named-entity recognition uses them; the paper's
-# model has neither.
-
-
-class VanillaTransformerRelativePositionBias(nn.Module):
-    """Deviation, off by default (`relative_attention_max_distance=0`): a learned scalar per head and clipped signed
-    distance j - i in [-k, k], added to the self-attention scores of every layer of a stack (relative positions as in
-    Shaw et al., 2018, shared across layers as in T5; direction-aware, which TENER found to matter for tagging). It
-    gives the model the locality bias that small datasets such as CoNLL-2003 lack; it starts at zero (the paper)."""
-
-    def __init__(self, config: VanillaTransformerConfig, num_heads: int):
-        super().__init__()
-        self.max_distance = config.relative_attention_max_distance
-        self.weight = nn.Parameter(torch.zeros(2 * self.max_distance + 1, num_heads))
-
-    def forward(self, query_length: int, key_length: int, past_length: int | torch.Tensor = 0,
-                device=None) -> torch.Tensor:
-        query_pos = (torch.arange(query_length, device=device) + past_length)[:, None]  # (T, 1)
-        key_pos = torch.arange(key_length, device=device)[None, :]  # (1, S)
-        distance = (key_pos - query_pos).clamp(-self.max_distance, self.max_distance) + self.max_distance  # (T, S)
-        return self.weight[distance].permute(2, 0, 1).unsqueeze(0)  # (1, H, T, S)
-
-
-# ----------------------------------------------------------------------------------------------------------------------
 # Named-entity recognition: the encoder alone, with a tagging head (and optionally a CRF)
 
 
@@ -911,7 +832,7 @@ class VanillaTransformerEncoderModel(VanillaTransformerPreTrainedModel):
 def check_label_ids(ids: torch.Tensor, num_labels: int, name: str) -> None:
     """Raise a ValueError naming the first id of `ids` that is neither -100 nor in [0, num_labels). Not while training
     on a GPU (a host sync per step; the labels come from the label list the config was built from)."""
-    if torch.compiler.is_compiling() or (ids.device.type != "cpu" and torch.is_grad_enabled()):
+    if not reads_values(ids):
         return
     invalid = (ids != -100) & ((ids < 0) | (ids >= num_labels))
     if invalid.any():

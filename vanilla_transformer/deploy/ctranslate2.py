@@ -138,13 +138,13 @@ def set_stack(spec, stack, config):
         set_layer_norm(spec.layer_norm, stack.layer_norm)
     for layer_spec, layer in zip(spec.layer, stack.layers):
         set_attention(layer_spec.self_attention, layer.self_attn, fused_qkv=True)
-        set_layer_norm(layer_spec.self_attention.layer_norm, layer.self_attn_sublayer.layer_norm)
+        set_layer_norm(layer_spec.self_attention.layer_norm, layer.self_attn_layer_norm)
         if hasattr(layer, "encoder_attn"):
             set_attention(layer_spec.attention, layer.encoder_attn, fused_qkv=False)
-            set_layer_norm(layer_spec.attention.layer_norm, layer.encoder_attn_sublayer.layer_norm)
+            set_layer_norm(layer_spec.attention.layer_norm, layer.encoder_attn_layer_norm)
         set_linear(layer_spec.ffn.linear_0, layer.ffn.fc1)
         set_linear(layer_spec.ffn.linear_1, layer.ffn.fc2)
-        set_layer_norm(layer_spec.ffn.layer_norm, layer.ffn_sublayer.layer_norm)
+        set_layer_norm(layer_spec.ffn.layer_norm, layer.ffn_layer_norm)
 
 
 def set_attention(spec, attention, fused_qkv: bool):
