@@ -25,7 +25,7 @@ from transformers.modeling_outputs import (BaseModelOutput, BaseModelOutputWithP
 from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, PreTrainedModel
 from transformers.processing_utils import Unpack
-from transformers.utils import TransformersKwargs, can_return_tuple, logging
+from transformers.utils import TransformersKwargs, can_return_tuple
 from transformers.utils.deprecation import deprecate_kwarg
 from transformers.utils.generic import merge_with_config_defaults
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
@@ -34,7 +34,6 @@ from .configuration_vanilla_transformer import VanillaTransformerConfig
 from .kernels_vanilla_transformer import apply_dropout, cross_entropy
 from .ner_vanilla_transformer import VanillaTransformerCharacterFeatures, VanillaTransformerCRF, iob2_penalties
 
-logger = logging.get_logger(__name__)
 MODEL_KWARGS = set(TransformersKwargs.__annotations__)  # what a forward passes on to its modules
 
 
@@ -543,8 +542,7 @@ class VanillaTransformerEncoder(VanillaTransformerStack):
         device = (input_ids if input_ids is not None else inputs_embeds).device
         positions = position_ids_of(attention_mask, length, device=device)
         hidden = self.embed(input_ids, inputs_embeds, positions, length, word_features=word_features)
-        segments = attention_mask if torch.is_tensor(attention_mask) and attention_mask.dim() == 2 else None
-        rule = mask_function(segments, segments)
+        rule = mask_function(attention_mask, attention_mask)  # (checked above: (batch, length) or None)
         mask = create_bidirectional_mask(self.config, hidden, None if rule else attention_mask, and_mask_function=rule)
         bias = self.relative_bias(hidden, length) if self.relative_bias is not None else None
         for layer in self.layers:
