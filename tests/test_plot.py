@@ -1,4 +1,5 @@
-"""scripts/plot.py writes real pictures: PNG files with content, for curves, attention maps and positions."""
+"""scripts/plot.py writes real pictures: PNG files with content, for curves, attention maps and positions; it leaves no
+figure open (pyplot would keep each alive in a long-lived caller)."""
 
 
 import matplotlib.image as mpimg
@@ -26,6 +27,7 @@ def test_curves_attention_positions(tmp_path):
         assert_picture(tmp_path / "png" / f"attention_{name}.png")
     plot.main(["positions", "--out", str(tmp_path / "png")])
     assert_picture(tmp_path / "png" / "positions.png")
+    assert plot.pyplot().get_fignums() == []  # every figure closed once written
 
 
 def test_quality_vs_time(tmp_path):
@@ -44,6 +46,7 @@ def test_quality_vs_time(tmp_path):
     assert len(minutes) == 4 and minutes == sorted(minutes) and minutes[0] >= 0  # a clock: it only moves forward
     assert plot.main(["quality-vs-time", *map(str, runs), "--out", str(tmp_path / "png")]) == 0
     assert_picture(tmp_path / "png" / "quality_vs_time.png")
+    assert plot.pyplot().get_fignums() == []
     no_eval = tmp_path / "no_eval"
     run_translation.main(translation_args(data_dir, no_eval, "--do_train"))
     with pytest.raises(ValueError, match="--eval_strategy epoch"):

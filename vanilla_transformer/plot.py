@@ -27,6 +27,15 @@ def pyplot():
     return plt
 
 
+def save_figure(fig, out_dir: str, name: str, dpi: int = 120) -> str:
+    """Lay out, write OUT_DIR/NAME and close the figure (pyplot keeps every open figure alive); returns the path."""
+    fig.tight_layout()
+    target = os.path.join(out_dir, name)
+    fig.savefig(target, dpi=dpi)
+    pyplot().close(fig)
+    return target
+
+
 def plot_curves(run_dir: str, out_dir: str) -> list[str]:
     plt = pyplot()
     history = read_log_history(run_dir)
@@ -47,10 +56,7 @@ def plot_curves(run_dir: str, out_dir: str) -> list[str]:
             if points:
                 ax.plot(*zip(*points), "o-", label=key)
         ax.set_xlabel("step"), ax.set_title("evaluation"), ax.legend(), ax.grid(alpha=0.3)
-    fig.tight_layout()
-    target = os.path.join(out_dir, "curves.png")
-    fig.savefig(target, dpi=120)
-    return [target]
+    return [save_figure(fig, out_dir, "curves.png")]
 
 
 def read_log_history(run_dir: str) -> list[dict]:
@@ -80,10 +86,7 @@ def plot_quality_vs_time(run_dirs: list[str], out_dir: str, metric: str | None =
         metric = key
     ax.set_xlabel("training minutes (evaluations excluded)"), ax.set_ylabel(f"validation {metric.removeprefix('eval_')}")
     ax.grid(alpha=0.3), ax.legend()
-    fig.tight_layout()
-    target = os.path.join(out_dir, "quality_vs_time.png")
-    fig.savefig(target, dpi=110)
-    return [target]
+    return [save_figure(fig, out_dir, "quality_vs_time.png", dpi=110)]
 
 
 def plot_attention(model_dir: str, text: str, out_dir: str) -> list[str]:
@@ -115,10 +118,7 @@ def plot_attention(model_dir: str, text: str, out_dir: str) -> list[str]:
             if len(cols) <= 50:
                 ax.set_xticks(range(len(cols)), cols, rotation=90, fontsize=6)
                 ax.set_yticks(range(len(rows)), rows, fontsize=6)
-        fig.tight_layout()
-        target = os.path.join(out_dir, f"attention_{name}.png")
-        fig.savefig(target, dpi=120)
-        paths.append(target)
+        paths.append(save_figure(fig, out_dir, f"attention_{name}.png"))
     return paths
 
 
@@ -131,10 +131,7 @@ def plot_positions(d_model: int, length: int, out_dir: str) -> list[str]:
     image = ax.imshow(table.numpy(), aspect="auto", cmap="RdBu", vmin=-1, vmax=1)
     ax.set_xlabel("dimension"), ax.set_ylabel("position"), ax.set_title("sinusoidal position encoding")
     fig.colorbar(image)
-    fig.tight_layout()
-    target = os.path.join(out_dir, "positions.png")
-    fig.savefig(target, dpi=120)
-    return [target]
+    return [save_figure(fig, out_dir, "positions.png")]
 
 
 def main(argv=None):
