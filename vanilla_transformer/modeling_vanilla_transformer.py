@@ -7,6 +7,7 @@ is not installed.
 """
 
 import math
+import re
 
 import torch
 import torch.nn.functional as F
@@ -205,12 +206,13 @@ class VanillaTransformerEmbedding(nn.Module):
 
 
 def mask_function(key_segments: torch.Tensor | None, query_segments: torch.Tensor | None = None):
-    """The rule transformers' `masking_utils` builds each backend's mask from (as its `and_mask_function`), for a 2-D
-    mask (batch, keys): a key of segment 0 (padding) is never seen; with `query_segments` (packed rows, whose masks
-    number their sequences: 1, 1, 1, 2, 2, 0; `position_ids_of`), a query sees only its own segment's keys (the
-    decoder's, its own source's). None for a 0/1 mask whose values can be read: masking_utils' padding mask is the
-    same rule, built faster. Compiled, always the rule (masking_utils would read a padding mask to choose its form)."""
-    if key_segments is None or (reads_values(key_segments) and not (key_segments > 1).any()):
+    """The rule transformers' `masking_utils` builds each backend's mask from (its `and_mask_function`), for a 2-D mask
+    (batch, keys): a key of segment 0 (padding) is never seen; with `query_segments` (packed rows: masks numbering their
+    sequences, 1, 1, 1, 2, 2, 0; `position_ids_of`) a query sees only its own segment's keys. None where values can be
+    read and the rule is padding alone (masking_utils' own padding mask, built faster); compiled, always the rule."""
+    if key_segments is None:
+        return None
+    if reads_values(key_segments) and (query_segments is None or not (key_segments > 1).any()):
         return None
 
     def allowed(batch, head, query, key):  # (a padding query, segment 0, sees every key that is not padding)
@@ -351,8 +353,9 @@ class VanillaTransformerFeedForward(nn.Module):
 
 # Files name each layer norm after its sub-layer, as earlier releases did (`self_attn_sublayer.layer_norm`):
 # transformers renames them on loading and back on saving, so a file written by any release loads in any other.
-register_checkpoint_conversion_mapping(VanillaTransformerConfig.model_type, [
-    WeightRenaming(r"\.(self_attn|encoder_attn|ffn)_sublayer\.layer_norm\.", r".\1_layer_norm.")], overwrite=True)
+FILE_NAMES = (r"\.(self_attn|encoder_attn|ffn)_sublayer\.layer_norm\.", r".\1_layer_norm.")  # (file, module)
+register_checkpoint_conversion_mapping(VanillaTransformerConfig.model_type, [WeightRenaming(*FILE_NAMES)],
+                                       overwrite=True)
 
 
 class VanillaTransformerLayer(GradientCheckpointingLayer):
@@ -371,8 +374,8 @@ class VanillaTransformerLayer(GradientCheckpointingLayer):
     @staticmethod
     def rename_file_names(module, state_dict: dict, prefix: str, *args) -> None:
         """The renaming above, for a plain `load_state_dict` of a file's weights (Trainer resuming a run)."""
-        for key in [key for key in state_dict if key.startswith(prefix) and "_sublayer.layer_norm." in key]:
-            state_dict[key.replace("_sublayer.layer_norm.", "_layer_norm.")] = state_dict.pop(key)
+        for key in [key for key in state_dict if key.startswith(prefix) and re.search(FILE_NAMES[0], key)]:
+            state_dict[re.sub(*FILE_NAMES, key)] = state_dict.pop(key)
 
     def norm_input(self, layer_norm: nn.LayerNorm, x: torch.Tensor) -> torch.Tensor:
         return layer_norm(x) if self.normalize_before else x  # pre-LN: the sub-layer sees normalised input
