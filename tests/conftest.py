@@ -24,6 +24,16 @@ else:
     torch.set_num_threads(min(2, torch.get_num_threads()))
 
 
+@pytest.fixture(autouse=True)
+def torch_threads_as_found():
+    """Each test leaves torch's thread count as it found it: CTranslate2 shares torch's OpenMP runtime, so a translator
+    of N threads sets torch's to N, and outputs compared bit for bit with a child process's depend on it."""
+    threads = torch.get_num_threads()
+    yield
+    if torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: longer runs on real data (opt-in: VT_SLOW=1 or -m slow)")
     config.addinivalue_line("markers", "cuda: needs a CUDA GPU (make test-gpu; skipped without one)")

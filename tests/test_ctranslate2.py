@@ -49,6 +49,34 @@ def test_float32_export_decodes_like_generate(small_demo_model, held_out, tmp_pa
     assert all(torch.equal(before[k], after[k]) for k in before)  # the saved model is untouched
 
 
+def test_an_export_translates_without_torch_or_transformers(small_demo_model, held_out, tmp_path):
+    """`translate EXPORT` and `serve EXPORT` start in a fraction of a second: the export's own tokenizer files, read
+    without transformers, give the tokens, the unknown-token id and the input limit that transformers' tokenizer
+    gives."""
+    exported = export_ctranslate2(small_demo_model, tmp_path / "ct2")
+    source, target = tmp_path / "in.txt", tmp_path / "out.txt"
+    source.write_text("\n".join(held_out[:20]) + "\n", encoding="utf-8")
+    argv = ["translate", str(exported), "--input", str(source), "--output", str(target), "--max_new_tokens", "16",
+            "--quiet"]
+    code = (f"import sys\nfrom vanilla_transformer.cli import main\nmain({argv!r})\n"
+            "from vanilla_transformer.deploy.serve import parse_args, served_models\n"
+            f"engine = served_models(parse_args([{str(exported)!r}]))[0]\nengine.open()\n"
+            f"print(engine.translate({held_out[:3]!r}, 1, 16))\n"
+            "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    served, loaded = proc.stdout.strip().splitlines()[-2:]
+    assert loaded == "[]"
+    assert read_lines(target) == pytorch_outputs(small_demo_model, held_out[:20])
+    assert served == repr(read_lines(target)[:3])
+    translator, tokenizer = make_translator(exported, "ctranslate2"), AutoTokenizer.from_pretrained(exported)
+    assert [e.ids for e in translator.backend.encode_batch(held_out + ["Zürich ∑ 日本"])] == tokenizer(
+        held_out + ["Zürich ∑ 日本"])["input_ids"]
+    assert translator.unk_id == tokenizer.unk_token_id is not None
+    limit = tokenizer.model_max_length
+    assert translator.options["max_input_length"] == (limit if limit < 1e6 else 1024)
+
+
 def test_int8_is_as_accurate_and_leaves_the_model_unchanged(small_demo_model, held_out, tmp_path):
     model = AutoModelForSeq2SeqLM.from_pretrained(small_demo_model).eval()
     tokenizer = AutoTokenizer.from_pretrained(small_demo_model)

@@ -199,3 +199,26 @@ def test_every_command_reads_lines_by_one_rule(tmp_path):
     assert read_lines(str(tmp_path / "empty.txt"), allow_empty=True) == []
     with pytest.raises(DataError, match="empty.txt: file is empty"):
         read_lines(str(tmp_path / "empty.txt"))
+
+
+def test_a_write_is_whole_or_leaves_what_was_there(tmp_path):
+    """files.replaced_atomically, under every atomic write (text files, averaged weights, exports): a failed block
+    leaves the old file or directory and no temporary; a finished one replaces a directory whole."""
+    from vanilla_transformer.files import replaced_atomically, write_text
+
+    write_text(tmp_path / "a.txt", "old")
+    with pytest.raises(RuntimeError), replaced_atomically(tmp_path / "a.txt") as temporary:
+        with open(temporary, "w", encoding="utf-8") as f:
+            f.write("half")
+        raise RuntimeError
+    assert (tmp_path / "a.txt").read_text() == "old" and os.listdir(tmp_path) == ["a.txt"]
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "stale").write_text("x")
+    with replaced_atomically(tmp_path / "d") as temporary:
+        os.makedirs(temporary)
+        write_text(os.path.join(temporary, "new"), "y")
+    assert os.listdir(tmp_path / "d") == ["new"] and sorted(os.listdir(tmp_path)) == ["a.txt", "d"]
+    write_text(tmp_path / "e" / "b.txt", "in a folder made for it")
+    assert (tmp_path / "e" / "b.txt").read_text() == "in a folder made for it"
+    (tmp_path / "plain.txt").write_text("made by open")  # the same permissions as any file (not a temporary's 0600)
+    assert os.stat(tmp_path / "a.txt").st_mode == os.stat(tmp_path / "plain.txt").st_mode

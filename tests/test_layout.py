@@ -76,9 +76,21 @@ def test_each_shared_helper_is_defined_once():
         for node in tree.body:
             if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
                 defined[node.name].append(name)
-    for helper in ("read_lines", "write_lines", "write_text", "conll_sentences", "resolve_device", "resolve_engine",
-                   "positive_int", "DataError", "is_tagger_dir", "is_onnx_dir", "is_ctranslate2_dir"):
+    for helper in ("read_lines", "write_lines", "write_text", "replaced_atomically", "conll_sentences", "resolve_device",
+                   "resolve_engine", "default_threads", "export_tokenizer", "positive_int", "DataError", "is_tagger_dir",
+                   "is_onnx_dir", "is_ctranslate2_dir"):
         assert len(defined[helper]) == 1, (helper, defined[helper])
+
+
+def test_renames_into_place_live_in_one_helper():
+    """Whole-or-nothing writes go through files.replaced_atomically. Two renames keep their own rule: a checkpoint
+    staged where the Trainer saves it, and the tokenizer cache, where a finished one another run may be reading is
+    kept, not replaced."""
+    renaming = sorted(name for name, tree in modules().items() for node in ast.walk(tree)
+                      if isinstance(node, ast.Attribute) and node.attr in ("replace", "rename")
+                      and isinstance(node.value, ast.Name) and node.value.id == "os")
+    assert renaming == ["vanilla_transformer.files", "vanilla_transformer.training.checkpoints",
+                        "vanilla_transformer.training.models"], renaming
 
 
 def test_benchmarks_live_outside_the_package():

@@ -10,7 +10,7 @@ from safetensors.torch import load_file
 from transformers import AutoModelForMaskedLM, AutoModelForTokenClassification, AutoTokenizer, pipeline
 
 from conftest import ner_args, write_conll
-from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForMaskedLM, run_mlm, run_ner
+from vanilla_transformer import VanillaTransformerForMaskedLM, run_mlm, run_ner
 from vanilla_transformer.data import DataError
 from vanilla_transformer.run_mlm import WholeWordMaskCollator
 from vanilla_transformer.tokenization import train_tokenizer

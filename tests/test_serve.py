@@ -338,12 +338,27 @@ def test_ctranslate2_workers_translate_concurrent_batches_as_one(small_demo_mode
         gc.unfreeze()  # (loading froze the collector's view of the test process)
 
 
+def test_default_threads_count_as_torch_does():
+    """`--threads 0` means as many threads as torch would take (physical cores, at most OMP_NUM_THREADS or
+    MKL_NUM_THREADS), counted without importing torch."""
+    code = ("import sys\nfrom vanilla_transformer.loading import default_threads\nthreads = default_threads()\n"
+            "assert 'torch' not in sys.modules\nimport torch\nprint(threads, torch.get_num_threads())")
+    env = {name: value for name, value in os.environ.items() if name not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    for extra in ({}, {"OMP_NUM_THREADS": "1"}, {"OMP_NUM_THREADS": "64"},
+                  {"OMP_NUM_THREADS": "64", "MKL_NUM_THREADS": "1"}):
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**env, **extra},
+                              timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        ours, torchs = proc.stdout.split()
+        assert ours == torchs, extra
+        assert ours == "1" or extra.get("MKL_NUM_THREADS", extra.get("OMP_NUM_THREADS")) != "1", extra
+
+
 def test_default_workers_one_per_thread_for_ctranslate2_on_a_cpu():
-    import torch
-
     from vanilla_transformer.deploy.serve import default_workers
+    from vanilla_transformer.loading import default_threads
 
-    assert default_workers(False, "cpu", 0) == torch.get_num_threads()
+    assert default_workers(False, "cpu", 0) == default_threads()
     assert default_workers(False, "cpu", 3) == 3
     assert default_workers(True, "cpu", 3) == 1  # PyTorch: one batch at a time
 

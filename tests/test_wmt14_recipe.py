@@ -25,7 +25,7 @@ def write_wmt14_layout(folder, sizes=(("train", 300), ("newstest2013", 12), ("ne
 
 
 def test_wmt14_recipe_runs_end_to_end(tmp_path):
-    wmt = write_wmt14_layout(tmp_path / "data")
+    write_wmt14_layout(tmp_path / "data")
     out = tmp_path / "out"
     env = dict(os.environ, PY=sys.executable, STEPS="6", SAVE_STEPS="1", TOKENS_PER_STEP="256", MAX_TOKENS="128",
                MAX_LENGTH="24", BF16="false", OMP_NUM_THREADS="2")

@@ -14,6 +14,7 @@ import shutil
 import sys
 
 from .console import run
+from .files import replaced_atomically
 
 WEIGHTS = "model.safetensors"
 
@@ -66,9 +67,8 @@ def main(argv=None):
             shutil.copy2(os.path.join(newest, name), os.path.join(args.output_dir, name))
     from safetensors.torch import save_file
 
-    temporary = os.path.join(args.output_dir, WEIGHTS + ".tmp")
-    save_file(averaged, temporary, metadata={"format": "pt"})
-    os.replace(temporary, os.path.join(args.output_dir, WEIGHTS))
+    with replaced_atomically(os.path.join(args.output_dir, WEIGHTS)) as temporary:
+        save_file(averaged, temporary, metadata={"format": "pt"})
     print(f"Averaged {len(paths)} checkpoints ({', '.join(os.path.basename(p) for p in paths)}) -> {args.output_dir}")
     return paths
 

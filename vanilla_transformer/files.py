@@ -7,8 +7,10 @@ one line out. Bad bytes raise `DataError` naming the file and line.
 
 import os
 import re
+import shutil
 import sys
 import tempfile
+from contextlib import contextmanager
 
 LINE_END = re.compile(r"\r\n|\r|\n")
 DOCSTART = "-DOCSTART-"
@@ -48,12 +50,27 @@ def read_lines(path: str | None, allow_empty: bool = False) -> list[str]:
     return split_lines(text)
 
 
+@contextmanager
+def replaced_atomically(path):
+    """A name for the block to write a file or a directory to, in a private folder beside `path` (same file system),
+    renamed to `path` when the block ends (an existing directory there removed first) and deleted if it fails: `path`
+    is whole or as it was, never half written. Missing parent folders are made."""
+    path = os.path.abspath(os.fspath(path))
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    staging = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=os.path.dirname(path))
+    try:
+        yield os.path.join(staging, os.path.basename(path))
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        os.replace(os.path.join(staging, os.path.basename(path)), path)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
 def write_text(path: str, text: str) -> None:
-    """Write `text` to `path` atomically: a temporary file beside it, renamed into place (never half a file)."""
-    directory = os.path.dirname(os.path.abspath(path))
-    with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=directory, delete=False, suffix=".tmp") as f:
+    """Write `text` to `path` atomically (never half a file)."""
+    with replaced_atomically(path) as temporary, open(temporary, "w", encoding="utf-8") as f:
         f.write(text)
-    os.replace(f.name, path)
 
 
 def write_lines(path: str | None, lines: list[str]) -> None:

@@ -97,20 +97,56 @@ def is_onnx_dir(path) -> bool:
     return os.path.isfile(os.path.join(os.fspath(path), ONNX_META))
 
 
+def reexport(command: str) -> str:
+    """The advice that ends an error about an export's file: write the export again with `command`."""
+    return f"; export the model again (vanilla-transformer {command} MODEL OUT --force)"
+
+
 def check_export_files(path, names, command: str) -> None:
     """A `FileNotFoundError` naming the first of `names` missing from the export `path` (copied in part, or damaged)."""
     for name in names:
         if not os.path.isfile(os.path.join(os.fspath(path), name)):
-            raise FileNotFoundError(f"{os.path.join(os.fspath(path), name)} is missing: the export is incomplete; "
-                                    f"export the model again (vanilla-transformer {command} MODEL OUT --force).")
+            raise FileNotFoundError(f"{os.path.join(os.fspath(path), name)} is missing: the export is incomplete"
+                                    f"{reexport(command)}.")
+
+
+def export_tokenizer(path, command: str):
+    """(the `tokenizers.Tokenizer` of tokenizer.json, tokenizer_config.json's settings) of the export `path` that
+    `command` wrote, read without transformers (seconds to import): the tokenizer's own copy, without any padding or
+    truncation a saved one carries; the settings name the special tokens and model_max_length. A missing or damaged
+    file is an error naming it."""
+    from tokenizers import Tokenizer
+
+    path = os.fspath(path)
+    check_export_files(path, ("tokenizer.json",), command)
+    check_json_files(path, ("tokenizer.json", "tokenizer_config.json"), reexport(command))
+    settings = {}
+    if os.path.isfile(os.path.join(path, "tokenizer_config.json")):
+        with open(os.path.join(path, "tokenizer_config.json"), encoding="utf-8") as f:
+            settings = json.load(f)
+    return own_tokenizer(Tokenizer.from_file(os.path.join(path, "tokenizer.json"))), settings
+
+
+def special_token_id(tokenizer, settings: dict, name: str, default: str) -> int | None:
+    """The id in `tokenizer` of the special token `name` ("pad_token", "unk_token") that tokenizer_config.json's
+    `settings` give (a string or {"content": ...}), else of `default`."""
+    token = settings.get(name) or default
+    return tokenizer.token_to_id(token["content"] if isinstance(token, dict) else token)
 
 
 def architectures_of(path) -> list[str]:
-    """The architectures a saved model's config names; a local path without config.json is an error naming it."""
+    """The architectures a saved model's config names (a local one read without transformers); a local path without
+    config.json, or with a damaged one, is an error naming it."""
+    if looks_local(path):
+        config = os.path.join(path, "config.json")
+        if not os.path.isfile(config):
+            raise FileNotFoundError(f"{str(path)!r} is not a saved model directory (no config.json).")
+        check_json_files(path, ("config.json",))
+        with open(config, encoding="utf-8") as f:
+            config = json.load(f)
+        return (config.get("architectures") if isinstance(config, dict) else None) or []
     from transformers import PretrainedConfig
 
-    if looks_local(path) and not os.path.isfile(os.path.join(path, "config.json")):
-        raise FileNotFoundError(f"{str(path)!r} is not a saved model directory (no config.json).")
     return PretrainedConfig.get_config_dict(path)[0].get("architectures") or []
 
 
@@ -164,6 +200,27 @@ def resolve_engine(model_dir, engine: str, task: str = "translation") -> str:
         raise ValueError(f"{str(model_dir)!r} is not an ONNX export: run `vanilla-transformer export-onnx` on it "
                          "first, or use --engine pytorch.")
     return engine
+
+
+def default_threads() -> int:
+    """The CPU threads a command runs on when not told (`--threads 0`), counted as torch counts its own but without
+    importing it: the physical cores this process may run on, at most MKL_NUM_THREADS or else OMP_NUM_THREADS."""
+    try:
+        cpus = os.sched_getaffinity(0)
+        cores = set()
+        for cpu in cpus:
+            topology = f"/sys/devices/system/cpu/cpu{cpu}/topology"
+            with open(f"{topology}/physical_package_id") as package, open(f"{topology}/core_id") as core:
+                cores.add((package.read().strip(), core.read().strip()))
+        count = len(cores)
+    except AttributeError:  # macOS, Windows: no affinity or topology to read
+        count = os.cpu_count() or 1
+    except OSError:  # no topology (some containers): every CPU
+        count = len(cpus)
+    for name in ("MKL_NUM_THREADS", "OMP_NUM_THREADS"):
+        if os.environ.get(name, "").strip().isdigit() and int(os.environ[name]) > 0:
+            return min(count, int(os.environ[name]))
+    return count
 
 
 def resolve_device(device: str, engine: str = "pytorch") -> str:

@@ -65,7 +65,7 @@ class Engine:
 
         self.translator = make_translator(self.model_dir, self.engine, self.device, compute_type=self.compute_type,
                                           threads=self.threads, workers=self.workers)
-        return self.translator.tokenizer.backend_tokenizer
+        return self.translator.backend
 
     def open(self) -> None:
         """Load the model; an error propagates (`serve` loads before it listens: a model that cannot load ends the

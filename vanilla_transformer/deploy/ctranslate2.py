@@ -13,7 +13,6 @@ tied or separate embeddings, fused q/k/v projections. Options CTranslate2 cannot
 
 import math
 import os
-import shutil
 
 import numpy as np
 import torch
@@ -26,6 +25,7 @@ except ImportError:  # an optional extra: say how to get it when it is used
     ctranslate2 = None
     Converter = object
 
+from ..files import replaced_atomically
 from ..loading import check_translation_model_dir, load_model, require
 from ..model_card import copy_card
 from ..modeling_vanilla_transformer import VanillaTransformerPositionalEmbedding
@@ -173,11 +173,7 @@ def export_ctranslate2(model_name_or_path, output_dir, quantization: str | None 
     output_dir = os.fspath(output_dir)
     if os.path.exists(output_dir) and not force:
         raise FileExistsError(f"{output_dir!r} already exists; pass force=True (--force) to replace it.")
-    staging = f"{os.path.normpath(output_dir)}.tmp-export"
-    shutil.rmtree(staging, ignore_errors=True)
-    VanillaTransformerConverter(model_name_or_path).convert(staging, quantization=quantization, force=True)
-    copy_card(model_name_or_path, staging)
-    if os.path.exists(output_dir):
-        shutil.rmtree(output_dir)
-    os.replace(staging, output_dir)  # a finished export or none: never half a directory
+    with replaced_atomically(output_dir) as staging:  # a finished export or none: never half a directory
+        VanillaTransformerConverter(model_name_or_path).convert(staging, quantization=quantization)
+        copy_card(model_name_or_path, staging)
     return output_dir

@@ -5,11 +5,10 @@ directory with ONNX Runtime (`deploy.tag.OnnxTagger`; `--engine onnxruntime`, ch
 
 import json
 import os
-import shutil
-import tempfile
 
 import torch
 
+from ..files import replaced_atomically
 from ..model_card import copy_card
 from ..loading import ONNX_META, TAGGER, is_tagger_dir, load_model, require
 from ..tokenization import load_tokenizer
@@ -62,22 +61,23 @@ def export_onnx(model_dir, output_dir, quantize: str | None = None, force: bool 
     encoder = tagger.model.encoder
     if encoder.char_features is not None:
         encoder.char_features = TabulatedCharacterFeatures(encoder.char_features)
-    staging = tempfile.mkdtemp(prefix=".export-", dir=os.path.dirname(os.path.abspath(output_dir)) or ".")
-    try:
+    with replaced_atomically(output_dir) as staging:  # a finished export or none: never half a directory
+        os.makedirs(staging)
         ids = torch.full((2, 8), 5, dtype=torch.long)
         mask = torch.ones_like(ids)
         batch, length = torch.export.Dim("batch"), torch.export.Dim("length", max=1 << 16)
         path = os.path.join(staging, "model.onnx")
-        torch.onnx.export(Emissions(tagger).eval(), (ids, mask), path, dynamo=True, input_names=["input_ids", "attention_mask"],
-                          output_names=["logits"], dynamic_shapes=({0: batch, 1: length}, {0: batch, 1: length}))
+        exported = os.path.join(staging, "float32.onnx") if quantize else path
+        torch.onnx.export(Emissions(tagger).eval(), (ids, mask), exported, dynamo=True,
+                          input_names=["input_ids", "attention_mask"], output_names=["logits"],
+                          dynamic_shapes=({0: batch, 1: length}, {0: batch, 1: length}))
         if quantize == "int8":  # the int8 model holds its weights: the float32 files go
             from onnxruntime.quantization import QuantType, quantize_dynamic
 
-            quantize_dynamic(path, os.path.join(staging, "int8.onnx"), weight_type=QuantType.QInt8)
+            quantize_dynamic(exported, path, weight_type=QuantType.QInt8)
             for name in os.listdir(staging):
-                if name.startswith("model.onnx"):
+                if name.startswith("float32.onnx"):
                     os.remove(os.path.join(staging, name))
-            os.replace(os.path.join(staging, "int8.onnx"), path)
         tokenizer.save_pretrained(staging)
         crf = None
         if tagger.crf is not None:
@@ -90,10 +90,4 @@ def export_onnx(model_dir, output_dir, quantize: str | None = None, force: bool 
         with open(os.path.join(staging, ONNX_META), "w", encoding="utf-8") as f:
             json.dump(meta, f, indent=1)
         copy_card(model_dir, staging)
-        if os.path.exists(output_dir):
-            shutil.rmtree(output_dir)
-        os.replace(staging, output_dir)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return output_dir

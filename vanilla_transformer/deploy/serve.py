@@ -22,8 +22,8 @@ import logging
 import os
 
 from ..console import positive_int
-from ..loading import (TAGGER, check_translation_model_dir, is_tagger_dir, no_progress_bars, require, resolve_device,
-                       resolve_engine)
+from ..loading import (TAGGER, check_translation_model_dir, default_threads, is_tagger_dir, no_progress_bars, require,
+                       resolve_device, resolve_engine)
 from ..model_card import card_languages
 
 logger = logging.getLogger(__name__)
@@ -77,11 +77,9 @@ def parse_args(argv=None) -> argparse.Namespace:
 def default_workers(pytorch: bool, device: str, threads: int) -> int:
     """`--workers 0`: CTranslate2 on a CPU runs one one-thread batch per thread (as `translate` does; two one-thread
     batches outran one two-thread batch at 8 to 128 clients: docs/serving.md); PyTorch and GPUs one batch at a time."""
-    import torch
-
     if pytorch or resolve_device(device, "ctranslate2") != "cpu":
         return 1
-    return threads or torch.get_num_threads()
+    return threads or default_threads()
 
 
 def served_models(args):

@@ -17,13 +17,13 @@ import time
 import numpy as np
 
 from ..files import conll_sentences, file_stats, read_lines, write_lines
-from ..loading import (ONNX_META, TAGGER, architectures_of, check_export_files, check_json_files, load_model,
-                       own_tokenizer, require, resolve_device, resolve_engine)
+from ..loading import (ONNX_META, TAGGER, architectures_of, check_export_files, check_json_files, export_tokenizer,
+                       load_model, own_tokenizer, reexport, require, resolve_device, resolve_engine, special_token_id)
 from ..ner.mentions import document_consistency, mention_spans
 
 FORMATS = ("text", "conll")
 CALL_WORDS = 128  # a model call's fixed cost on a CPU, in words computed (benchmark.py --tasks tagging-batches)
-REEXPORT = "; export the model again (vanilla-transformer export-onnx MODEL OUT --force)"
+REEXPORT = reexport("export-onnx")
 # CoNLL-2003's tokenization: abbreviations (U.S.), numbers with separators (3.5, 1,000), an apostrophe starting a word
 # ('s), hyphenated words (Sino-Japanese), and every other punctuation mark on its own
 WORD = re.compile(r"(?:[^\W\d_]\.){2,}|\d+(?:[.,:/]\d+)+(?!\w)|'\w+|\w+(?:-\w+)*|[^\w\s]")
@@ -82,21 +82,6 @@ class OnnxTagger:
         return logits
 
 
-def export_tokenizer(model_dir):
-    """The `tokenizers` tokenizer an export holds (tokenizer.json: pieces and special tokens; without the padding or
-    truncation a saved one may carry), and its padding id; without transformers, which takes a second to import."""
-    from tokenizers import Tokenizer
-
-    check_export_files(model_dir, ("tokenizer.json",), "export-onnx")
-    check_json_files(model_dir, ("tokenizer.json", "tokenizer_config.json"), REEXPORT)
-    tokenizer, settings = own_tokenizer(Tokenizer.from_file(os.path.join(model_dir, "tokenizer.json"))), {}
-    if os.path.isfile(os.path.join(model_dir, "tokenizer_config.json")):
-        with open(os.path.join(model_dir, "tokenizer_config.json"), encoding="utf-8") as f:
-            settings = json.load(f)
-    pad = settings.get("pad_token") or "<pad>"
-    return tokenizer, tokenizer.token_to_id(pad["content"] if isinstance(pad, dict) else pad) or 0
-
-
 def first_pieces(word_ids: np.ndarray) -> np.ndarray:
     """(B, T) word index of each piece (NaN: a special or padding token) -> (B, T) True at each word's first piece."""
     before = np.concatenate([np.full((len(word_ids), 1), np.nan), word_ids[:, :-1]], 1)
@@ -121,7 +106,8 @@ class Tagger:
             self.device = resolve_device(device, engine)
             self.onnx = OnnxTagger(model_dir)
             self.scores, self.labels = self.onnx.scores, self.onnx.meta["labels"]
-            self.pieces, self.pad = export_tokenizer(model_dir)
+            self.pieces, settings = export_tokenizer(model_dir, "export-onnx")
+            self.pad = special_token_id(self.pieces, settings, "pad_token", "<pad>") or 0
             self.window = self.onnx.meta["max_position_embeddings"] - self.special_tokens()
             self.call_words = CALL_WORDS
             return

@@ -9,38 +9,42 @@ import sys
 import tempfile
 import time
 
-import torch
-
 from ..files import file_stats, read_lines, write_lines
-from ..loading import (check_export_files, check_json_files, check_translation_model_dir, is_ctranslate2_dir,
-                       load_model, own_tokenizer, require, resolve_device, resolve_engine)
-from ..tokenization import load_tokenizer
+from ..loading import (check_export_files, check_json_files, check_translation_model_dir, default_threads,
+                       export_tokenizer, is_ctranslate2_dir, load_model, reexport, require, resolve_device,
+                       resolve_engine, special_token_id)
 
-REEXPORT = "; export the model again (vanilla-transformer export-ctranslate2 MODEL OUT --force)"
+REEXPORT = reexport("export-ctranslate2")
 
 
 class PyTorchTranslator:
-    """`model.generate` on batches of sentences; `engine_seconds` adds up the time spent in it."""
+    """`model.generate` on batches of sentences; `engine_seconds` adds up the time spent in it; `backend`: the Rust
+    tokenizer (`tokenizers.Tokenizer`)."""
 
     workers, engine_seconds = 1, 0.0  # batches it runs at once; seconds in `generate`
 
     def __init__(self, model_dir, num_beams: int = 1, max_new_tokens: int | None = None, device: str = "cpu",
                  threads: int = 0):
+        import torch
+
         from ..modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
+        from ..tokenization import load_tokenizer
 
         if threads:
             torch.set_num_threads(threads)
         self.tokenizer = load_tokenizer(model_dir)
+        self.backend = self.tokenizer.backend_tokenizer
         self.model = load_model(VanillaTransformerForConditionalGeneration, model_dir).to(device).eval()
         self.generate_kwargs = dict(num_beams=num_beams, do_sample=False)
         if max_new_tokens is not None:
             # max_length=None: the limit replaces the saved generation_config.max_length (no "both set" warning)
             self.generate_kwargs.update(max_new_tokens=max_new_tokens, max_length=None)
 
-    @torch.inference_mode()
     def __call__(self, sentences: list[str], num_beams: int | None = None,
                  max_new_tokens: int | None = None) -> list[str]:
         """Translations of `sentences`; `num_beams` / `max_new_tokens` override the translator's for this call."""
+        import torch
+
         from ..pipeline_vanilla_transformer import beam_search_cache  # here: not for CTranslate2
 
         batch = self.tokenizer(sentences, return_tensors="pt", padding=True, truncation=True,
@@ -51,7 +55,8 @@ class PyTorchTranslator:
         if max_new_tokens is not None:
             kwargs.update(max_new_tokens=max_new_tokens, max_length=None)
         start = time.perf_counter()
-        output = self.model.generate(**batch, **kwargs, **beam_search_cache(self.model, **kwargs))
+        with torch.inference_mode():
+            output = self.model.generate(**batch, **kwargs, **beam_search_cache(self.model, **kwargs))
         self.engine_seconds += time.perf_counter() - start
         return self.tokenizer.batch_decode(output, skip_special_tokens=True, clean_up_tokenization_spaces=False)
 
@@ -63,24 +68,25 @@ class CTranslate2Translator:
     threads run at once (the server's `--workers`). `parallel` (on a CPU): `threads` one-thread workers, each call split
     into that many batches run at once, instead of one batch on `threads` threads - for translating many sentences.
     One thread per batch never waits for the others at every operation (measured: docs/design.md). `engine_seconds`
-    adds up the time spent in `translate_batch`."""
+    adds up the time spent in `translate_batch`. An export runs without torch or transformers (their imports take
+    seconds): text <-> tokens through the export's Rust tokenizer, `backend`."""
 
     engine_seconds = 0.0
 
     def __init__(self, model_dir, num_beams: int = 1, max_new_tokens: int | None = None, compute_type: str = "default",
                  threads: int = 0, device: str = "cpu", parallel: bool = False, workers: int = 1):
-        from .ctranslate2 import export_ctranslate2
-
         ctranslate2 = require("ctranslate2")
         model_dir, self._tmp = os.fspath(model_dir), None
         if not is_ctranslate2_dir(model_dir):
+            from .ctranslate2 import export_ctranslate2  # (torch and transformers)
+
             self._tmp = tempfile.TemporaryDirectory(prefix="vanilla-ct2-")
             model_dir = export_ctranslate2(model_dir, os.path.join(self._tmp.name, "model"))
         check_export_files(model_dir, ("config.json", "shared_vocabulary.json"), "export-ctranslate2")
-        self.tokenizer = load_tokenizer(model_dir)
         # a damaged file is named here: CTranslate2's own errors do not name it
         check_json_files(model_dir, ("config.json", "shared_vocabulary.json"), REEXPORT)
-        threads = threads or torch.get_num_threads()
+        self.backend, settings = export_tokenizer(model_dir, "export-ctranslate2")
+        threads = threads or default_threads()
         self.split = parallel and device == "cpu"
         self.workers = threads if self.split else workers
         try:
@@ -92,13 +98,14 @@ class CTranslate2Translator:
                 raise  # the system's CUDA set-up, not the files
             raise OSError(f"{os.path.join(model_dir, 'model.bin')} is truncated or corrupted ({error})"
                           f"{REEXPORT}.") from None
+        limit = settings.get("model_max_length")  # transformers' "no limit" is a huge number
         self.options = dict(beam_size=num_beams, min_decoding_length=0, max_decoding_length=max_new_tokens or 256,
-                            max_input_length=self.tokenizer.model_max_length if self.tokenizer.model_max_length < 1e6
-                            else 1024)
-        # text <-> tokens straight through the Rust tokenizer (a copy: these settings stay here), without the Python
-        # wrapper's per-token conversions (measured: docs/design.md)
-        self.backend = own_tokenizer(self.tokenizer.backend_tokenizer, self.options["max_input_length"])
-        self.vocab, self.unk_id = self.backend.get_vocab(), self.tokenizer.unk_token_id
+                            max_input_length=limit if isinstance(limit, int) and limit < 1e6 else 1024)
+        # straight through the Rust tokenizer, also without the Python wrapper's per-token conversions (measured:
+        # docs/design.md)
+        self.backend.enable_truncation(self.options["max_input_length"])
+        self.vocab = self.backend.get_vocab()
+        self.unk_id = special_token_id(self.backend, settings, "unk_token", "<unk>")
 
     def translate_ids(self, sentences: list[str], **options) -> list[list[int]]:
         """The best hypothesis of each sentence as token ids; `options` override `translate_batch`'s (beam_size,
