@@ -218,6 +218,9 @@ def test_a_write_is_whole_or_leaves_what_was_there(tmp_path):
         os.makedirs(temporary)
         write_text(os.path.join(temporary, "new"), "y")
     assert os.listdir(tmp_path / "d") == ["new"] and sorted(os.listdir(tmp_path)) == ["a.txt", "d"]
+    with pytest.raises(OSError):  # a file is never written over a directory (`translate --output DIR`)
+        write_text(tmp_path / "d", "text")
+    assert os.listdir(tmp_path / "d") == ["new"] and sorted(os.listdir(tmp_path)) == ["a.txt", "d"]
     write_text(tmp_path / "e" / "b.txt", "in a folder made for it")
     assert (tmp_path / "e" / "b.txt").read_text() == "in a folder made for it"
     (tmp_path / "plain.txt").write_text("made by open")  # the same permissions as any file (not a temporary's 0600)

@@ -53,22 +53,25 @@ def read_lines(path: str | None, allow_empty: bool = False) -> list[str]:
 @contextmanager
 def replaced_atomically(path):
     """A name for the block to write a file or a directory to, in a private folder beside `path` (same file system),
-    renamed to `path` when the block ends (an existing directory there removed first) and deleted if it fails: `path`
-    is whole or as it was, never half written. Missing parent folders are made."""
+    renamed to `path` when the block ends (a directory written replaces a directory there; a file never does) and
+    deleted if it fails: `path` is whole or as it was, never half written. Missing parent folders are made."""
     path = os.path.abspath(os.fspath(path))
     os.makedirs(os.path.dirname(path), exist_ok=True)
     staging = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=os.path.dirname(path))
+    written = os.path.join(staging, os.path.basename(path))
     try:
-        yield os.path.join(staging, os.path.basename(path))
-        if os.path.isdir(path) and not os.path.islink(path):
+        yield written
+        if os.path.isdir(written) and os.path.isdir(path) and not os.path.islink(path):
             shutil.rmtree(path)
-        os.replace(os.path.join(staging, os.path.basename(path)), path)
+        os.replace(written, path)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
 
 def write_text(path: str, text: str) -> None:
     """Write `text` to `path` atomically (never half a file)."""
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"{os.fspath(path)} is a directory: give a file to write to.")
     with replaced_atomically(path) as temporary, open(temporary, "w", encoding="utf-8") as f:
         f.write(text)
 
