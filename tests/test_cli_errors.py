@@ -95,6 +95,8 @@ def exported(small_demo_model, tmp_path_factory):
     ("model.bin", lambda p: open(p, "r+b").truncate(os.path.getsize(p) // 2)),
     ("config.json", lambda p: p.write_text('{"bos_token": ')),
     ("shared_vocabulary.json", lambda p: p.write_text('["<pad>", ')),
+    ("tokenizer.json", lambda p: p.write_text('{"version": ')),  # read by `tokenizers` itself: named by us first
+    ("tokenizer.json", lambda p: p.unlink()),
 ])
 def test_damaged_ctranslate2_export_names_the_file(exported, tmp_path, capsys, name, damage):
     import shutil
@@ -104,7 +106,9 @@ def test_damaged_ctranslate2_export_names_the_file(exported, tmp_path, capsys, n
     damage(broken / name)
     status, err = run(capsys, ["translate", str(broken), "--input", os.devnull])
     assert status == 2 and str(broken / name) in err and "Traceback" not in err
-    assert name == "config.json" or "is truncated or corrupted" in err and "export the model again" in err
+    if name != "config.json":
+        assert "export the model again" in err
+        assert ("is truncated or corrupted" if (broken / name).exists() else "is missing") in err
 
 
 def test_the_console_command_prints_no_trace_unless_debug(files):
