@@ -16,17 +16,21 @@ def looks_local(name_or_path) -> bool:
             or (os.path.sep != "/" and os.path.sep in text))
 
 
+def read_json(path, advice: str = ""):
+    """A JSON file's contents; one that is not valid JSON (truncated, corrupted) is an OSError naming it, `advice`
+    ("; export it again ...") ending the message."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (ValueError, UnicodeDecodeError) as error:
+        raise OSError(f"{path} is truncated or corrupted (not valid JSON: {error}){advice}.") from None
+
+
 def check_json_files(directory, names, advice: str = "") -> None:
-    """An OSError naming the first of `names` in `directory` that exists but is not valid JSON (truncated, corrupted);
-    `advice` ("; export it again ...") ends the message."""
+    """`read_json`'s error for the first of `names` in `directory` that exists but is not valid JSON."""
     for name in names:
-        path = os.path.join(directory, name)
-        if os.path.isfile(path):
-            try:
-                with open(path, encoding="utf-8") as f:
-                    json.load(f)
-            except (ValueError, UnicodeDecodeError) as error:
-                raise OSError(f"{path} is truncated or corrupted (not valid JSON: {error}){advice}.") from None
+        if os.path.isfile(os.path.join(directory, name)):
+            read_json(os.path.join(directory, name), advice)
 
 
 def own_tokenizer(tokenizer, max_length: int | None = None):
@@ -117,13 +121,10 @@ def export_tokenizer(path, command: str):
     file is an error naming it."""
     from tokenizers import Tokenizer
 
-    path = os.fspath(path)
+    path, config = os.fspath(path), os.path.join(os.fspath(path), "tokenizer_config.json")
     check_export_files(path, ("tokenizer.json",), command)
-    check_json_files(path, ("tokenizer.json", "tokenizer_config.json"), reexport(command))
-    settings = {}
-    if os.path.isfile(os.path.join(path, "tokenizer_config.json")):
-        with open(os.path.join(path, "tokenizer_config.json"), encoding="utf-8") as f:
-            settings = json.load(f)
+    check_json_files(path, ("tokenizer.json",), reexport(command))
+    settings = read_json(config, reexport(command)) if os.path.isfile(config) else {}
     return own_tokenizer(Tokenizer.from_file(os.path.join(path, "tokenizer.json"))), settings
 
 
@@ -141,9 +142,7 @@ def architectures_of(path) -> list[str]:
         config = os.path.join(path, "config.json")
         if not os.path.isfile(config):
             raise FileNotFoundError(f"{str(path)!r} is not a saved model directory (no config.json).")
-        check_json_files(path, ("config.json",))
-        with open(config, encoding="utf-8") as f:
-            config = json.load(f)
+        config = read_json(config)
         return (config.get("architectures") if isinstance(config, dict) else None) or []
     from transformers import PretrainedConfig
 

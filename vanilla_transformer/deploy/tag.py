@@ -17,8 +17,8 @@ import time
 import numpy as np
 
 from ..files import conll_sentences, file_stats, read_lines, write_lines
-from ..loading import (ONNX_META, TAGGER, architectures_of, check_export_files, check_json_files, export_tokenizer,
-                       load_model, own_tokenizer, reexport, require, resolve_device, resolve_engine, special_token_id)
+from ..loading import (ONNX_META, TAGGER, architectures_of, check_export_files, export_tokenizer, load_model,
+                       own_tokenizer, read_json, reexport, require, resolve_device, resolve_engine, special_token_id)
 from ..ner.mentions import document_consistency, mention_spans
 
 FORMATS = ("text", "conll")
@@ -61,9 +61,7 @@ class OnnxTagger:
     def __init__(self, model_dir, threads: int = 0):
         ort = require("onnxruntime", "onnx")
         check_export_files(model_dir, ("model.onnx",), "export-onnx")
-        check_json_files(model_dir, (ONNX_META,), REEXPORT)
-        with open(os.path.join(model_dir, ONNX_META), encoding="utf-8") as f:
-            self.meta = json.load(f)
+        self.meta = read_json(os.path.join(model_dir, ONNX_META), REEXPORT)
         options = ort.SessionOptions()
         if threads:
             options.intra_op_num_threads = threads
