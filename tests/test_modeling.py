@@ -406,6 +406,53 @@ def test_cached_decoder_equals_one_pass_under_any_mask(variant, attention):
         torch.testing.assert_close(first.last_hidden_state[sees], whole[:, :7][sees], rtol=0, atol=1e-5)
 
 
+MASK_DTYPES = [torch.bool, torch.int32, torch.float32, torch.bfloat16]
+
+
+def outputs_of_every_head(config, mask, decoder_mask):
+    """Each head's first output under the masks given: seq2seq logits (one pass, then 3 steps with a cache), base model,
+    tagger (with a CRF) and masked LM; weights drawn from one seed."""
+    ids, _, labels = batch(config)
+    decoder_ids = shift_tokens_right(labels, config.pad_token_id, config.decoder_start_token_id)
+    model = seq2seq(config)
+    kwargs = dict(input_ids=ids, attention_mask=mask, decoder_input_ids=decoder_ids, decoder_attention_mask=decoder_mask)
+    outputs = [model(**kwargs).logits]
+    first = model(**{**kwargs, "decoder_input_ids": decoder_ids[:, :4], "decoder_attention_mask": decoder_mask[:, :4]},
+                  use_cache=True)
+    outputs.append(model(encoder_outputs=(first.encoder_last_hidden_state,), attention_mask=mask,
+                         decoder_input_ids=decoder_ids[:, 4:], decoder_attention_mask=decoder_mask, cache=first.cache,
+                         use_cache=True).logits)
+    for cls in (VanillaTransformerModel, VanillaTransformerForTokenClassification, VanillaTransformerForMaskedLM):
+        torch.manual_seed(0)
+        encoder_only = cls is not VanillaTransformerModel
+        head = cls(config.__class__(**{**config.to_dict(), "use_crf": cls is VanillaTransformerForTokenClassification})
+                   ).eval()
+        out = head(input_ids=ids, attention_mask=mask) if encoder_only else head(**kwargs)
+        outputs.append(out[0])
+    return outputs
+
+
+@pytest.mark.parametrize("dtype", MASK_DTYPES, ids=str)
+@pytest.mark.parametrize("packed", [False, True], ids=["padding", "packed"])
+@torch.no_grad()
+def test_every_mask_dtype_gives_an_int64_masks_outputs(tiny_config, dtype, packed):
+    """Masks as transformers' testers, collators and users make them (`input_ids.ne(pad_token_id)` is bool; floats of
+    0/1) give the outputs of the same int64 mask in every head, with and without a cache; masks numbering packed
+    sequences (1, 1, 2, 2, 0) in any integer or float dtype too. (A bool mask can only mark padding.)"""
+    if packed and dtype == torch.bool:
+        pytest.skip("a bool mask cannot number sequences")
+    mask = torch.ones(B, S, dtype=torch.long)
+    mask[-1, 4:] = 0
+    decoder_mask = torch.ones(B, T, dtype=torch.long)
+    decoder_mask[0, 5:] = 0
+    if packed:
+        mask[0, 5:], decoder_mask[1, 3:] = 2, 2
+    expected = outputs_of_every_head(tiny_config, mask, decoder_mask)
+    got = outputs_of_every_head(tiny_config, mask.to(dtype), decoder_mask.to(dtype))
+    for name, e, g in zip(["seq2seq", "seq2seq cached", "base", "tagger", "mlm"], expected, got):
+        torch.testing.assert_close(g, e, rtol=0, atol=1e-6, msg=f"{name} under a {dtype} mask")
+
+
 @pytest.mark.parametrize("dtype, atol", [(torch.float32, 1e-5), (torch.bfloat16, 3e-2)])
 def test_cache_step_matches_full_forward(tiny_config, dtype, atol):
     """One decode step with the cache gives the logits of the full forward at that position (positions offset; a

@@ -100,7 +100,7 @@ for names, classes in (("MODEL_MAPPING_NAMES", (VanillaTransformerModel, Vanilla
 
 
 class VanillaTransformerModelTester:
-    """The tiny shapes of transformers' Marian/BART testers."""
+    """The tiny shapes of transformers' Marian/BART testers, and their masks: `ids.ne(pad_token_id)`, bool."""
 
     def __init__(self, parent, encoder_decoder=True, overrides=None, batch_size=13, seq_length=7, vocab_size=99, hidden_size=16,
                  num_hidden_layers=2, num_attention_heads=4, intermediate_size=4):
@@ -123,10 +123,10 @@ class VanillaTransformerModelTester:
     def prepare_config_and_inputs_for_common(self):
         input_ids = common.ids_tensor([self.batch_size, self.seq_length], self.vocab_size).clamp(3)
         input_ids[:, -1] = 2
-        inputs = dict(input_ids=input_ids, attention_mask=input_ids.ne(1).long())
+        inputs = dict(input_ids=input_ids, attention_mask=input_ids.ne(1))  # bool, as Marian's tester makes it
         if self.encoder_decoder:
             decoder_input_ids = common.ids_tensor([self.batch_size, self.seq_length], self.vocab_size).clamp(3)
-            inputs.update(decoder_input_ids=decoder_input_ids, decoder_attention_mask=decoder_input_ids.ne(1).long())
+            inputs.update(decoder_input_ids=decoder_input_ids, decoder_attention_mask=decoder_input_ids.ne(1))
         return self.get_config(), inputs
 
 

@@ -164,8 +164,8 @@ def running_segments(attention_mask: torch.Tensor) -> torch.Tensor:
     cached decoding equals one pass over the whole sequence under any 0/1 mask."""
     nonzero = attention_mask != 0
     count = nonzero.long().cumsum(1)  # (B, S): tokens not masked so far
-    numbers = attention_mask.new_zeros(attention_mask.shape[0], attention_mask.shape[1] + 1).scatter(
-        1, torch.where(nonzero, count, 0), torch.where(nonzero, attention_mask, 0))  # (B, S + 1): k-th unmasked's
+    numbers = count.new_zeros(attention_mask.shape[0], attention_mask.shape[1] + 1).scatter(  # (any mask dtype)
+        1, torch.where(nonzero, count, 0), torch.where(nonzero, attention_mask.long(), 0))  # (B, S + 1): k-th unmasked's
     return numbers.gather(1, count)  # (B, S)
 
 
@@ -205,14 +205,23 @@ class VanillaTransformerEmbedding(nn.Module):
 # Attention (section 3.2)
 
 
-def mask_function(key_segments: torch.Tensor | None, query_segments: torch.Tensor | None = None):
-    """The rule transformers' `masking_utils` builds each backend's mask from (its `and_mask_function`), for a 2-D mask
-    (batch, keys): a key of segment 0 (padding) is never seen; with `query_segments` (packed rows: masks numbering their
-    sequences, 1, 1, 1, 2, 2, 0; `position_ids_of`) a query sees only its own segment's keys. None where values can be
-    read and the rule is padding alone (masking_utils' own padding mask, built faster); compiled, always the rule."""
-    if key_segments is None:
-        return None
-    if reads_values(key_segments) and (query_segments is None or not (key_segments > 1).any()):
+def numbers_sequences(attention_mask: torch.Tensor | None) -> bool:
+    """Whether a 2-D mask may number packed sequences (1, 1, 1, 2, 2, 0; `position_ids_of`) rather than mark padding
+    with 0/1, so that attention needs `mask_function`'s per-pair rule: never for a bool mask, nor under `torch.export`
+    (an exported graph reads a 2-D mask as 0/1 padding: packed rows are a training input, and masking_utils' `vmap`
+    over a rule does not trace with dynamic shapes); else by its values where they can be read, and always compiled."""
+    if attention_mask is None or attention_mask.dtype == torch.bool or torch.compiler.is_exporting():
+        return False
+    return not reads_values(attention_mask) or bool((attention_mask > 1).any())
+
+
+def mask_function(attention_mask: torch.Tensor | None, key_segments: torch.Tensor | None,
+                  query_segments: torch.Tensor | None = None):
+    """The rule transformers' `masking_utils` builds each backend's mask from (its `and_mask_function`), for a 2-D
+    `attention_mask` (batch, keys) that numbers packed sequences (`numbers_sequences`): a key of segment 0 (padding) is
+    never seen, and a query of `query_segments` sees only its own segment's keys. None for a mask of padding alone: the
+    caller passes the mask itself, and masking_utils builds its own padding mask (faster, no `vmap`)."""
+    if key_segments is None or not numbers_sequences(attention_mask):
         return None
 
     def allowed(batch, head, query, key):  # (a padding query, segment 0, sees every key that is not padding)
@@ -545,7 +554,7 @@ class VanillaTransformerEncoder(VanillaTransformerStack):
         device = (input_ids if input_ids is not None else inputs_embeds).device
         positions = position_ids_of(attention_mask, length, device=device)
         hidden = self.embed(input_ids, inputs_embeds, positions, length, word_features=word_features)
-        rule = mask_function(attention_mask, attention_mask)  # (checked above: (batch, length) or None)
+        rule = mask_function(attention_mask, attention_mask, attention_mask)  # (checked above: (batch, length))
         mask = create_bidirectional_mask(self.config, hidden, None if rule else attention_mask, and_mask_function=rule)
         bias = self.relative_bias(hidden, length) if self.relative_bias is not None else None
         for layer in self.layers:
@@ -613,10 +622,11 @@ class VanillaTransformerDecoder(VanillaTransformerStack):
             segments = running_segments(attention_mask)
             positions = position_ids_of(segments, segments.shape[-1], device=device)[:, -length:]
         hidden = self.embed(input_ids, inputs_embeds, positions, past_length + length)
-        rule = mask_function(segments, segments)
+        rule = mask_function(attention_mask, segments, segments)
         self_mask = create_causal_mask(self.config, hidden, None if rule else attention_mask, self_cache,
                                        and_mask_function=rule)
-        rule = mask_function(encoder_attention_mask, segments[:, -length:] if segments is not None else None)
+        rule = mask_function(encoder_attention_mask, encoder_attention_mask,
+                             segments[:, -length:] if segments is not None else None)
         cross_mask = create_bidirectional_mask(self.config, hidden, None if rule else encoder_attention_mask,
                                                encoder_hidden_states, and_mask_function=rule)
         key_length = self_cache.get_mask_sizes(length, 0)[0] if self_cache is not None else length
