@@ -46,6 +46,19 @@ def test_several_processes_are_recorded_with_torchrun(argv0, monkeypatch, tmp_pa
         "torchrun --nproc_per_node 2 --nnodes 2 scripts/run_translation.py --max_tokens 4096")
 
 
+def test_secrets_and_absolute_paths_are_not_recorded(argv0, tmp_path, monkeypatch):
+    """The value of every flag naming a secret is redacted (both spellings, `--max_tokens` is no secret); an absolute
+    path is relative inside the current directory, a placeholder outside it; `python -m` is recorded as typed."""
+    from vanilla_transformer import run_translation
+
+    monkeypatch.chdir(tmp_path)
+    argv0(run_translation.__file__)
+    command = invoked_command(["--hub_token", "hf_abc", "--api_key=k", "--max_tokens", "4096", "--train_file",
+                               str(tmp_path / "data" / "train"), "--validation_file=/srv/corpora/wmt/valid"])
+    assert command == ("python -m vanilla_transformer.run_translation --hub_token '<HUB_TOKEN>' '--api_key=<API_KEY>' "
+                       "--max_tokens 4096 --train_file data/train --validation_file=.../wmt/valid")
+
+
 def test_hardware_names_the_cpu_cores_and_dtype(monkeypatch):
     monkeypatch.setattr(model_card, "cpu_name", lambda: "Example CPU 9000")
     args = SimpleNamespace(bf16=True, fp16=False, world_size=1, device=torch.device("cpu"))

@@ -9,23 +9,40 @@ generation config, tokenizer and code files of the newest checkpoint.
 
 import argparse
 import os
-import re
 import shutil
 import sys
 
 from .console import run
 from .files import replaced_atomically
+from .loading import read_json
+from .model_card import CARD_INFO
 
 WEIGHTS = "model.safetensors"
 
 
 def checkpoints(run_dir: str) -> list[str]:
     """The run's `checkpoint-STEP` directories that hold weights, oldest first."""
+    from .training.checkpoints import run_checkpoints
+
     if not os.path.isdir(run_dir):
         raise ValueError(f"{run_dir!r} is not a directory.")
-    found = [(int(m.group(1)), os.path.join(run_dir, name)) for name in os.listdir(run_dir)
-             if (m := re.fullmatch(r"checkpoint-(\d+)", name)) and os.path.isfile(os.path.join(run_dir, name, WEIGHTS))]
-    return [path for _, path in sorted(found)]
+    return [path for path in run_checkpoints(run_dir) if os.path.isfile(os.path.join(path, WEIGHTS))]
+
+
+def check_one_run(paths: list[str]) -> None:
+    """The checkpoints belong to one run: each one's logged history (trainer_state.json) is where the newest one's
+    began. Checkpoints left by an earlier run in the same directory are refused, naming them."""
+    histories = {}
+    for path in paths:
+        state = os.path.join(path, "trainer_state.json")
+        if os.path.isfile(state):
+            values = read_json(state)
+            histories[path] = values.get("log_history", []) if isinstance(values, dict) else None
+    newest = histories.get(paths[-1])
+    others = [path for path, history in histories.items() if newest is not None and newest[:len(history)] != history]
+    if others:
+        raise ValueError(f"{', '.join(others)} belong to another run than {paths[-1]} (their trainer_state.json "
+                         "histories differ): average the checkpoints of one run, or give --last fewer.")
 
 
 def average(paths: list[str]) -> dict:
@@ -56,15 +73,24 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.last < 1:
         raise ValueError(f"--last must be at least 1, got {args.last}.")
-    paths = checkpoints(args.run_dir)[-args.last:]
-    if not paths:
+    found = checkpoints(args.run_dir)
+    if not found:
         raise ValueError(f"No checkpoint-* directory with {WEIGHTS} in {args.run_dir!r}.")
+    if len(found) < args.last:
+        raise ValueError(f"--last {args.last}: {args.run_dir} holds {len(found)} checkpoint(s) with weights "
+                         f"({', '.join(os.path.basename(p) for p in found)}); pass --last {len(found)} to average "
+                         "those.")
+    paths = found[-args.last:]
+    check_one_run(paths)
     averaged = average(paths)
     os.makedirs(args.output_dir, exist_ok=True)
     newest = paths[-1]
     for name in os.listdir(newest):  # config, generation config, tokenizer, code (not optimizer/scheduler/RNG state)
         if name.endswith((".json", ".py", ".txt", ".model")) and not name.startswith(("trainer_state", "rng_state")):
             shutil.copy2(os.path.join(newest, name), os.path.join(args.output_dir, name))
+    for name in ("README.md", CARD_INFO):  # the run's model card: its languages, data and terms stay with the model
+        if os.path.isfile(os.path.join(args.run_dir, name)):
+            shutil.copy2(os.path.join(args.run_dir, name), os.path.join(args.output_dir, name))
     from safetensors.torch import save_file
 
     with replaced_atomically(os.path.join(args.output_dir, WEIGHTS)) as temporary:

@@ -15,7 +15,7 @@ import shutil
 
 from datasets import Dataset, IterableDataset, concatenate_datasets, load_dataset
 
-from .files import DataError, conll_sentences, read_lines, write_text
+from .files import ENCODING, DataError, conll_sentences, read_lines, write_text
 
 logger = logging.getLogger(__name__)
 DEMO_SOURCE_LANG, DEMO_TARGET_LANG = "src", "tgt"
@@ -65,7 +65,8 @@ def text_lines(path: str, column: str, cache_dir: str | None = None) -> Dataset:
     "\r\n" or "\r"."""
     check_not_empty(path)
     try:
-        lines = load_dataset("text", data_files=os.path.abspath(path), split="train", cache_dir=cache_dir)
+        lines = load_dataset("text", data_files=os.path.abspath(path), split="train", cache_dir=cache_dir,
+                             encoding=ENCODING)
     except Exception:
         check_utf8(path)  # names the line when that was the problem; else the loader's own error stands
         raise
@@ -137,7 +138,7 @@ def stream_parallel_text(prefix: str, source_lang: str, target_lang: str) -> Ite
 def parallel_pairs(paths: dict):
     """The pairs of `stream_parallel_text`, `paths` {language: file}. Lines end at "\n", "\r\n" or "\r"."""
     (source_lang, source_path), (target_lang, target_path) = paths.items()
-    with open(source_path, encoding="utf-8") as source, open(target_path, encoding="utf-8") as target:
+    with open(source_path, encoding=ENCODING) as source, open(target_path, encoding=ENCODING) as target:
         try:
             for line, texts in enumerate(itertools.zip_longest(source, target), start=1):
                 if None in texts:

@@ -2,7 +2,8 @@
 
 A line ends at "\\n", "\\r\\n" or "\\r" (Python's universal newlines, as `datasets`' text loader reads a corpus); other
 Unicode separators (U+2028, form feeds, ...) stay inside the line, so a sentence holding one is still one line in and
-one line out. Bad bytes raise `DataError` naming the file and line.
+one line out. A byte-order mark opening a file is no part of its first line (`ENCODING`). Bad bytes raise `DataError`
+naming the file and line.
 """
 
 import os
@@ -13,6 +14,7 @@ import tempfile
 from contextlib import contextmanager
 
 LINE_END = re.compile(r"\r\n|\r|\n")
+ENCODING = "utf-8-sig"  # UTF-8, where a leading byte-order mark (as Notepad writes) is read as no text
 DOCSTART = "-DOCSTART-"
 
 
@@ -43,25 +45,34 @@ def read_lines(path: str | None, allow_empty: bool = False) -> list[str]:
     if not allow_empty and not raw.strip():
         raise DataError(f"{name}: file is empty.")
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode(ENCODING)
     except UnicodeDecodeError as error:
         line = len(split_lines(raw[: error.start].decode("utf-8") + "x"))
         raise DataError(f"{name}, line {line}: bytes that are not UTF-8 ({error.reason}).") from None
     return split_lines(text)
 
 
+def check_output_path(path, what: str = "the output path") -> str:
+    """A path a command is about to write, refused when empty (an unset shell variable would make it the current
+    directory); returned as given."""
+    if path is None or not os.fspath(path).strip():
+        raise ValueError(f"{what} is empty: give the file or directory to write.")
+    return os.fspath(path)
+
+
 @contextmanager
 def replaced_atomically(path):
     """A name for the block to write a file or a directory to, in a private folder beside `path` (same file system),
     renamed to `path` when the block ends (a directory written replaces a directory there; a file never does) and
-    deleted if it fails: `path` is whole or as it was, never half written. Missing parent folders are made."""
-    path = os.path.abspath(os.fspath(path))
+    deleted if it fails: `path` is whole or as it was, never half written. Missing parent folders are made; a symlink
+    is followed (its target is replaced, the link stays); an empty path is refused."""
+    path = os.path.realpath(check_output_path(path))
     os.makedirs(os.path.dirname(path), exist_ok=True)
     staging = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=os.path.dirname(path))
     written = os.path.join(staging, os.path.basename(path))
     try:
         yield written
-        if os.path.isdir(written) and os.path.isdir(path) and not os.path.islink(path):
+        if os.path.isdir(written) and os.path.isdir(path):
             shutil.rmtree(path)
         os.replace(written, path)
     finally:
@@ -69,9 +80,15 @@ def replaced_atomically(path):
 
 
 def write_text(path: str, text: str) -> None:
-    """Write `text` to `path` atomically (never half a file)."""
+    """Write `text` to `path`: atomically (never half a file) where `path` is a regular file or new; in place where it
+    is a device or a pipe (/dev/null, /dev/stdout, a FIFO a reader waits on), which a replacement would destroy."""
+    check_output_path(path)
     if os.path.isdir(path):
         raise IsADirectoryError(f"{os.fspath(path)} is a directory: give a file to write to.")
+    if os.path.exists(path) and not os.path.isfile(path):
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+        return
     with replaced_atomically(path) as temporary, open(temporary, "w", encoding="utf-8") as f:
         f.write(text)
 

@@ -8,6 +8,8 @@ import sys
 
 from safetensors import SafetensorError
 
+from .files import check_output_path
+
 
 def looks_local(name_or_path) -> bool:
     """A path rather than a Hub id ("name" or "owner/name"): it exists, or it is written as a path."""
@@ -104,6 +106,23 @@ def is_onnx_dir(path) -> bool:
 def reexport(command: str) -> str:
     """The advice that ends an error about an export's file: write the export again with `command`."""
     return f"; export the model again (vanilla-transformer {command} MODEL OUT --force)"
+
+
+def check_export_target(output_dir, force: bool, command: str) -> str:
+    """Where `command` may write its export: a new path; with `force`, an earlier export of the same command or an empty
+    directory (replaced whole). Refused, naming the path: an empty path (an unset shell variable: the current
+    directory), an existing one without `force`, and with `force` anything else (--force never deletes a user's
+    other files)."""
+    output_dir = check_output_path(output_dir, f"{command}'s output directory")
+    if not os.path.lexists(output_dir):
+        return output_dir
+    if not force:
+        raise FileExistsError(f"{output_dir} already exists; pass --force to replace it.")
+    if os.path.isdir(output_dir) and (not os.listdir(output_dir) or any(
+            os.path.isfile(os.path.join(output_dir, name)) for name in EXPORT_FILES[command])):
+        return output_dir
+    raise FileExistsError(f"{output_dir} is not an earlier {command} export (it has none of "
+                          f"{', '.join(EXPORT_FILES[command])}); --force replaces only those: give another directory.")
 
 
 def check_export_files(path, names, command: str) -> None:

@@ -5,6 +5,7 @@ card API, with a model-index so the Hub shows the scores."""
 import json
 import os
 import platform
+import re
 import shlex
 import shutil
 import sys
@@ -83,22 +84,56 @@ def describe_hardware(training_args=None) -> str:
     return f"{where}, {processes} processes, {dtype}" if processes > 1 else f"{where}, {dtype}"
 
 
+# a flag whose value is a secret: --token, --hub_token, --api_key, --password (not --max_tokens)
+SECRET_FLAG = re.compile(r"--?(?:[\w-]*[_-])?(?:token|key|password|secret)", re.IGNORECASE)
+
+
+def shareable_words(words: list[str]) -> list[str]:
+    """A command line as it may be written into a file that is shared: the value of every flag that names a secret
+    (`--hub_token X`, `--api_key=X`) replaced by `<HUB_TOKEN>` (transformers' redaction) and every absolute path
+    shortened (`shareable_path`), so no credential and no absolute path of this computer is written."""
+    out, hidden = [], None  # hidden: the name of the secret whose value is the next word
+    for word in words:
+        flag, equals, value = word.partition("=")
+        path = value if equals and flag.startswith("-") else word
+        if hidden:
+            word, hidden = f"<{hidden}>", None
+        elif SECRET_FLAG.fullmatch(flag):
+            name = flag.lstrip("-").upper().replace("-", "_")
+            word, hidden = (f"{flag}=<{name}>", None) if equals else (word, name)
+        elif os.path.isabs(path):
+            word = word[: len(word) - len(path)] + shareable_path(path)
+        out.append(word)
+    return out
+
+
+def shareable_path(path: str) -> str:
+    """An absolute path as a shared file may show it: relative to the current directory when inside it, else its last
+    two parts after `...` (a placeholder to fill in, revealing nothing of this computer's folders)."""
+    relative = os.path.relpath(path)
+    if not relative.startswith(os.pardir):
+        return relative
+    return os.path.join("...", *os.path.normpath(path).split(os.sep)[-2:])
+
+
 def invoked_command(argv=None) -> str:
     """The command line that started this run, as a user can run it again: `vanilla-transformer train-translation
     ...` for the console command, `python scripts/run_translation.py ...` for a script, with torchrun in front when
-    several processes ran it; each argument quoted for the shell where needed."""
+    several processes ran it; each argument quoted for the shell where needed, and no secret or absolute path in it
+    (`shareable_words`)."""
     program, args = sys.argv[0], list(sys.argv[1:] if argv is None else argv)
     if program.startswith("vanilla-transformer "):  # set by the console command (cli.run_passthrough)
         words = program.split()
+    elif os.path.dirname(os.path.abspath(program)) == os.path.dirname(os.path.abspath(__file__)):  # python -m
+        words = ["python", "-m", f"{__package__}.{os.path.splitext(os.path.basename(program))[0]}"]
     else:
-        path = os.path.relpath(program)
-        words = ["python", program if path.startswith("..") else path]
+        words = ["python", program]
     processes = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
     if processes > 1:
         nodes = int(os.environ.get("WORLD_SIZE", processes)) // processes
         launcher = ["torchrun", "--nproc_per_node", str(processes)] + (["--nnodes", str(nodes)] if nodes > 1 else [])
         words = launcher + (words[1:] if words[0] == "python" else [shutil.which(words[0]) or words[0]] + words[1:])
-    return shlex.join(words + args)
+    return shlex.join(shareable_words(words + args))
 
 
 # The terms the training data puts on the weights, by the data's name (dataset_label: a Hub id or the folder of the
@@ -267,8 +302,13 @@ def card_languages(model_dir) -> tuple[str, str] | None:
 REQUIRED_FILES = ("config.json", "model.safetensors", "configuration_vanilla_transformer.py",
                   "modeling_vanilla_transformer.py", "kernels_vanilla_transformer.py", "ner_vanilla_transformer.py",
                   "pipeline_vanilla_transformer.py")
-# Never pushed: pickles (training_args.bin is one), optimizer states and intermediate checkpoints.
-IGNORE_PATTERNS = ["checkpoint-*", "checkpoint-*/**", "*.bin", "*.pt", "*.pth", "runs/**", "*.lock"]
+# What a push uploads: what loading the model needs (weights, config, generation config, the code files, the
+# tokenizer) and its card with the scores the card shows. Anything else (predictions, plots, card_info.json and
+# trainer_state.json with this computer's paths, checkpoints, pickles) only when the user names it (`include`).
+UPLOADED = ["config.json", "generation_config.json", "model.safetensors", "model-*-of-*.safetensors",
+            "model.safetensors.index.json", *REQUIRED_FILES[2:], "tokenizer.json", "tokenizer_config.json",
+            "special_tokens_map.json", "README.md", "all_results.json", "train_results.json", "eval_results.json",
+            "predict_results.json"]
 
 
 def check_model_dir(model_dir: str) -> None:
@@ -284,8 +324,9 @@ def check_model_dir(model_dir: str) -> None:
 
 
 def push_model_dir(model_dir: str, repo_id: str, token: str | None = None, private: bool = False,
-                   commit_message: str = "Upload vanilla-transformer model") -> str:
-    """Render the card (when card_info.json is there) and upload the directory; returns the new commit sha."""
+                   commit_message: str = "Upload vanilla-transformer model", include=()) -> str:
+    """Render the card (when card_info.json is there) and upload the directory's `UPLOADED` files, plus the files
+    matching the `include` patterns the user gave; returns the new commit sha."""
     from huggingface_hub import HfApi
 
     check_model_dir(model_dir)
@@ -294,5 +335,5 @@ def push_model_dir(model_dir: str, repo_id: str, token: str | None = None, priva
     api = HfApi(token=token)
     api.create_repo(repo_id, private=private, exist_ok=True)
     info = api.upload_folder(folder_path=model_dir, repo_id=repo_id, commit_message=commit_message,
-                             ignore_patterns=IGNORE_PATTERNS)
+                             allow_patterns=UPLOADED + list(include))
     return info.oid

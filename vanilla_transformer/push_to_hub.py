@@ -1,11 +1,12 @@
-"""Push a saved model directory (model, code files, tokenizer, card, results) to the Hugging Face Hub, or create a
-demo Space (the page of `vanilla-transformer demo`) for models already on the Hub.
+"""Push a saved model directory (model, code files, tokenizer, card, scores: `model_card.UPLOADED`) to the Hugging Face
+Hub, or create a demo Space (the page of `vanilla-transformer demo`) for models already on the Hub.
 
     python scripts/push_to_hub.py outputs/multi30k you/vanilla-transformer-de-en [--private]
     python scripts/push_to_hub.py --space you/vanilla-demo --translation_model you/vanilla-transformer-de-en \\
         [--ner_model you/vanilla-transformer-conll]
 
-The Hub address comes from HF_ENDPOINT (default huggingface.co); the token from `hf auth login` or --token.
+The Hub address comes from HF_ENDPOINT (default huggingface.co); the token from `hf auth login` or HF_TOKEN (--token
+works too, but a command line is seen by other users of the computer and kept in shell histories).
 """
 
 import argparse
@@ -102,6 +103,9 @@ def main(argv=None):
     parser.add_argument("--token", default=None)
     parser.add_argument("--private", action="store_true")
     parser.add_argument("--commit_message", default="Upload vanilla-transformer model")
+    parser.add_argument("--include", nargs="+", default=[], metavar="PATTERN",
+                        help="Also upload the files matching these patterns (e.g. '*.png' predictions_*.txt); by "
+                             "default a push sends what loading the model needs, its card and scores only.")
     args = parser.parse_args(argv)
     if args.space and (args.model_dir or args.repo_id):
         parser.error("--space pushes a demo for models already on the Hub; push each model first, without --space")
@@ -114,7 +118,7 @@ def main(argv=None):
             print(f"Pushed the demo Space {args.space} at revision {sha}")
             return 0
         sha = push_model_dir(args.model_dir, args.repo_id, token=args.token, private=args.private,
-                             commit_message=args.commit_message)
+                             commit_message=args.commit_message, include=args.include)
     except (ValueError, FileNotFoundError, ImportError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -26,7 +26,7 @@ except ImportError:  # an optional extra: say how to get it when it is used
     Converter = object
 
 from ..files import replaced_atomically
-from ..loading import check_translation_model_dir, load_model, require
+from ..loading import check_export_target, check_translation_model_dir, load_model, require
 from ..model_card import copy_card
 from ..modeling_vanilla_transformer import VanillaTransformerPositionalEmbedding
 from ..tokenization import load_tokenizer
@@ -170,9 +170,7 @@ def set_layer_norm(spec, norm):
 def export_ctranslate2(model_name_or_path, output_dir, quantization: str | None = None, force: bool = False) -> str:
     """Convert a saved translation model to a CTranslate2 directory (with its tokenizer and model card); returns the
     directory."""
-    output_dir = os.fspath(output_dir)
-    if os.path.exists(output_dir) and not force:
-        raise FileExistsError(f"{output_dir!r} already exists; pass force=True (--force) to replace it.")
+    output_dir = check_export_target(output_dir, force, "export-ctranslate2")
     with replaced_atomically(output_dir) as staging:  # a finished export or none: never half a directory
         VanillaTransformerConverter(model_name_or_path).convert(staging, quantization=quantization)
         copy_card(model_name_or_path, staging)

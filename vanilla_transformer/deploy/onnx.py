@@ -10,7 +10,7 @@ import torch
 
 from ..files import replaced_atomically
 from ..model_card import copy_card
-from ..loading import ONNX_META, TAGGER, is_tagger_dir, load_model, require
+from ..loading import ONNX_META, TAGGER, check_export_target, is_tagger_dir, load_model, require
 from ..tokenization import load_tokenizer
 
 
@@ -53,8 +53,7 @@ def export_onnx(model_dir, output_dir, quantize: str | None = None, force: bool 
         raise ValueError(f"quantize must be int8 or none, got {quantize!r}.")
     if not is_tagger_dir(model_dir):
         raise ValueError(f"{str(model_dir)!r} is not a saved tagger ({TAGGER}); export-onnx exports taggers.")
-    if os.path.exists(output_dir) and not force:
-        raise FileExistsError(f"{output_dir} exists; pass --force to replace it.")
+    output_dir = check_export_target(output_dir, force, "export-onnx")
     tokenizer = load_tokenizer(model_dir)
     tagger = load_model(VanillaTransformerForTokenClassification, model_dir, attn_implementation="eager").eval()
     config = tagger.config

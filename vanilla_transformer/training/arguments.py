@@ -12,7 +12,7 @@ from transformers import HfArgumentParser, Seq2SeqTrainingArguments, TrainingArg
 from transformers.trainer_utils import SaveStrategy, SchedulerType
 
 from ..configuration_vanilla_transformer import PRESETS, VanillaTransformerConfig
-from .checkpoints import last_checkpoint
+from .checkpoints import check_output_dir, last_checkpoint
 from . import precision
 
 logger = logging.getLogger(__name__)
@@ -118,6 +118,10 @@ class PaperTrainingArguments(TrainingArguments):  # the types are TrainingArgume
     save_total_limit: int | None = trainer_default("save_total_limit", 2)
     report_to: None | str | list[str] = trainer_default("report_to", "none")
     logging_nan_inf_filter: bool = trainer_default("logging_nan_inf_filter", False)
+    overwrite_output_dir: bool = field(default=False, metadata={
+        "help": "Train into an --output_dir that holds a finished model or checkpoints, replacing them (the old "
+                "checkpoint-* directories are deleted first, so the directory holds one run). Without it such a "
+                "directory is refused unless --resume_from_checkpoint continues the run there."})
 
 
 @dataclass
@@ -253,6 +257,7 @@ def parse_run_arguments(dataclass_types, argv=None, logger=None, defaults_for=No
     log.info("Attention: %s", model_args.attn_implementation)
     set_seed(training_args.seed)
     resume_from = last_checkpoint(training_args)
+    check_output_dir(training_args, resume_from)
     if resume_from is not None:
         log.info("Resuming training from checkpoint %s", resume_from)
     return model_args, data_args, training_args, resume_from

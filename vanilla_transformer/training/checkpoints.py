@@ -1,13 +1,14 @@
 """Checkpoints that are whole or absent: staged under a temporary name and renamed into place, checked before
 resuming, and the one to resume from."""
 
+import copy
 import json
 import os
+import re
 import shutil
 
 from transformers import TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint, rotate_checkpoints
-
 
 
 def last_checkpoint(training_args):
@@ -24,6 +25,41 @@ def last_checkpoint(training_args):
         raise ValueError(f"--resume_from_checkpoint {resume!r} is not a directory.")
     check_checkpoint_files(resume)
     return resume
+
+
+def run_checkpoints(run_dir: str) -> list[str]:
+    """The `checkpoint-STEP` directories of a run directory, oldest first."""
+    if not os.path.isdir(run_dir):
+        return []
+    steps = [(int(m.group(1)), name) for name in os.listdir(run_dir)
+             if (m := re.fullmatch(rf"{PREFIX_CHECKPOINT_DIR}-(\d+)", name)) and os.path.isdir(os.path.join(run_dir, name))]
+    return [os.path.join(run_dir, name) for _, name in sorted(steps)]
+
+
+def check_output_dir(training_args, resume_from) -> None:
+    """A training run never writes over a finished model or another run's checkpoints by surprise (transformers'
+    examples' rule): an --output_dir holding either is refused, naming how to replace them or to resume, unless the
+    run resumes there; with --overwrite_output_dir the old checkpoints are deleted first, so that the directory holds
+    one run's (what `average-checkpoints` averages). An empty --output_dir is refused: it would be the current
+    directory."""
+    output_dir = training_args.output_dir
+    if not str(output_dir).strip():
+        raise ValueError("--output_dir is empty: give the directory to write the model to.")
+    if not training_args.do_train or resume_from is not None or not os.path.isdir(output_dir):
+        return
+    found = [name for name in ("config.json", "model.safetensors") if os.path.isfile(os.path.join(output_dir, name))]
+    checkpoints = run_checkpoints(output_dir)
+    if not found and not checkpoints:
+        return
+    if not training_args.overwrite_output_dir:
+        names = found + [os.path.basename(c) for c in checkpoints]
+        what = ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
+        raise ValueError(f"--output_dir {output_dir} holds a finished model or checkpoints of another run ({what}): "
+                         "pass --overwrite_output_dir true to replace them, --resume_from_checkpoint true to continue "
+                         "that run, or another --output_dir.")
+    if training_args.should_save:  # (the main process)
+        for checkpoint in checkpoints:
+            shutil.rmtree(checkpoint)
 
 
 def check_checkpoint_files(checkpoint: str) -> None:
@@ -53,8 +89,7 @@ class AtomicCheckpoints(TrainerCallback):
     loadable and `--resume_from_checkpoint true` picks a whole one. The Trainer writes a checkpoint into
     `args.output_dir`: this callback points that at the staging folder from the moment a save is decided (the end of a
     step or an epoch, or an evaluation under `--save_strategy best`) until `on_save`, where the folder is renamed and
-    the output directory restored. (With `--push_to_hub` the Trainer uploads checkpoints in the background from their
-    folder, so they are written in place: the trainer does not add this callback.)"""
+    the output directory restored."""
 
     def __init__(self, accelerator):
         self.accelerator = accelerator
@@ -109,9 +144,13 @@ class AtomicCheckpoints(TrainerCallback):
 
 
 class AtomicCheckpointMixin:
-    """A Trainer whose checkpoints appear atomically (AtomicCheckpoints)."""
+    """A Trainer whose checkpoints appear atomically (AtomicCheckpoints) and that uploads nothing itself: it gets a copy
+    of the arguments without `--push_to_hub` and `--hub_token` (its own pushes would send every file of the output
+    directory and of each checkpoint, the pickled training_args.bin among them, and that pickle would hold the token).
+    The command uploads the finished model by allow-list at the end (`model_card.push_model_dir`)."""
 
     def __init__(self, *args, **kwargs):
+        kwargs["args"] = copy.copy(kwargs["args"])
+        kwargs["args"].push_to_hub, kwargs["args"].hub_token = False, None
         super().__init__(*args, **kwargs)
-        if not self.args.push_to_hub:
-            self.add_callback(AtomicCheckpoints(self.accelerator))
+        self.add_callback(AtomicCheckpoints(self.accelerator))
