@@ -29,7 +29,7 @@ setup: $(VENV)/.installed
 
 # TCMalloc where it is installed, as in the recipes (recipes/tcmalloc.sh)
 demo: setup
-	. recipes/tcmalloc.sh && $(VENV)/bin/vanilla-transformer train-translation --output_dir outputs/demo
+	. recipes/tcmalloc.sh && $(VENV)/bin/vanilla-transformer train-translation --output_dir outputs/demo --overwrite_output_dir true
 
 # Two pytest workers (one thread each, tests/conftest.py): on two cores the suite's many subprocess and server waits
 # overlap.

@@ -69,7 +69,7 @@ def corpus_report(prefix: str, source_lang: str, target_lang: str, sizes, workdi
                    "--target_lang", target_lang, "--config_name", "small", "--max_tokens", str(max_tokens),
                    "--max_steps", str(steps), "--do_train", "--save_strategy", "no", "--report_to", "none",
                    "--cache_dir", os.path.join(folder, "cache"), "--output_dir", os.path.join(folder, "model"),
-                   "--logging_steps", str(steps)]
+                   "--logging_steps", str(steps), "--overwrite_output_dir", "true"]  # (three runs, one folder)
         row = dict(pairs=pairs, max_tokens=max_tokens, steps=steps)
         for run in ("first", "cached", "streaming"):
             result = timed_run(command + (["--streaming"] if run == "streaming" else []),

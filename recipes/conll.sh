@@ -73,8 +73,10 @@ done
 # checkpoints keeps its final weights).
 taggers=()
 for i in $(seq 1 "$MEMBERS"); do
-  if ls -d "$OUT/member$i"/checkpoint-* > /dev/null 2>&1; then
-    "$PY" -m vanilla_transformer.cli average-checkpoints "$OUT/member$i" --last 5 --output_dir "$OUT/member$i/averaged"
+  saved=$(ls -d "$OUT/member$i"/checkpoint-* 2> /dev/null | wc -l)
+  if [ "$saved" -gt 0 ]; then  # the last five, or as many as a shorter run saved
+    "$PY" -m vanilla_transformer.cli average-checkpoints "$OUT/member$i" --last $(( saved < 5 ? saved : 5 )) \
+      --output_dir "$OUT/member$i/averaged"
     taggers+=("$OUT/member$i/averaged")
   else
     echo "member $i: no checkpoints saved, its final weights are evaluated"

@@ -64,7 +64,8 @@ $LAUNCH "$HERE/../scripts/run_translation.py" "${TRAIN[@]}" --source_lang en --t
   --save_strategy steps --save_steps "$SAVE_STEPS" --save_total_limit 5 --logging_steps 100 \
   --do_train --output_dir "$OUT" "$@"
 
-"$PY" -m vanilla_transformer.cli average-checkpoints "$OUT" --last 5 --output_dir "$OUT/averaged"
+saved=$(ls -d "$OUT"/checkpoint-* | wc -l)  # the last five, or as many as a shorter run saved
+"$PY" -m vanilla_transformer.cli average-checkpoints "$OUT" --last $(( saved < 5 ? saved : 5 )) --output_dir "$OUT/averaged"
 
 "$PY" "$HERE/../scripts/run_translation.py" --model_name_or_path "$OUT/averaged" "${TEST[@]}" \
   --source_lang en --target_lang de --do_predict --num_beams 4 --length_penalty 0.6 \

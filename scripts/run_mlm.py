@@ -5,7 +5,10 @@ as a tagger with `run_ner.py --model_name_or_path OUTPUT_DIR`.
 The same as `vanilla-transformer pretrain-encoder --help` once the package is installed (`pip install -e .`).
 """
 
+import sys
+
+from vanilla_transformer.console import run
 from vanilla_transformer.run_mlm import main
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run("python scripts/run_mlm.py", main))

@@ -4,7 +4,10 @@
 The same as `vanilla-transformer train-ner --help` once the package is installed (`pip install -e .`).
 """
 
+import sys
+
+from vanilla_transformer.console import run
 from vanilla_transformer.run_ner import main
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run("python scripts/run_ner.py", main))

@@ -4,7 +4,10 @@
 The same as `vanilla-transformer train-translation --help` once the package is installed (`pip install -e .`).
 """
 
+import sys
+
+from vanilla_transformer.console import run
 from vanilla_transformer.run_translation import main
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run("python scripts/run_translation.py", main))

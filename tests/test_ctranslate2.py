@@ -240,3 +240,33 @@ def test_an_export_keeps_the_model_card_and_serves_its_language_pair(small_demo_
         expected = ct2_outputs(exported, ["123456qwer"])[0]
         assert answer.status_code == 200 and answer.json() == {"translatedText": expected}
         assert [row["code"] for row in client.get("/languages").json()] == ["de", "en"]
+
+
+@pytest.mark.parametrize("position_embedding_type, rows", [("learned", 40), ("sinusoidal", 1025)])
+def test_an_exports_position_table_bounds_what_translate_admits(position_embedding_type, rows, tmp_path, capsys):
+    """The export records its position table's rows (`max_positions`): sinusoids cover every length the commands
+    admit; a learned table of 40 rows keeps inputs and outputs within it - a line longer than the table and the
+    default 256 new tokens translate without an engine trace, and an explicit --max_new_tokens past it is one error
+    line naming the limit."""
+    import json
+
+    from vanilla_transformer.tokenization import train_tokenizer
+
+    texts = ["".join(chr(97 + (i * j) % 11) for j in range(5 + i % 20)) for i in range(200)]
+    tokenizer = train_tokenizer(texts, vocab_size=40)
+    torch.manual_seed(0)
+    model = VanillaTransformerForConditionalGeneration(VanillaTransformerConfig.from_preset(
+        "tiny", vocab_size=48, position_embedding_type=position_embedding_type, max_position_embeddings=40))
+    model.save_pretrained(tmp_path / "pt")
+    tokenizer.save_pretrained(tmp_path / "pt")
+    export = export_ctranslate2(tmp_path / "pt", tmp_path / "ct2")
+    assert json.loads((tmp_path / "ct2" / "config.json").read_text())["max_positions"] == rows
+    (tmp_path / "long.txt").write_text(" ".join(texts[:60]) + "\nab\n", encoding="utf-8")
+    status = cli(["translate", export, "--input", str(tmp_path / "long.txt"), "--output", str(tmp_path / "out.txt"),
+                  "--quiet"])
+    assert status in (0, None) and len(read_lines(str(tmp_path / "out.txt"), allow_empty=True)) == 2
+    if position_embedding_type == "learned":
+        capsys.readouterr()
+        status = cli(["translate", export, "--input", str(tmp_path / "long.txt"), "--max_new_tokens", "45"])
+        err = capsys.readouterr().err
+        assert status == 2 and "--max_new_tokens 45 is over this export's limit of 39 new tokens" in err

@@ -1,12 +1,13 @@
 """scripts/plot.py writes real pictures: PNG files with content, for curves, attention maps and positions; it leaves no
 figure open (pyplot would keep each alive in a long-lived caller)."""
 
+import pytest
 
-import matplotlib.image as mpimg
+mpimg = pytest.importorskip("matplotlib.image", reason="plot needs the [plot] extra (matplotlib)")
 
-from conftest import translation_args, write_parallel
+from conftest import translation_args, write_parallel  # noqa: E402
 
-from vanilla_transformer import plot, run_translation
+from vanilla_transformer import plot, run_translation  # noqa: E402
 
 
 def assert_picture(path):

@@ -156,7 +156,7 @@ def test_an_export_to_an_empty_path_or_onto_other_files_deletes_nothing(command,
     (tmp_path / "mine.txt").write_text("my notes\n", encoding="utf-8")
     for output in ("", " "):
         status, err = run_status(capsys, [command, str(model), output, "--force"])
-        assert status == 2 and "is empty" in err, err
+        assert status == 2 and "empty" in err, err
     assert os.listdir(tmp_path) == ["mine.txt"]
     status, err = run_status(capsys, [command, str(model), str(tmp_path), "--force"])
     assert status == 2 and "is not an earlier" in err and (tmp_path / "mine.txt").is_file()
@@ -200,3 +200,15 @@ def test_a_byte_order_mark_is_no_part_of_the_text(tmp_path, capsys):
     for pairs in (load_parallel_text(str(tmp_path / "p"), "de", "en", cache_dir=str(tmp_path / "cache")),
                   stream_parallel_text(str(tmp_path / "p"), "de", "en")):
         assert [row["translation"] for row in pairs] == [{"de": "Hallo Welt.", "en": "Hello world."}]
+
+
+@pytest.mark.parametrize("argv", [["translate", "MODEL", "--output", ""], ["tag", "MODEL", "--output", " "],
+                                  ["score", "a.txt", "b.txt", "--output", ""],
+                                  ["average-checkpoints", "RUN", "--output_dir", ""],
+                                  ["split-documents", "train.txt", ""], ["plot", "positions", "--out", ""],
+                                  ["export-ctranslate2", "MODEL", ""], ["export-onnx", "MODEL", ""]])
+def test_every_path_a_command_writes_is_refused_when_empty(argv, capsys):
+    """An empty output path (an unset shell variable) is refused where the command line is read, before anything
+    loads or is written: one error line naming the flag."""
+    status, err = run_status(capsys, argv)
+    assert status == 2 and "empty: give the file or directory to write" in err, err

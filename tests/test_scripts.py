@@ -130,7 +130,7 @@ def test_run_translation_on_tab_separated_pairs(tmp_path):
     assert metrics["train_samples"] == 64 and metrics["eval_samples"] == 10
     (tmp_path / "train.tsv").write_text("One.\tEins.\nTwo. Zwei.\n", encoding="utf-8")
     with pytest.raises(DataError, match=r"train\.tsv, line 2: no tab"):
-        run_translation.main(args)
+        run_translation.main(args + ["--overwrite_output_dir", "true"])
 
 
 def test_run_translation_continues_from_saved_model(tmp_path):

@@ -13,6 +13,7 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from hypothesis import strategies as st
 
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
@@ -104,6 +105,14 @@ def test_native_and_libretranslate_endpoints_in_order():
     (dict(url="/translate", json={"q": "a", "source": "fr", "target": "en"}), 400, "fr -> en is not available"),
     (dict(url="/translate", json={"q": "a", "source": "de", "target": "en", "format": "html"}), 400, "only text"),
     (dict(url="/translate", content=b"q=a", headers={"content-type": "text/plain"}), 415, "content type"),
+    (dict(url="/translate", content=b'{"q": "a\\ud800", "source": "de", "target": "en"}',
+          headers={"content-type": "application/json"}), 400, "lone surrogate (U+D800)"),
+    (dict(url="/translate", content=b'{"q": ' + b"[" * 1900, headers={"content-type": "application/json"}), 400,
+     "nested too deeply"),
+    (dict(url="/v1/translate", content=b'{"sentences": ["a\\udc00"]}', headers={"content-type": "application/json"}),
+     422, "lone leading surrogate"),
+    (dict(url="/v1/translate", content=b'{"sentences": ' + b"[" * 1900, headers={"content-type": "application/json"}),
+     422, "recursion limit exceeded"),
 ])
 def test_bad_requests_get_a_json_error_naming_the_problem(request_kwargs, status, message):
     engine = FakeEngine()
@@ -114,6 +123,34 @@ def test_bad_requests_get_a_json_error_naming_the_problem(request_kwargs, status
         assert message in response.json()["error"]
         assert engine.batches == []  # nothing reached the engine
         assert client.post("/v1/translate", json={"sentences": ["ok"]}).json() == {"translations": ["ko"]}
+
+
+JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False)
+                           | st.text(max_size=8) | st.sampled_from(["de", "en", "text", "html", "a\ud800", ""]),
+                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner,
+                                                                                         max_size=3), max_leaves=12)
+FIELDS = st.dictionaries(st.sampled_from(["q", "source", "target", "format", "api_key", "alternatives", "x"]),
+                         JSON_VALUES, max_size=6)
+
+
+def test_any_json_body_is_answered_with_a_json_status_never_a_500():
+    """Property: any JSON value as the body of each public route (objects with LibreTranslate's and our fields, of any
+    type, nested, holding lone surrogates) is answered 200 or a 4xx whose body is `{"error": ...}`."""
+    from hypothesis import HealthCheck, given, settings
+
+    with client_for(FakeEngine(), max_sentences=4, max_sentence_tokens=16) as client:
+        wait_ready(client)
+
+        @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+        @given(url=st.sampled_from(["/translate", "/v1/translate", "/v1/ner"]),
+               body=FIELDS | JSON_VALUES | st.builds(lambda f: {"sentences": f}, JSON_VALUES))
+        def answered(url, body):
+            response = client.post(url, content=json.dumps(body).encode(), headers={"content-type": "application/json"})
+            assert response.status_code == 200 or 400 <= response.status_code < 500, (body, response.text)
+            if response.status_code != 200:
+                assert set(response.json()) == {"error"}, response.text
+
+        answered()
 
 
 def test_api_key_is_required_when_set():

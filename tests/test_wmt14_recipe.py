@@ -73,6 +73,14 @@ def test_tokenized_bleu_rewards_what_13a_does_not_split():
     assert perfect["sacrebleu"] == pytest.approx(100) and perfect["tokenized_bleu_compound_split"] == pytest.approx(100)
 
 
+def test_score_gives_sacrebleu_without_the_wmt_extra(monkeypatch):
+    """Without sacremoses (the `wmt` extra) `score` still gives sacreBLEU, and a note on what the paper's BLEU needs."""
+    monkeypatch.setitem(sys.modules, "sacremoses", None)  # (import sacremoses: ImportError)
+    scores = score(["ein Hund läuft im Park"], ["ein Hund läuft im Park"], "de")
+    assert scores["sacrebleu"] == pytest.approx(100) and "tokenized_bleu_compound_split" not in scores
+    assert "vanilla-transformer[wmt]" in scores["note"]
+
+
 def test_score_command_errors(tmp_path, capsys):
     (tmp_path / "h.txt").write_text("a b c\n")
     (tmp_path / "r.txt").write_text("a b c\nd e f\n")

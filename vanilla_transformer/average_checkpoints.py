@@ -12,8 +12,8 @@ import os
 import shutil
 import sys
 
-from .console import run
-from .files import replaced_atomically
+from .console import output_path, run
+from .files import check_output_path, replaced_atomically
 from .loading import read_json
 from .model_card import CARD_INFO
 
@@ -36,8 +36,7 @@ def check_one_run(paths: list[str]) -> None:
     for path in paths:
         state = os.path.join(path, "trainer_state.json")
         if os.path.isfile(state):
-            values = read_json(state)
-            histories[path] = values.get("log_history", []) if isinstance(values, dict) else None
+            histories[path] = read_json(state, mapping=True).get("log_history", [])
     newest = histories.get(paths[-1])
     others = [path for path, history in histories.items() if newest is not None and newest[:len(history)] != history]
     if others:
@@ -69,10 +68,11 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("run_dir", help="a training output directory with checkpoint-* subdirectories")
     parser.add_argument("--last", type=int, default=5, help="how many of the newest checkpoints to average")
-    parser.add_argument("--output_dir", required=True)
+    parser.add_argument("--output_dir", type=output_path, required=True)
     args = parser.parse_args(argv)
     if args.last < 1:
         raise ValueError(f"--last must be at least 1, got {args.last}.")
+    check_output_path(args.output_dir, "--output_dir")
     found = checkpoints(args.run_dir)
     if not found:
         raise ValueError(f"No checkpoint-* directory with {WEIGHTS} in {args.run_dir!r}.")

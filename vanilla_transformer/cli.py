@@ -9,7 +9,7 @@ import argparse
 import json
 import sys
 
-from .console import positive_int, run
+from .console import non_negative_int, output_path, positive_int, run
 
 
 def export_ctranslate2_command(args) -> None:
@@ -94,7 +94,7 @@ def add_export_ctranslate2(commands) -> None:
                                  description="Convert a saved translation model (a directory or Hub id) to a "
                                              "CTranslate2 model directory, the tokenizer included.")
     export.add_argument("model_dir", help="Saved translation model (save_pretrained directory or Hub id).")
-    export.add_argument("output_dir", help="Directory to write the CTranslate2 model to.")
+    export.add_argument("output_dir", type=output_path, help="Directory to write the CTranslate2 model to.")
     export.add_argument("--quantization", default=None,
                         choices=["float32", "int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16",
                                  "float16", "bfloat16"],
@@ -111,7 +111,8 @@ def add_translate(commands) -> None:
                                                 "empty).")
     translate.add_argument("model_dir", help="Saved translation model, or a directory exported by export-ctranslate2.")
     translate.add_argument("--input", default=None, help="UTF-8 text file to translate (default: stdin).")
-    translate.add_argument("--output", default=None, help="File to write the translations to (default: stdout).")
+    translate.add_argument("--output", type=output_path, default=None,
+                           help="File to write the translations to (default: stdout).")
     translate.add_argument("--engine", default="auto", choices=["auto", "pytorch", "ctranslate2"],
                            help="auto: CTranslate2 for an exported directory, PyTorch otherwise; ctranslate2 on a "
                                 "saved PyTorch model converts it on the fly.")
@@ -125,7 +126,7 @@ def add_translate(commands) -> None:
                                 "a GPU float16, int8_float16, bfloat16.")
     translate.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
                            help="auto (default): a CUDA GPU where the engine sees one, else the CPU.")
-    translate.add_argument("--threads", type=int, default=0,
+    translate.add_argument("--threads", type=non_negative_int, default=0,
                            help="CPU threads (default 0: all cores). CTranslate2 translates that many batches at once, one "
                                 "thread each.")
     translate.add_argument("--quiet", action="store_true", help="No progress bars.")
@@ -144,7 +145,7 @@ def add_tag(commands) -> None:
                                           "predicted tag appended out.")
     tag.add_argument("model_dir", help="Saved tagger (train-ner's output directory or a Hub id).")
     tag.add_argument("--input", default=None, help="UTF-8 file to tag (default: stdin).")
-    tag.add_argument("--output", default=None, help="File to write to (default: stdout).")
+    tag.add_argument("--output", type=output_path, default=None, help="File to write to (default: stdout).")
     tag.add_argument("--format", default="text", choices=["text", "conll"], help="Input and output format.")
     tag.add_argument("--batch_size", type=positive_int, default=32, help="Sentences per batch.")
     tag.add_argument("--document_consistency", action="store_true",
@@ -169,7 +170,7 @@ def add_export_onnx(commands) -> None:
                                            "dynamic batch and length), with its tokenizer and CRF scores, for `tag` "
                                            "and `serve` with ONNX Runtime. Needs the onnx extra.")
     onnx.add_argument("model_dir", help="Saved tagger (train-ner's output directory).")
-    onnx.add_argument("output_dir", help="Directory to write the export to.")
+    onnx.add_argument("output_dir", type=output_path, help="Directory to write the export to.")
     onnx.add_argument("--quantize", default=None, choices=["int8"],
                       help="ONNX Runtime's dynamic int8 quantization of the weights (default: float32).")
     onnx.add_argument("--force", action="store_true", help="Replace output_dir if it exists.")

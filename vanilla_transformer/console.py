@@ -9,15 +9,37 @@ import os
 import sys
 
 
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1 (the option is named by argparse's own error line)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
+def int_at_least(lowest: int):
+    """An argparse type: an integer >= `lowest` (the option is named by argparse's own error line)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if value < lowest:
+            raise argparse.ArgumentTypeError(f"must be at least {lowest}, got {value}")
+        return value
+
+    parse.__name__ = "integer"  # (argparse's name for the type in its messages)
+    return parse
+
+
+positive_int, non_negative_int = int_at_least(1), int_at_least(0)
+
+
+def output_path(text: str) -> str:
+    """argparse type: a path to write, refused when empty (an unset shell variable would make it the current
+    directory)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("empty: give the file or directory to write")
+    return text
+
+
+def port_number(text: str) -> int:
+    """argparse type: a TCP port, 1-65535."""
+    if not text.isdigit() or not 1 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"not a port number (1-65535): {text!r}")
+    return int(text)
 
 
 def take_debug(argv: list[str]) -> tuple[bool, list[str]]:

@@ -18,14 +18,17 @@ def looks_local(name_or_path) -> bool:
             or (os.path.sep != "/" and os.path.sep in text))
 
 
-def read_json(path, advice: str = ""):
-    """A JSON file's contents; one that is not valid JSON (truncated, corrupted) is an OSError naming it, `advice`
-    ("; export it again ...") ending the message."""
+def read_json(path, advice: str = "", mapping: bool = False):
+    """A JSON file's contents; one that is not valid JSON (truncated, corrupted), or with `mapping` not a JSON object,
+    is an OSError naming it, `advice` ("; export it again ...") ending the message."""
     try:
         with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except (ValueError, UnicodeDecodeError) as error:
+            values = json.load(f)
+    except (ValueError, UnicodeDecodeError, RecursionError) as error:
         raise OSError(f"{path} is truncated or corrupted (not valid JSON: {error}){advice}.") from None
+    if mapping and not isinstance(values, dict):
+        raise OSError(f"{path} is damaged: it holds a JSON {type(values).__name__}, not an object{advice}.")
+    return values
 
 
 def check_json_files(directory, names, advice: str = "") -> None:
@@ -59,11 +62,18 @@ EXPORT_FILES = {"export-ctranslate2": ("model.bin", "shared_vocabulary.json"), "
 
 def load_model(cls, path, **kwargs):
     """`cls.from_pretrained(path, **kwargs)` (`cls`: one of our model classes or an `AutoModel*`); a truncated or
-    corrupted `model.safetensors` raises `OSError` naming the file instead of safetensors' bare message."""
+    corrupted `model.safetensors`, or one with tensors of other shapes than config.json's, raises `OSError` naming the
+    file instead of safetensors' bare message or transformers' RuntimeError."""
+    weights = os.path.join(str(path), "model.safetensors")
     try:
         return cls.from_pretrained(path, **kwargs)
     except SafetensorError as error:
-        raise OSError(f"{os.path.join(str(path), 'model.safetensors')} is truncated or corrupted ({error}).") from None
+        raise OSError(f"{weights} is truncated or corrupted ({error}).") from None
+    except RuntimeError as error:
+        if "ignore_mismatched_sizes" not in str(error):  # transformers' refusal of tensors of other shapes
+            raise
+        raise OSError(f"{weights} holds tensors whose shapes do not match {os.path.join(str(path), 'config.json')} "
+                      "(transformers' report above names them): the files are of different models.") from None
 
 
 def no_progress_bars() -> None:
@@ -143,7 +153,7 @@ def export_tokenizer(path, command: str):
     path, config = os.fspath(path), os.path.join(os.fspath(path), "tokenizer_config.json")
     check_export_files(path, ("tokenizer.json",), command)
     check_json_files(path, ("tokenizer.json",), reexport(command))
-    settings = read_json(config, reexport(command)) if os.path.isfile(config) else {}
+    settings = read_json(config, reexport(command), mapping=True) if os.path.isfile(config) else {}
     return own_tokenizer(Tokenizer.from_file(os.path.join(path, "tokenizer.json"))), settings
 
 

@@ -13,6 +13,7 @@ import sys
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from .files import write_text
+from .loading import read_json
 
 TEMPLATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "model_card_template.md")
 CARD_INFO = "card_info.json"
@@ -181,18 +182,16 @@ def write_card_info(output_dir: str, task: str, dataset_name: str, train_samples
     return os.path.join(output_dir, CARD_INFO)
 
 
-def _read_json(path):
-    if not os.path.isfile(path):
-        return {}
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+def json_or_empty(path) -> dict:
+    """A JSON object file's contents, {} where there is no such file; a damaged one is an error naming it."""
+    return read_json(path, mapping=True) if os.path.isfile(path) else {}
 
 
 def _collect_results(model_dir: str, task: str):
     """[(split, metric, value)] from eval_results.json (validation) and predict_results.json (test)."""
     results = []
     for filename, prefix, split in (("eval_results.json", "eval", "validation"), ("predict_results.json", "predict", "test")):
-        values = _read_json(os.path.join(model_dir, filename))
+        values = json_or_empty(os.path.join(model_dir, filename))
         for metric, _ in TASKS[task]["metrics"]:
             if f"{prefix}_{metric}" in values:
                 results.append((split, metric, float(values[f"{prefix}_{metric}"])))
@@ -201,8 +200,8 @@ def _collect_results(model_dir: str, task: str):
 
 def render_card(model_dir: str, repo_id: str | None = None) -> ModelCard:
     """Write README.md into `model_dir` and return the card. Needs config.json and card_info.json."""
-    config = _read_json(os.path.join(model_dir, "config.json"))
-    info = _read_json(os.path.join(model_dir, CARD_INFO))
+    config = json_or_empty(os.path.join(model_dir, "config.json"))
+    info = json_or_empty(os.path.join(model_dir, CARD_INFO))
     if not config:
         raise FileNotFoundError(f"{model_dir} has no config.json: not a saved model.")
     if not info:
@@ -239,7 +238,7 @@ def render_card(model_dir: str, repo_id: str | None = None) -> ModelCard:
                          + {"translation": f"; languages {', '.join(languages)}",
                             "token-classification": f"; labels {fmt['labels']}"}.get(task, "") + ".",
         hyperparameters=sorted(info.get("hyperparameters", {}).items()),
-        steps=_read_json(os.path.join(model_dir, "trainer_state.json")).get("global_step", "an unknown number of"),
+        steps=json_or_empty(os.path.join(model_dir, "trainer_state.json")).get("global_step", "an unknown number of"),
         wall_time=f"{wall / 60:.1f} minutes" if wall else "unknown time", hardware=info.get("hardware", "unknown"),
         results=[(s, m, f"{v:.4g}") for s, m, v in results], command=info.get("command", ""), data_terms=terms,
         usage_remote=head + f"model = {auto}.from_pretrained(\"{name}\", trust_remote_code=True)\n" + example,
@@ -268,9 +267,11 @@ def _count_parameters(model_dir: str) -> str:
 
 
 def read_card(model_dir) -> ModelCard | None:
-    """The model card (README.md) of a saved directory or Hub id, or None where there is none (or it has no
-    metadata)."""
+    """The model card (README.md) of a saved directory or Hub id, or None where there is none; a card whose metadata
+    block does not parse is a ValueError naming the file."""
     from huggingface_hub.errors import EntryNotFoundError
+
+    import yaml
 
     local = os.path.isdir(os.fspath(model_dir))
     path = os.path.join(os.fspath(model_dir), "README.md") if local else os.fspath(model_dir)
@@ -278,8 +279,16 @@ def read_card(model_dir) -> ModelCard | None:
         return None
     try:
         return ModelCard.load(path)
-    except (EntryNotFoundError, ValueError, OSError):  # a Hub repo without a card, or a card without metadata
+    except EntryNotFoundError:  # a Hub repo without a card
         return None
+    except OSError:
+        if local:
+            raise
+        return None  # a Hub id out of reach (offline): no card
+    except (yaml.YAMLError, UnicodeDecodeError, ValueError) as error:  # metadata that is not a YAML mapping
+        where = path if local else f"the model card of {path}"
+        raise ValueError(f"{where} is damaged: its metadata block is not a YAML mapping "
+                         f"({' '.join(str(error).split())}); fix or delete it.") from None
 
 
 def copy_card(model_dir, output_dir) -> None:

@@ -13,7 +13,7 @@ import json
 import os
 import sys
 
-from .console import run
+from .console import output_path, positive_int, run
 from .loading import load_model
 
 
@@ -146,10 +146,10 @@ def main(argv=None):
     p.add_argument("run_dirs", nargs="+")
     p.add_argument("--metric", default=None, help="Logged metric (default: eval_bleu or eval_f1).")
     p = sub.add_parser("positions")
-    p.add_argument("--d_model", type=int, default=128)
-    p.add_argument("--length", type=int, default=100)
+    p.add_argument("--d_model", type=positive_int, default=128)
+    p.add_argument("--length", type=positive_int, default=100)
     for p in sub.choices.values():
-        p.add_argument("--out", default=None, help="Directory for the PNG files")
+        p.add_argument("--out", type=output_path, default=None, help="Directory for the PNG files")
     args = parser.parse_args(argv)
     out = (args.out or getattr(args, "run_dir", None) or getattr(args, "model_dir", None)
            or (getattr(args, "run_dirs", None) or ["."])[0])

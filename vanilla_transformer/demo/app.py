@@ -11,7 +11,7 @@ import logging
 import os
 import sys
 
-from ..console import run
+from ..console import port_number, run
 from ..loading import check_translation_model_dir, load_model, require, resolve_device
 
 logger = logging.getLogger(__name__)
@@ -287,13 +287,6 @@ def build_app(translation_model: str | None = None, ner_model: str | None = None
                 with gr.Tab("Tag entities", id="ner"):
                     ner_tab(gr, ner_model, device, strict)
     return app
-
-
-def port_number(text: str) -> int:
-    """argparse type: a TCP port, 1-65535."""
-    if not text.isdigit() or not 1 <= int(text) <= 65535:
-        raise argparse.ArgumentTypeError(f"not a port number (1-65535): {text!r}")
-    return int(text)
 
 
 def main(argv=None) -> int:

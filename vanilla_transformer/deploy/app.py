@@ -200,7 +200,7 @@ async def run(request: Request, kind: str, texts: list[str], options: tuple, str
     outputs = [None] * len(texts)  # empty sentences are not sent to the model
     try:
         done = await asyncio.wait_for(batcher.submit(sent, tokens, options), settings.request_timeout)
-    except TimeoutError:
+    except asyncio.TimeoutError:  # (not TimeoutError: on Python 3.10 asyncio raises its own class)
         raise ServeError(504, f"no answer within {settings.request_timeout:g} s (--request_timeout)") from None
     for i, output in zip(todo, done):
         outputs[i] = output
@@ -250,6 +250,8 @@ async def libretranslate_fields(request: Request) -> dict:
             fields = json.loads(body)
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise ServeError(400, f"malformed JSON body ({exc})") from None
+        except RecursionError:
+            raise ServeError(400, "malformed JSON body (nested too deeply)") from None
         if not isinstance(fields, dict):
             raise ServeError(400, "the JSON body must be an object")
         return fields
@@ -271,6 +273,12 @@ def libretranslate_texts(fields: dict, settings: Settings) -> list[str]:
             raise ServeError(400, f"Invalid request: missing {name} parameter")
     if not isinstance(q, (str, list)) or (isinstance(q, list) and not all(isinstance(s, str) for s in q)):
         raise ServeError(400, "Invalid request: q must be a string or a list of strings")
+    for text in [q] if isinstance(q, str) else q:
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as error:  # JSON's "\ud800": a string no tokenizer can read
+            raise ServeError(400, f"Invalid request: q holds a lone surrogate (U+{ord(text[error.start]):04X}), "
+                                  "which is not text") from None
     if fields.get("format", "text") != "text":
         raise ServeError(400, f"format {fields.get('format')!r} is not supported: only text")
     if source not in (settings.source_lang, "auto") or target != settings.target_lang:

@@ -112,6 +112,8 @@ def model_spec(model, tokenizer):
     spec.config.decoder_start_token, spec.config.eos_token = names
     spec.config.bos_token = tokenizer.bos_token or names[0]
     spec.config.unk_token = tokenizer.unk_token or "<unk>"
+    # the rows of the position tables: the translator keeps inputs and outputs within them
+    spec.config.add_attribute("max_positions", len(position_table(model.model.encoder.embed.embed_positions, config)))
     return spec
 
 
@@ -123,17 +125,26 @@ def vocabulary(tokenizer, vocab_size: int) -> list[str]:
     return tokens + [f"<unused{i}>" for i in range(vocab_size - len(tokens))]
 
 
+# Sinusoidal positions are exported for every length the commands admit: inputs of up to 1024 tokens (translate's
+# cap where the tokenizer sets none) and outputs of up to 1024 (serve's max_new_tokens limit), the start token included.
+SINUSOIDAL_POSITIONS = 1025
+
+
+def position_table(positions, config) -> torch.Tensor:
+    """The position vectors CTranslate2 adds (section 3.5), a table of fixed rows: a learned table as trained;
+    sinusoids for max(`max_position_embeddings`, SINUSOIDAL_POSITIONS) positions (ours are computed for any)."""
+    if positions.kind == "learned":
+        return positions.weight
+    rows = max(config.max_position_embeddings, SINUSOIDAL_POSITIONS)
+    return VanillaTransformerPositionalEmbedding.sinusoidal_table(rows, config.d_model)
+
+
 def set_stack(spec, stack, config):
     """Embeddings (section 3.4), positions (section 3.5) and the layers of the encoder or decoder."""
     spec.scale_embeddings = math.sqrt(config.d_model) if config.scale_embedding else 1.0
     embeddings = spec.embeddings[0] if isinstance(spec.embeddings, list) else spec.embeddings
     embeddings.weight = array(stack.embed_tokens.weight)
-    positions = stack.embed.embed_positions
-    if positions.kind == "learned":
-        spec.position_encodings.encodings = array(positions.weight)
-    else:
-        table = VanillaTransformerPositionalEmbedding.sinusoidal_table(config.max_position_embeddings, config.d_model)
-        spec.position_encodings.encodings = array(table)
+    spec.position_encodings.encodings = array(position_table(stack.embed.embed_positions, config))
     if stack.layer_norm is not None:  # pre-LN's final LayerNorm
         set_layer_norm(spec.layer_norm, stack.layer_norm)
     for layer_spec, layer in zip(spec.layer, stack.layers):

@@ -53,7 +53,7 @@ def export_onnx(model_dir, output_dir, quantize: str | None = None, force: bool 
         raise ValueError(f"quantize must be int8 or none, got {quantize!r}.")
     if not is_tagger_dir(model_dir):
         raise ValueError(f"{str(model_dir)!r} is not a saved tagger ({TAGGER}); export-onnx exports taggers.")
-    output_dir = check_export_target(output_dir, force, "export-onnx")
+    check_export_target(output_dir, force, "export-onnx")
     tokenizer = load_tokenizer(model_dir)
     tagger = load_model(VanillaTransformerForTokenClassification, model_dir, attn_implementation="eager").eval()
     config = tagger.config

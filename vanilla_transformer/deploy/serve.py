@@ -21,7 +21,7 @@ import argparse
 import logging
 import os
 
-from ..console import positive_int
+from ..console import non_negative_int, port_number, positive_int
 from ..loading import (TAGGER, check_translation_model_dir, default_threads, is_tagger_dir, no_progress_bars, require,
                        resolve_device, resolve_engine)
 from ..model_card import card_languages
@@ -40,13 +40,13 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="auto: CTranslate2 for an exported directory, PyTorch otherwise.")
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     parser.add_argument("--compute_type", default="default", help="CTranslate2 only (int8, float16, ...).")
-    parser.add_argument("--threads", type=int, default=0,
+    parser.add_argument("--threads", type=non_negative_int, default=0,
                         help="CPU threads of the engine, shared by its --workers (default 0: all cores).")
-    parser.add_argument("--workers", type=int, default=0,
+    parser.add_argument("--workers", type=non_negative_int, default=0,
                         help="Engine batches run at once, each on threads / workers threads (CTranslate2). Default 0: "
                              "on a CPU one one-thread batch per thread (docs/serving.md), else 1.")
     parser.add_argument("--host", default="127.0.0.1", help="Address to listen on (default: loopback only).")
-    parser.add_argument("--port", type=int, default=5000)
+    parser.add_argument("--port", type=port_number, default=5000)
     parser.add_argument("--api_key", default=os.environ.get("VT_API_KEY"),
                         help="Every translate and tagging call must carry this key, in the body or the X-API-Key "
                              "header (default: $VT_API_KEY; none: no key needed).")
@@ -69,8 +69,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--cors_origins", nargs="*", default=[],
                         help="Origins a browser page may call from (default: none, CORS off).")
     args = parser.parse_args(argv)
-    if args.max_wait_ms < 0 or args.request_timeout <= 0 or args.workers < 0 or args.threads < 0:
-        parser.error("--max_wait_ms, --workers and --threads must be >= 0 and --request_timeout > 0")
+    if not args.max_wait_ms >= 0 or not 0 < args.request_timeout < float("inf"):  # (NaN fails both)
+        parser.error("--max_wait_ms must be >= 0 and --request_timeout > 0 (and finite)")
     return args
 
 
@@ -102,9 +102,11 @@ def served_models(args):
         raise ValueError("--workers: several batches at once need the CTranslate2 engine (an exported directory, or "
                          "--engine ctranslate2); the PyTorch engine runs one.")
     workers = args.workers or default_workers(pytorch, args.device, args.threads)
-    source, target = card_languages(args.model_dir) or ("src", "tgt")
-    settings = Settings(source_lang=args.source_lang or source, target_lang=args.target_lang or target,
-                        **limits(args))
+    source, target = args.source_lang, args.target_lang
+    if not (source and target):  # the model card only where a language is not given
+        card_source, card_target = card_languages(args.model_dir) or ("src", "tgt")
+        source, target = source or card_source, target or card_target
+    settings = Settings(source_lang=source, target_lang=target, **limits(args))
     engine = Engine(args.model_dir, args.engine, args.device, args.compute_type, args.threads, workers)
     return engine, TaggerEngine(args.ner, args.device) if args.ner else None, settings
 

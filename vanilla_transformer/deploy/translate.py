@@ -11,7 +11,7 @@ import time
 
 from ..files import file_stats, read_lines, write_lines
 from ..loading import (check_export_files, check_json_files, check_translation_model_dir, default_threads,
-                       export_tokenizer, is_ctranslate2_dir, load_model, reexport, require, resolve_device,
+                       export_tokenizer, is_ctranslate2_dir, load_model, read_json, reexport, require, resolve_device,
                        resolve_engine, special_token_id)
 
 REEXPORT = reexport("export-ctranslate2")
@@ -84,7 +84,8 @@ class CTranslate2Translator:
             model_dir = export_ctranslate2(model_dir, os.path.join(self._tmp.name, "model"))
         check_export_files(model_dir, ("config.json", "shared_vocabulary.json"), "export-ctranslate2")
         # a damaged file is named here: CTranslate2's own errors do not name it
-        check_json_files(model_dir, ("config.json", "shared_vocabulary.json"), REEXPORT)
+        check_json_files(model_dir, ("shared_vocabulary.json",), REEXPORT)
+        export_config = read_json(os.path.join(model_dir, "config.json"), REEXPORT, mapping=True)
         self.backend, settings = export_tokenizer(model_dir, "export-ctranslate2")
         threads = threads or default_threads()
         self.split = parallel and device == "cpu"
@@ -99,13 +100,26 @@ class CTranslate2Translator:
             raise OSError(f"{os.path.join(model_dir, 'model.bin')} is truncated or corrupted ({error})"
                           f"{REEXPORT}.") from None
         limit = settings.get("model_max_length")  # transformers' "no limit" is a huge number
-        self.options = dict(beam_size=num_beams, min_decoding_length=0, max_decoding_length=max_new_tokens or 256,
-                            max_input_length=limit if isinstance(limit, int) and limit < 1e6 else 1024)
+        limit = limit if isinstance(limit, int) and limit < 1e6 else 1024
+        # the export's position table bounds both sides (an older export without the count: unchecked)
+        positions = export_config.get("max_positions")
+        self.longest = positions - 1 if isinstance(positions, int) and positions > 1 else None  # new tokens at most
+        if max_new_tokens is not None and self.longest is not None and max_new_tokens > self.longest:
+            raise ValueError(f"--max_new_tokens {max_new_tokens} is over this export's limit of {self.longest} new "
+                             f"tokens (its position table has {positions} rows: the model's max_position_embeddings).")
+        self.options = dict(beam_size=num_beams, min_decoding_length=0,
+                            max_decoding_length=self.new_tokens(max_new_tokens or 256),
+                            max_input_length=min(limit, positions) if self.longest else limit)
         # straight through the Rust tokenizer, also without the Python wrapper's per-token conversions (measured:
         # docs/design.md)
         self.backend.enable_truncation(self.options["max_input_length"])
         self.vocab = self.backend.get_vocab()
         self.unk_id = special_token_id(self.backend, settings, "unk_token", "<unk>")
+
+    def new_tokens(self, asked: int) -> int:
+        """`asked` new tokens at most, within the export's position table (a decoding step past it would have no
+        position)."""
+        return min(asked, self.longest) if self.longest is not None else asked
 
     def translate_ids(self, sentences: list[str], **options) -> list[list[int]]:
         """The best hypothesis of each sentence as token ids; `options` override `translate_batch`'s (beam_size,
@@ -121,7 +135,7 @@ class CTranslate2Translator:
         """Translations of `sentences`; `num_beams` / `max_new_tokens` override the translator's for this call."""
         options = {} if num_beams is None else dict(beam_size=num_beams)
         if max_new_tokens is not None:
-            options["max_decoding_length"] = max_new_tokens
+            options["max_decoding_length"] = self.new_tokens(max_new_tokens)
         if self.split and self.workers > 1:  # one batch per worker, run at once
             options["max_batch_size"] = -(-len(sentences) // self.workers)
         return [self.backend.decode(ids, skip_special_tokens=True) for ids in self.translate_ids(sentences, **options)]

@@ -13,6 +13,8 @@ import re
 
 import sacrebleu
 
+from ..console import output_path
+
 COMPOUND_HYPHEN = re.compile(r"(\S)-(\S)")
 
 
@@ -31,15 +33,20 @@ def moses_compound_split(lines: list[str], lang: str) -> list[str]:
 
 
 def score(hypotheses: list[str], references: list[str], lang: str) -> dict:
-    """sacreBLEU and the paper's tokenized, compound-split BLEU of `hypotheses` against `references` (one each)."""
+    """sacreBLEU and the paper's tokenized, compound-split BLEU of `hypotheses` against `references` (one each); without
+    sacremoses (the `wmt` extra) sacreBLEU alone and a `note` saying what the paper's BLEU needs."""
     if len(hypotheses) != len(references):
         raise ValueError(f"{len(hypotheses)} translations but {len(references)} references: one reference a line.")
     detokenized = sacrebleu.metrics.BLEU()
     sacre = detokenized.corpus_score(hypotheses, [references])
-    tokenized = sacrebleu.metrics.BLEU(tokenize="none", force=True).corpus_score(
-        moses_compound_split(hypotheses, lang), [moses_compound_split(references, lang)])
-    return {"sacrebleu": sacre.score, "sacrebleu_signature": str(detokenized.get_signature()),
-            "tokenized_bleu_compound_split": tokenized.score, "sentences": len(hypotheses)}
+    result = {"sacrebleu": sacre.score, "sacrebleu_signature": str(detokenized.get_signature()),
+              "sentences": len(hypotheses)}
+    try:
+        split = moses_compound_split(hypotheses, lang), [moses_compound_split(references, lang)]
+    except ImportError as error:  # sacreBLEU alone; the paper's BLEU needs the wmt extra
+        return {**result, "note": str(error)}
+    tokenized = sacrebleu.metrics.BLEU(tokenize="none", force=True).corpus_score(*split)
+    return {**result, "tokenized_bleu_compound_split": tokenized.score}
 
 
 def main(argv=None) -> dict:
@@ -47,7 +54,7 @@ def main(argv=None) -> dict:
     parser.add_argument("hypotheses", help="translations, one a line (UTF-8)")
     parser.add_argument("references", help="reference translations, line i for line i")
     parser.add_argument("--lang", default="de", help="the target language, for the Moses tokenizer (default de)")
-    parser.add_argument("--output", default=None, help="also write the scores to this JSON file")
+    parser.add_argument("--output", type=output_path, default=None, help="also write the scores to this JSON file")
     args = parser.parse_args(argv)
     from ..files import read_lines, write_text
 

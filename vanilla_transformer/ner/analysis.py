@@ -16,7 +16,8 @@ import json
 import os
 import random
 
-from ..files import DOCSTART, DataError, conll_sentences, read_lines, write_lines
+from ..console import output_path
+from ..files import DOCSTART, DataError, check_output_path, conll_sentences, read_lines, write_lines
 
 
 def conll_documents(path: str) -> list[list[str]]:
@@ -34,6 +35,7 @@ def split_documents(path: str, output_dir: str, fraction: float = 0.1, seed: int
     """Hold out `fraction` of the documents (at least one, seeded) as tune.txt; the rest is train.txt."""
     if not 0 < fraction < 1:
         raise ValueError(f"fraction must be between 0 and 1, got {fraction}.")
+    check_output_path(output_dir, "the output directory")
     documents = conll_documents(path)
     if len(documents) < 2:
         raise DataError(f"{path}: one document only; a tuning split needs two or more.")
@@ -114,7 +116,7 @@ def split_main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="vanilla-transformer split-documents", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("train_file", help="A CoNLL file with -DOCSTART- lines.")
-    parser.add_argument("output_dir", help="Where train.txt and tune.txt go.")
+    parser.add_argument("output_dir", type=output_path, help="Where train.txt and tune.txt go.")
     parser.add_argument("--fraction", type=float, default=0.1, help="Share of the documents held out (default 0.1).")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)

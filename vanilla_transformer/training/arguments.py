@@ -184,6 +184,30 @@ def dataset_label(data_args) -> str:
     return " + ".join(folders) or "demo"
 
 
+# transformers' example flags (run_translation.py, run_ner.py) these commands do not take, each with what to do instead
+EXAMPLE_FLAGS = {
+    "source_prefix": "it is T5's task prefix; a model trained for one language pair needs none",
+    "val_max_target_length": "use --generation_max_length (the longest translation evaluation generates)",
+    "pad_to_max_length": "batches are padded to their longest example; for batches of one shape use --packing true",
+    "overwrite_cache": "the Arrow caches of local files are rebuilt by themselves when a file changes",
+    "ignore_pad_token_for_loss": "padding is always left out of the loss (labels -100)",
+    "forced_bos_token": "it is for multilingual models (mBART); a model of one pair starts from decoder_start_token_id",
+    "text_column_name": "the words are read from the `tokens` column (CoNLL files: the first column)",
+    "label_column_name": "the tags are read from the `ner_tags` column (CoNLL files: the last column)",
+    "task_name": "train-ner tags named entities only",
+    "return_entity_level_metrics": "the scores of each entity type are always reported (eval_PER_f1, ...)",
+}
+
+
+def refuse_example_flags(args: list[str]) -> None:
+    """A flag of transformers' examples that these commands do not take is a ValueError naming what to use instead
+    (HfArgumentParser alone would only call it unknown)."""
+    for arg in args:
+        name = arg.removeprefix("--").split("=")[0]
+        if arg.startswith("--") and name in EXAMPLE_FLAGS:
+            raise ValueError(f"--{name} (a flag of transformers' examples) is not taken here: {EXAMPLE_FLAGS[name]}.")
+
+
 STAGES = ("do_train", "do_eval", "do_predict")
 TRUE, FALSE = ("true", "yes", "t", "y", "1"), ("false", "no", "f", "n", "0")  # HfArgumentParser's booleans
 
@@ -240,6 +264,7 @@ def parse_run_arguments(dataclass_types, argv=None, logger=None, defaults_for=No
         values.update(default_stages({name: values[name] for name in STAGES if name in values}))
         model_args, data_args, training_args = parser.parse_dict(values)
     else:
+        refuse_example_flags(args)
         args += [f"--{name}" for name in default_stages(stages_given(args))]
         args = precision.with_device_default((defaults_for(args) if defaults_for else []) + args)
         model_args, data_args, training_args = parser.parse_args_into_dataclasses(args=args)
