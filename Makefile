@@ -1,6 +1,6 @@
 # Every target sets up its own virtual environment (.venv) first, but test-gpu (.venv as it is), test-latest (its own
-# .venv-latest) and clean (deletes .venv, .venv-latest and outputs/, every model trained there); `make test` is what
-# CI runs.
+# .venv-latest) and clean (deletes .venv, .venv-latest and outputs/, every model trained there); CI (.ci/run) runs
+# `make test`, then `make test-latest`.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -63,9 +63,9 @@ recipe-multi30k: setup
 recipe-conll: setup
 	PY=$(PY) recipes/conll.sh $(DATA) outputs/conll
 
-# The best scores found within an hour of training on a 2-core Zen 5 with native bf16 (longer on slower CPUs;
-# docs/results.md): Multi30k for 30 epochs with dropout 0.3 and batches of 64 sentences, evaluated every 5 epochs;
-# CoNLL with four members.
+# The best scores found (docs/results.md, with the minutes each took on the CPU named there): Multi30k for 30 epochs
+# with dropout 0.3 and batches of 64 sentences, evaluated every 5 epochs; CoNLL with four members (unmeasured: about
+# twice the two-member recipe's time).
 recipe-multi30k-best: setup
 	BATCHES="--per_device_train_batch_size 64 --train_sampling_strategy group_by_length" PY=$(PY) recipes/multi30k.sh $(DATA) outputs/multi30k-best --num_train_epochs 30 \
 	  --config_overrides normalize_before=true,dropout=0.3,attention_dropout=0.1 --eval_strategy steps --eval_steps 2270

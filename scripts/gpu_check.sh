@@ -123,8 +123,7 @@ fi
 
 if phase tests && [ "${CORPUS_PAIRS:-0}" -gt 0 ]; then
   echo "== $(date -u '+%H:%M:%S') train-translation: $CORPUS_PAIRS generated pairs of natural lengths, packed, CUDA graphs"
-  # words of 3 to 6 letters from a list of 20000 (more than the 16000 BPE tokens: some take two), as many per
-  # sentence as the benchmark's lengths draw (minus EOS)
+  # words of 3 to 6 letters from a list of 5,000, as many per sentence as the benchmark's lengths draw (minus EOS)
   "$PY" - "$OUT/corpus.tsv" "$CORPUS_PAIRS" <<'EOF'
 import sys
 

@@ -133,6 +133,14 @@ FIELDS = st.dictionaries(st.sampled_from(["q", "source", "target", "format", "ap
                          JSON_VALUES, max_size=6)
 
 
+def test_unknown_routes_and_methods_answer_json_errors():
+    """404 and 405 come as every other error does, `{"error": ...}`."""
+    with client_for(FakeEngine()) as client:
+        for response, status in ((client.get("/nowhere"), 404), (client.get("/translate"), 405),
+                                 (client.post("/languages"), 405)):
+            assert response.status_code == status and set(response.json()) == {"error"}, response.text
+
+
 def test_any_json_body_is_answered_with_a_json_status_never_a_500():
     """Property: any JSON value as the body of each public route (objects with LibreTranslate's and our fields, of any
     type, nested, holding lone surrogates) is answered 200 or a 4xx whose body is `{"error": ...}`."""

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..loading import own_tokenizer
 from .batching import DynamicBatcher, ServeError
@@ -352,6 +353,10 @@ async def serve_error(request: Request, exc: ServeError):
     return error_response(exc.status, exc.message, exc.headers)
 
 
+async def routing_error(request: Request, exc: StarletteHTTPException):  # an unknown route (404), a wrong method (405)
+    return error_response(exc.status_code, str(exc.detail), getattr(exc, "headers", None))
+
+
 async def unexpected(request: Request, exc: Exception):  # a bug: logged with its trace, answered without it
     logger.exception("unexpected error on %s", request.url.path)
     return error_response(500, f"internal error ({type(exc).__name__})")
@@ -389,6 +394,7 @@ def create_app(engine: Engine | None, settings: Settings, ner: TaggerEngine | No
         app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins), allow_methods=["GET", "POST"],
                            allow_headers=["*"])
     app.add_exception_handler(ServeError, serve_error)
+    app.add_exception_handler(StarletteHTTPException, routing_error)
     app.add_exception_handler(Exception, unexpected)
     app.add_middleware(LimitsAndMetrics, max_request_bytes=settings.max_request_bytes, metrics=app.state.metrics)
     app.include_router(router)
