@@ -134,6 +134,21 @@ def test_damaged_ctranslate2_export_names_the_file(exported, tmp_path, capsys, n
         assert any(words in err for words in found), err
 
 
+@pytest.mark.parametrize("name", ["config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json"])
+@pytest.mark.parametrize("damage", ['{"a": ', "[1, 2]"], ids=["truncated", "not-an-object"])
+def test_damaged_saved_model_files_are_named(files, tmp_path, capsys, name, damage):
+    """Every JSON file of a saved model, truncated or holding something other than an object, is one error line naming
+    it (transformers would trace, or ignore a damaged generation config and decode with its defaults)."""
+    import shutil
+
+    broken = tmp_path / "broken"
+    shutil.copytree(files / "reshaped", broken)
+    shutil.copy(files / "badcard" / "model.safetensors", broken / "model.safetensors")  # (whole weights)
+    (broken / name).write_text(damage, encoding="utf-8")
+    status, err = run(capsys, ["translate", str(broken), "--engine", "pytorch", "--input", os.devnull])
+    assert status == 2 and str(broken / name) in err and "Traceback" not in err, err
+
+
 def test_the_console_command_prints_no_trace_unless_debug(files):
     """The installed entry point: one line and status 2; with --debug (or VT_DEBUG=1) the trace for a bug report."""
     argv = [sys.executable, "-m", "vanilla_transformer.cli", "average-checkpoints", str(files / "run"), "--last", "2",

@@ -31,11 +31,12 @@ def read_json(path, advice: str = "", mapping: bool = False):
     return values
 
 
-def check_json_files(directory, names, advice: str = "") -> None:
-    """`read_json`'s error for the first of `names` in `directory` that exists but is not valid JSON."""
+def check_json_files(directory, names, advice: str = "", mapping: bool = True) -> None:
+    """`read_json`'s error for the first of `names` in `directory` that exists but is not valid JSON (with `mapping`,
+    not a JSON object)."""
     for name in names:
         if os.path.isfile(os.path.join(directory, name)):
-            read_json(os.path.join(directory, name), advice)
+            read_json(os.path.join(directory, name), advice, mapping)
 
 
 def own_tokenizer(tokenizer, max_length: int | None = None):
@@ -62,9 +63,11 @@ EXPORT_FILES = {"export-ctranslate2": ("model.bin", "shared_vocabulary.json"), "
 
 def load_model(cls, path, **kwargs):
     """`cls.from_pretrained(path, **kwargs)` (`cls`: one of our model classes or an `AutoModel*`); a truncated or
-    corrupted `model.safetensors`, or one with tensors of other shapes than config.json's, raises `OSError` naming the
-    file instead of safetensors' bare message or transformers' RuntimeError."""
+    corrupted `model.safetensors`, or one with tensors of other shapes than config.json's, and a config that is not a
+    JSON object raise `OSError` naming the file instead of safetensors' bare message or transformers' trace."""
     weights = os.path.join(str(path), "model.safetensors")
+    if looks_local(path) and os.path.isdir(path):  # damaged configs named (transformers would trace or ignore them)
+        check_json_files(path, ("config.json", "generation_config.json"))
     try:
         return cls.from_pretrained(path, **kwargs)
     except SafetensorError as error:
@@ -171,8 +174,7 @@ def architectures_of(path) -> list[str]:
         config = os.path.join(path, "config.json")
         if not os.path.isfile(config):
             raise FileNotFoundError(f"{str(path)!r} is not a saved model directory (no config.json).")
-        config = read_json(config)
-        return (config.get("architectures") if isinstance(config, dict) else None) or []
+        return read_json(config, mapping=True).get("architectures") or []
     from transformers import PretrainedConfig
 
     return PretrainedConfig.get_config_dict(path)[0].get("architectures") or []

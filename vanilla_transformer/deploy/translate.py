@@ -84,7 +84,7 @@ class CTranslate2Translator:
             model_dir = export_ctranslate2(model_dir, os.path.join(self._tmp.name, "model"))
         check_export_files(model_dir, ("config.json", "shared_vocabulary.json"), "export-ctranslate2")
         # a damaged file is named here: CTranslate2's own errors do not name it
-        check_json_files(model_dir, ("shared_vocabulary.json",), REEXPORT)
+        check_json_files(model_dir, ("shared_vocabulary.json",), REEXPORT, mapping=False)  # (a list of tokens)
         export_config = read_json(os.path.join(model_dir, "config.json"), REEXPORT, mapping=True)
         self.backend, settings = export_tokenizer(model_dir, "export-ctranslate2")
         threads = threads or default_threads()
