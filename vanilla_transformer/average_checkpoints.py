@@ -13,7 +13,7 @@ import shutil
 import sys
 
 from .console import output_path, run
-from .files import check_output_path, replaced_atomically
+from .files import replaced_atomically
 from .loading import read_json
 from .model_card import CARD_INFO
 
@@ -72,7 +72,6 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.last < 1:
         raise ValueError(f"--last must be at least 1, got {args.last}.")
-    check_output_path(args.output_dir, "--output_dir")
     found = checkpoints(args.run_dir)
     if not found:
         raise ValueError(f"No checkpoint-* directory with {WEIGHTS} in {args.run_dir!r}.")
