@@ -60,8 +60,8 @@ def test_an_export_translates_without_torch_or_transformers(small_demo_model, he
             "--quiet"]
     code = (f"import sys\nfrom vanilla_transformer.cli import main\nmain({argv!r})\n"
             "from vanilla_transformer.deploy.serve import parse_args, served_models\n"
-            f"engine = served_models(parse_args([{str(exported)!r}]))[0]\nengine.open()\n"
-            f"print(engine.translate({held_out[:3]!r}, 1, 16))\n"
+            f"engine = served_models(parse_args([{str(exported)!r}]))[0][0]\nengine.open()\n"
+            f"print([best for best, in engine.process({held_out[:3]!r}, (1, 16, 1))])\n"
             "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -230,9 +230,9 @@ def test_an_export_keeps_the_model_card_and_serves_its_language_pair(small_demo_
     render_card(str(saved))
     exported = export_ctranslate2(saved, tmp_path / "ct2")
     assert card_languages(exported) == ("de", "en")
-    engine, ner, settings = served_models(parse_args([str(exported)]))
-    assert ner is None and (settings.source_lang, settings.target_lang) == ("de", "en")
-    with TestClient(create_app(engine, settings)) as client:
+    engines, ner, settings = served_models(parse_args([str(exported)]))
+    assert ner is None and [(engine.source, engine.target) for engine in engines] == [("de", "en")]
+    with TestClient(create_app(engines, settings)) as client:
         for _ in range(600):
             if client.get("/health").status_code == 200:
                 break

@@ -115,9 +115,10 @@ def test_tag_and_serve_take_the_export(small_ner_model, exports, tmp_path, capsy
     pytest.importorskip("fastapi")
     from fastapi.testclient import TestClient
 
-    from vanilla_transformer.deploy.app import Settings, TaggerEngine, create_app
+    from vanilla_transformer.deploy.app import Settings, create_app
+    from vanilla_transformer.deploy.engines import TaggerEngine
 
-    with TestClient(create_app(None, Settings(), ner=TaggerEngine(str(exports["float32"]), "cpu"))) as client:
+    with TestClient(create_app([], Settings(), TaggerEngine(str(exports["float32"]), "cpu"))) as client:
         for _ in range(200):
             if client.get("/health").status_code == 200:
                 break

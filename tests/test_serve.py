@@ -21,15 +21,19 @@ from fastapi.testclient import TestClient  # noqa: E402
 
 from conftest import free_port  # noqa: E402
 from vanilla_transformer import data  # noqa: E402
-from vanilla_transformer.deploy.app import Engine, Settings, create_app  # noqa: E402
+from vanilla_transformer.deploy.app import Settings, create_app  # noqa: E402
+from vanilla_transformer.deploy.engines import TaggerEngine, TranslationEngine  # noqa: E402
 
 
 class FakeEngine:
-    """The engine's interface without a model: a translation is the sentence reversed; `fail_on` raises for a batch
-    holding that sentence; `delay` seconds per call; `loaded` gates the loading."""
+    """The engine's interface without a model: a translation is the sentence reversed (the k-th alternative with
+    " #k" after it); `fail_on` raises for a batch holding that sentence; `delay` seconds per call; `loaded` gates the
+    loading."""
 
-    def __init__(self, delay: float = 0.0, fail_on: str | None = None, workers: int = 1):
+    def __init__(self, delay: float = 0.0, fail_on: str | None = None, workers: int = 1, source="de", target="en",
+                 reverse=True):
         self.model_dir, self.error, self.delay, self.fail_on, self.workers = "fake", None, delay, fail_on, workers
+        self.source, self.target, self.name, self.reverse = source, target, f"{source}-{target}", reverse
         self.ready, self.loaded, self.batches = threading.Event(), threading.Event(), []
         self.loaded.set()
         self.running = self.most_running = 0  # calls at the same time
@@ -42,7 +46,8 @@ class FakeEngine:
     def count_tokens(self, texts):
         return [len(t.split()) + 1 for t in texts]
 
-    def translate(self, texts, num_beams, max_new_tokens):
+    def process(self, texts, options):
+        num_beams, max_new_tokens, n = options
         with self.lock:
             self.batches.append(list(texts))
             self.running += 1
@@ -52,11 +57,13 @@ class FakeEngine:
             self.running -= 1
         if self.fail_on in texts:
             raise RuntimeError("engine crashed")
-        return [t[::-1] for t in texts]
+        outputs = [t[::-1] if self.reverse else f"{self.target}({t})" for t in texts]
+        return [[out] + [f"{out} #{k}" for k in range(1, n)] for out in outputs]
 
 
-def client_for(engine, **settings):
-    return TestClient(create_app(engine, Settings(source_lang="de", target_lang="en", **settings)))
+def client_for(engine, *others, api_key=None, **settings):
+    keys = {api_key: None} if api_key else {}
+    return TestClient(create_app([engine, *others], Settings(api_keys=keys, **settings)))
 
 
 def wait_ready(client):
@@ -76,7 +83,7 @@ def test_native_and_libretranslate_endpoints_in_order():
         assert client.post("/translate", json={"q": "abc", "source": "de", "target": "en"}).json() == {
             "translatedText": "cba"}
         assert client.post("/translate", json={"q": ["ab", "cd"], "source": "auto", "target": "en"}).json() == {
-            "translatedText": ["ba", "dc"]}
+            "translatedText": ["ba", "dc"], "detectedLanguage": [{"language": "de", "confidence": 100.0}] * 2}
         form = client.post("/translate", data={"q": "abc", "source": "de", "target": "en", "format": "text"})
         assert form.json() == {"translatedText": "cba"}
         assert client.get("/languages").json() == [{"code": "de", "name": "German", "targets": ["en"]},
@@ -102,8 +109,17 @@ def test_native_and_libretranslate_endpoints_in_order():
     (dict(url="/translate", content=b"[1]", headers={"content-type": "application/json"}), 400, "must be an object"),
     (dict(url="/translate", json={"source": "de", "target": "en"}), 400, "missing q"),
     (dict(url="/translate", json={"q": 5, "source": "de", "target": "en"}), 400, "q must be"),
-    (dict(url="/translate", json={"q": "a", "source": "fr", "target": "en"}), 400, "fr -> en is not available"),
-    (dict(url="/translate", json={"q": "a", "source": "de", "target": "en", "format": "html"}), 400, "only text"),
+    (dict(url="/translate", json={"q": "a", "source": "fr", "target": "en"}), 400, "fr is not supported"),
+    (dict(url="/translate", json={"q": "a", "source": "en", "target": "de"}), 400,
+     "German (de) is not available as a target language from English (en)"),
+    (dict(url="/translate", json={"q": "a", "source": "de", "target": "en", "format": "md"}), 400,
+     "md format is not supported"),
+    (dict(url="/translate", json={"q": "a", "source": "de", "target": "en", "alternatives": "x"}), 400,
+     "alternatives parameter is not a number"),
+    (dict(url="/translate", json={"q": "a", "source": "de", "target": "en", "alternatives": 8}), 400,
+     "alternatives parameter must be <= 7"),
+    (dict(url="/translate", json={"q": ["a"] * 5, "source": "de", "target": "en"}), 413, "--max_sentences"),
+    (dict(url="/translate", json={"q": "a\nb\nc\nd\ne", "source": "de", "target": "en"}), 413, "5 sentences"),
     (dict(url="/translate", content=b"q=a", headers={"content-type": "text/plain"}), 415, "content type"),
     (dict(url="/translate", content=b'{"q": "a\\ud800", "source": "de", "target": "en"}',
           headers={"content-type": "application/json"}), 400, "lone surrogate (U+D800)"),
@@ -184,7 +200,9 @@ def test_loading_then_ready():
     engine.loaded.clear()
     with client_for(engine) as client:
         health = client.get("/health")
-        assert health.status_code == 503 and health.json() == {"status": "loading"}
+        assert health.status_code == 503 and health.json() == {"error": "the models are still loading"}
+        detail = client.get("/v1/health")
+        assert detail.status_code == 503 and detail.json()["models"]["de-en"]["status"] == "loading"
         busy = client.post("/v1/translate", json={"sentences": ["a"]})
         assert busy.status_code == 503 and busy.headers["retry-after"] == "2"
         engine.loaded.set()
@@ -348,7 +366,7 @@ def test_engine_counts_whole_sentences_and_freezes_what_it_loaded(small_demo_mod
     saved["padding"] = {"strategy": {"Fixed": 16}, "direction": "Right", "pad_to_multiple_of": None, "pad_id": 0,
                         "pad_type_id": 0, "pad_token": "<pad>"}
     (model_dir / "tokenizer.json").write_text(json.dumps(saved))
-    engine = Engine(str(model_dir), engine_name, "cpu")
+    engine = TranslationEngine(str(model_dir), "src", "tgt", engine_name, "cpu")
     try:
         engine.load()
         assert engine.error is None and engine.ready.is_set()
@@ -357,7 +375,8 @@ def test_engine_counts_whole_sentences_and_freezes_what_it_loaded(small_demo_mod
         counts = engine.count_tokens(texts)
         assert counts == [len(ids) for ids in load_tokenizer(small_demo_model)(texts)["input_ids"]]
         assert counts[0] < 8 < counts[-1]
-        assert engine.translate(["ab12 cd"], 1, None) == make_translator(small_demo_model, "pytorch", "cpu")(["ab12 cd"])
+        assert engine.process(["ab12 cd"], (1, None, 1)) == [make_translator(small_demo_model, "pytorch", "cpu")(
+            ["ab12 cd"])]
     finally:
         gc.unfreeze()
 
@@ -370,15 +389,15 @@ def test_ctranslate2_workers_translate_concurrent_batches_as_one(small_demo_mode
     chunks = [sources[i:i + 8] for i in range(0, 64, 8)]
     import gc
 
-    engine, one = (Engine(str(small_demo_model), "ctranslate2", "cpu", threads=2, workers=workers)
-                   for workers in (2, 1))
+    engine, one = (TranslationEngine(str(small_demo_model), "src", "tgt", "ctranslate2", "cpu", threads=2,
+                                     workers=workers) for workers in (2, 1))
     try:
         engine.load()
         one.load()
         assert engine.error is None and engine.translator.workers == 2
         with ThreadPoolExecutor(2) as pool:
-            together = list(pool.map(lambda chunk: engine.translate(chunk, 1, None), chunks))
-        assert together == [one.translate(chunk, 1, None) for chunk in chunks]
+            together = list(pool.map(lambda chunk: engine.process(chunk, (1, None, 1)), chunks))
+        assert together == [one.process(chunk, (1, None, 1)) for chunk in chunks]
     finally:
         gc.unfreeze()  # (loading froze the collector's view of the test process)
 
@@ -448,14 +467,15 @@ def test_ner_endpoint_with_a_tagger_alone(small_ner_model):
     """A tagger alone: /v1/ner answers each text's entities as `tag` computes them (offsets into the texts as sent,
     an empty text none); /v1/translate says there is no translation model; limits, key and bad bodies as for
     translation."""
-    from vanilla_transformer.deploy.app import TaggerEngine
     from vanilla_transformer.deploy.tag import Tagger, line_entities
 
     expected = line_entities(Tagger(small_ner_model, device="cpu"), NER_TEXTS)
-    app = create_app(None, Settings(api_key="k", max_sentences=4), ner=TaggerEngine(str(small_ner_model), "cpu"))
+    app = create_app([], Settings(api_keys={"k": None}, max_sentences=4), TaggerEngine(str(small_ner_model), "cpu"))
     with TestClient(app) as client:
         wait_ready(client)
-        assert client.get("/health").json() == {"status": "ready", "ner_model": small_ner_model.name}
+        assert client.get("/health").json() == {"status": "ok"}
+        assert client.get("/v1/health").json() == {"status": "ready", "models": {"ner": {
+            "model_dir": str(small_ner_model), "status": "ready"}}}
         response = client.post("/v1/ner", json={"sentences": NER_TEXTS, "api_key": "k"})
         assert response.status_code == 200 and response.json() == {"entities": expected}
         assert [e["type"] for e in expected[0]] == ["PER", "ORG", "LOC"] and expected[1] == []
@@ -490,8 +510,8 @@ def test_one_server_translates_and_tags_for_concurrent_clients(small_demo_model,
         for i, ((path, _), result) in enumerate(zip(calls, results)):
             assert result == ({"translations": translations[i:i + 2]} if path == "/v1/translate"
                               else {"entities": entities[i:i + 2]}), i
-        with urllib.request.urlopen(url + "/health") as response:
-            assert set(json.loads(response.read())) == {"status", "model", "ner_model"}
+        with urllib.request.urlopen(url + "/v1/health") as response:
+            assert set(json.loads(response.read())["models"]) == {"src-tgt", "ner"}
     finally:
         proc.terminate()
         proc.wait(timeout=30)

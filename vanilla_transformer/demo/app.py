@@ -107,7 +107,7 @@ class TranslationDemo:
             enc = self.tokenizer([text.strip()], return_tensors="pt", return_token_type_ids=False).to(self.device)
             if engine == "CTranslate2":
                 ids = self.ctranslate2().translate_ids([text.strip()], beam_size=int(num_beams),
-                                                       max_decoding_length=int(max_new_tokens))[0]
+                                                       max_decoding_length=int(max_new_tokens))[0][0]
                 start = self.model.generation_config.decoder_start_token_id
                 generated = torch.tensor([[start, *ids]], device=self.device)
             else:

@@ -1,5 +1,6 @@
 """Serving trained models: the file commands (`translate`, `tag`), the exports (CTranslate2, ONNX Runtime) and the HTTP
-server (`serve`: routes in `app`, the dynamic batcher in `batching`, `metrics`). Engines are chosen from a directory
+server (`serve`: the app factory in `app`, LibreTranslate's routes in `libretranslate`, ours in `v1`, the models in
+`engines`, the dynamic batcher in `batcher`, the metrics in `prometheus`). Engines are chosen from a directory
 by `vanilla_transformer.loading.resolve_engine`.
 
     from vanilla_transformer.deploy import translate_file, tag_file, export_ctranslate2, export_onnx, Tagger
@@ -11,8 +12,8 @@ import importlib
 # ONNX Runtime and FastAPI load only for what is used)
 NAMES = {"translate_file": "translate", "translate_lines": "translate", "make_translator": "translate",
          "tag_file": "tag", "tag_lines": "tag", "Tagger": "tag", "export_ctranslate2": "ctranslate2",
-         "export_onnx": "onnx", "OnnxTagger": "tag", "create_app": "app", "Settings": "app", "Engine": "app",
-         "TaggerEngine": "app", "DynamicBatcher": "batching"}
+         "export_onnx": "onnx", "OnnxTagger": "tag", "create_app": "app", "Settings": "settings",
+         "TranslationEngine": "engines", "TaggerEngine": "engines", "DynamicBatcher": "batcher"}
 __all__ = list(NAMES)
 
 

@@ -1,76 +1,110 @@
-"""`vanilla-transformer serve MODEL_DIR [--ner TAGGER_DIR]`: a translation model and/or a tagger behind HTTP, with
-dynamic batching.
+"""`vanilla-transformer serve MODEL_DIR [MODEL_DIR ...] [--ner TAGGER_DIR]`: translation models (one per language
+pair) and/or a tagger behind HTTP, with dynamic batching.
 
 Endpoints:
-- `POST /translate`, `GET /languages`: LibreTranslate's API (JSON or form bodies), so its clients work unchanged;
-- `POST /v1/translate`: `{"sentences": [...], "num_beams": 1, "max_new_tokens": null}` -> `{"translations": [...]}`;
+- LibreTranslate's API, so its clients work unchanged: `POST /translate` (`q`, `source` or "auto", `target`, `format`
+  "text" or "html", `alternatives`), `POST /detect`, `GET /languages`, `POST /translate_file` + `GET /download_file/..`,
+  `GET /frontend/settings`, `GET /spec`, `POST /suggest` (disabled: 403), `GET /health` (`{"status": "ok"}`);
+- `POST /v1/translate`: `{"sentences": [...], "source", "target", "num_beams": 1, "num_return_sequences": 1,
+  "max_new_tokens": null}` -> `{"translations": [...]}` (source and target may be left out with one pair served);
 - `POST /v1/ner` (a tagger): `{"sentences": [...]}` -> `{"entities": [[...], ...]}`, each text's entities as
   `vanilla-transformer tag` writes them;
-- `GET /health`: 200 once the models are loaded, 503 before; `GET /metrics`: Prometheus text format.
+- `GET /v1/health`: each model's state (200 once all are loaded, 503 before); `GET /metrics`: Prometheus text format.
 
-With an API key set, `/translate`, `/v1/translate` and `/v1/ner` need it, as the `api_key` field of the body or the
-`X-API-Key` header; `/languages`, `/health` and `/metrics` stay open.
+Each MODEL_DIR is a saved translation model or a CTranslate2 export, its language pair from its model card, or given
+as MODEL_DIR:SOURCE-TARGET; a pair no model translates directly goes through a pivot language two models share
+(de -> en -> fr with a de-en and an en-fr model). A saved tagger given as a MODEL_DIR is served at /v1/ner.
+
+With API keys (`--api_key`, `--api-keys FILE`), every translate, detect and tagging call needs one, as the `api_key`
+field of the body or the X-API-Key header; `/languages`, the health pages, `/frontend/settings`, `/spec` and
+`/metrics` stay open.
 
 One batcher per model groups the sentences of concurrent requests into engine batches of at most `--max_batch_tokens`
 source tokens, waiting at most `--max_wait_ms` for a batch to fill, and runs `--workers` of them at once; each
 sentence keeps its own future, so a request gets back exactly its own translations. FastAPI on uvicorn (the `serve`
-extra): typed request bodies with clear 422 errors, graceful shutdown on SIGTERM (in-flight requests finish first).
+extra): graceful shutdown on SIGTERM (in-flight requests finish first).
 """
 
 import argparse
 import logging
 import os
+import re
 
-from ..console import non_negative_int, port_number, positive_int
-from ..loading import (TAGGER, check_translation_model_dir, default_threads, is_tagger_dir, no_progress_bars, require,
-                       resolve_device, resolve_engine)
+from ..console import int_at_least, non_negative_int, port_number, positive_int
+from ..loading import (DEVICES, ENGINES, TAGGER, check_translation_model_dir, default_threads, is_tagger_dir,
+                       no_progress_bars, require, resolve_device, resolve_engine)
 from ..model_card import card_languages
+from .settings import Settings
 
 logger = logging.getLogger(__name__)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
+    defaults = Settings()
     parser = argparse.ArgumentParser(prog="vanilla-transformer serve", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("model_dir", help="Saved translation model, a directory exported by export-ctranslate2, or a "
-                                          "saved tagger (then only /v1/ner is served).")
+    parser.add_argument("model_dirs", nargs="+", metavar="MODEL_DIR",
+                        help="Saved translation models or directories exported by export-ctranslate2 (each as DIR or "
+                             "DIR:SOURCE-TARGET), and at most one saved tagger (served at /v1/ner).")
     parser.add_argument("--ner", default=None, metavar="TAGGER_DIR",
-                        help="A saved tagger to serve at /v1/ner beside the translation model.")
-    parser.add_argument("--engine", default="auto", choices=["auto", "pytorch", "ctranslate2"],
+                        help="A saved tagger to serve at /v1/ner beside the translation models.")
+    parser.add_argument("--engine", default="auto", choices=ENGINES["translation"],
                         help="auto: CTranslate2 for an exported directory, PyTorch otherwise.")
-    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    parser.add_argument("--device", default="auto", choices=DEVICES)
     parser.add_argument("--compute_type", default="default", help="CTranslate2 only (int8, float16, ...).")
     parser.add_argument("--threads", type=non_negative_int, default=0,
-                        help="CPU threads of the engine, shared by its --workers (default 0: all cores).")
+                        help="CPU threads of each translation engine, shared by its --workers (default 0: all cores).")
     parser.add_argument("--workers", type=non_negative_int, default=0,
-                        help="Engine batches run at once, each on threads / workers threads (CTranslate2). Default 0: "
-                             "on a CPU one one-thread batch per thread (docs/serving.md), else 1.")
+                        help="Engine batches each model runs at once, each on threads / workers threads (CTranslate2). "
+                             "Default 0: on a CPU one one-thread batch per thread (docs/serving.md), else 1.")
     parser.add_argument("--host", default="127.0.0.1", help="Address to listen on (default: loopback only).")
     parser.add_argument("--port", type=port_number, default=5000)
     parser.add_argument("--api_key", default=os.environ.get("VT_API_KEY"),
-                        help="Every translate and tagging call must carry this key, in the body or the X-API-Key "
-                             "header (default: $VT_API_KEY; none: no key needed).")
-    parser.add_argument("--source_lang", default=None, help="Default: the model card's first language, else 'src'.")
-    parser.add_argument("--target_lang", default=None, help="Default: the model card's last language, else 'tgt'.")
-    parser.add_argument("--max_batch_tokens", type=positive_int, default=4096,
+                        help="A key every translate, detect and tagging call must carry, in the body or the X-API-Key "
+                             "header (default: $VT_API_KEY; none: no key needed unless --api-keys).")
+    parser.add_argument("--api-keys", "--api_keys", dest="api_keys", default=None, metavar="FILE",
+                        help="A file of API keys, one a line, each optionally followed by its own requests per minute "
+                             "(instead of --req-limit); with it every call needs a key.")
+    parser.add_argument("--source_lang", default=None, help="One model only: its source language (default: the "
+                                                             "model card's first language, else 'src').")
+    parser.add_argument("--target_lang", default=None, help="One model only: its target language (default: the "
+                                                             "model card's last language, else 'tgt').")
+    parser.add_argument("--char-limit", "--char_limit", dest="char_limit", type=int_at_least(-1),
+                        default=defaults.char_limit, help="Characters per text at most (LibreTranslate's; -1: none).")
+    parser.add_argument("--batch-limit", "--batch_limit", dest="batch_limit", type=int_at_least(-1),
+                        default=defaults.batch_limit, help="Texts in one /translate call at most (-1: none).")
+    parser.add_argument("--req-limit", "--req_limit", dest="req_limit", type=int_at_least(-1),
+                        default=defaults.req_limit,
+                        help="Requests per minute per client (its API key, else its address) at most; more is "
+                             "answered 429 with Retry-After (-1: none).")
+    parser.add_argument("--max_batch_tokens", type=positive_int, default=defaults.max_batch_tokens,
                         help="Source tokens per engine batch (sentences of concurrent requests together).")
-    parser.add_argument("--max_wait_ms", type=float, default=0.0,
+    parser.add_argument("--max_wait_ms", type=float, default=defaults.max_wait_ms,
                         help="How long a batch waits for more sentences after its first (default 0: it starts as "
                              "soon as the engine is free; what arrives meanwhile forms the next batch).")
-    parser.add_argument("--max_queue", type=positive_int, default=1024,
-                        help="Sentences waiting at most; more is answered 503 with Retry-After.")
-    parser.add_argument("--max_sentences", type=positive_int, default=128, help="Sentences per request at most.")
-    parser.add_argument("--max_sentence_tokens", type=positive_int, default=256, help="Tokens per sentence at most.")
-    parser.add_argument("--max_beams", type=positive_int, default=8, help="num_beams at most.")
-    parser.add_argument("--max_request_bytes", type=positive_int, default=1 << 20, help="Request body size at most.")
-    parser.add_argument("--request_timeout", type=float, default=60.0, help="Seconds a request may wait (504 after).")
+    parser.add_argument("--max_queue", type=positive_int, default=defaults.max_queue,
+                        help="Sentences waiting at most, per model; more is answered 503 with Retry-After.")
+    parser.add_argument("--max_sentences", type=positive_int, default=defaults.max_sentences,
+                        help="Sentences per request at most (a text's lines and an HTML text's nodes each count).")
+    parser.add_argument("--max_sentence_tokens", type=positive_int, default=defaults.max_sentence_tokens,
+                        help="Tokens per sentence at most.")
+    parser.add_argument("--max_beams", type=positive_int, default=defaults.max_beams,
+                        help="num_beams (and LibreTranslate's alternatives + 1) at most.")
+    parser.add_argument("--max_request_bytes", type=positive_int, default=defaults.max_request_bytes,
+                        help="Request body size at most (a file sent to /translate_file too).")
+    parser.add_argument("--request_timeout", type=float, default=defaults.request_timeout,
+                        help="Seconds a request may wait (504 after).")
+    parser.add_argument("--file_ttl", type=float, default=defaults.file_ttl,
+                        help="Seconds a translated file waits for its one download.")
     parser.add_argument("--access_log", action="store_true",
                         help="Log a line for every request (default: off; /metrics counts them).")
+    parser.add_argument("--cors", action="store_true", help="Let a page from any origin call the server "
+                                                            "(LibreTranslate's --cors).")
     parser.add_argument("--cors_origins", nargs="*", default=[],
                         help="Origins a browser page may call from (default: none, CORS off).")
     args = parser.parse_args(argv)
-    if not args.max_wait_ms >= 0 or not 0 < args.request_timeout < float("inf"):  # (NaN fails both)
-        parser.error("--max_wait_ms must be >= 0 and --request_timeout > 0 (and finite)")
+    if not args.max_wait_ms >= 0 or not 0 < args.request_timeout < float("inf") or not 0 < args.file_ttl < 1e9:
+        parser.error("--max_wait_ms must be >= 0, --request_timeout and --file_ttl > 0 (and finite)")  # (NaN fails)
     return args
 
 
@@ -82,33 +116,55 @@ def default_workers(pytorch: bool, device: str, threads: int) -> int:
     return threads or default_threads()
 
 
+PAIR = re.compile(r"(.+):([A-Za-z0-9_]+)-([A-Za-z0-9_]+)")
+
+
+def model_and_pair(text: str) -> tuple[str, tuple[str, str] | None]:
+    """MODEL_DIR or MODEL_DIR:SOURCE-TARGET (a path that exists as written is a path, colon or not)."""
+    match = PAIR.fullmatch(text)
+    if match is None or os.path.exists(text):
+        return text, None
+    return match.group(1), (match.group(2), match.group(3))
+
+
 def served_models(args):
-    """(translation engine or None, tagger engine or None, Settings) for the parsed command line, checked before
-    anything loads: a wrong path is an error now, not a failed /health later. The language pair: the flags, else the
-    model card's (a saved model's or an export's), else src -> tgt."""
+    """(translation engines, tagger engine or None, Settings) for the parsed command line, checked before anything
+    loads: a wrong path, two models for one pair, a bad key file are errors now, not a failed /health later. Each
+    pair: MODEL_DIR:SOURCE-TARGET, else (one model) the flags, else the model card's (a saved model's or an
+    export's), else src -> tgt."""
     for module in ("fastapi", "uvicorn", "prometheus_client"):
         require(module, "serve")
-    from .app import Engine, Settings, TaggerEngine
+    from .engines import TaggerEngine, TranslationEngine
+    from .languages import Pairs
 
     if args.ner is not None and not is_tagger_dir(args.ner):
         raise ValueError(f"--ner {args.ner!r} is not a saved tagger ({TAGGER}: a config.json naming it).")
-    if is_tagger_dir(args.model_dir):  # a tagger alone: /v1/ner only
-        if args.ner is not None:
-            raise ValueError("MODEL_DIR is a tagger already: give a translation model as MODEL_DIR with --ner.")
-        return None, TaggerEngine(args.model_dir, args.device), Settings(**limits(args))
-    check_translation_model_dir(args.model_dir)
-    pytorch = resolve_engine(args.model_dir, args.engine) == "pytorch"
-    if args.workers > 1 and pytorch:
-        raise ValueError("--workers: several batches at once need the CTranslate2 engine (an exported directory, or "
-                         "--engine ctranslate2); the PyTorch engine runs one.")
-    workers = args.workers or default_workers(pytorch, args.device, args.threads)
-    source, target = args.source_lang, args.target_lang
-    if not (source and target):  # the model card only where a language is not given
-        card_source, card_target = card_languages(args.model_dir) or ("src", "tgt")
-        source, target = source or card_source, target or card_target
-    settings = Settings(source_lang=source, target_lang=target, **limits(args))
-    engine = Engine(args.model_dir, args.engine, args.device, args.compute_type, args.threads, workers)
-    return engine, TaggerEngine(args.ner, args.device) if args.ner else None, settings
+    taggers = [text for text in args.model_dirs if is_tagger_dir(text)] + ([args.ner] if args.ner else [])
+    if len(taggers) > 1:
+        raise ValueError(f"one tagger per server: {', '.join(taggers)} are all taggers.")
+    given = [model_and_pair(text) for text in args.model_dirs if not is_tagger_dir(text)]
+    if (args.source_lang or args.target_lang) and len(given) > 1:
+        raise ValueError("--source_lang / --target_lang name one model's pair; with several, give each as "
+                         "MODEL_DIR:SOURCE-TARGET.")
+    translators = []
+    for model_dir, pair in given:
+        check_translation_model_dir(model_dir)
+        pytorch = resolve_engine(model_dir, args.engine) == "pytorch"
+        if args.workers > 1 and pytorch:
+            raise ValueError("--workers: several batches at once need the CTranslate2 engine (an exported directory, "
+                             "or --engine ctranslate2); the PyTorch engine runs one.")
+        workers = args.workers or default_workers(pytorch, args.device, args.threads)
+        source, target = pair or (args.source_lang, args.target_lang)
+        if not (source and target):  # the model card only where a language is not given
+            card_source, card_target = card_languages(model_dir) or ("src", "tgt")
+            source, target = source or card_source, target or card_target
+        translators.append(TranslationEngine(model_dir, source, target, args.engine, args.device, args.compute_type,
+                                             args.threads, workers))
+    Pairs(translators)  # two models for one pair: an error line now
+    if len({engine.source for engine in translators}) > 1:
+        require("lingua", "serve")  # source "auto" and /detect choose between them
+    tagger = TaggerEngine(taggers[0], args.device) if taggers else None
+    return translators, tagger, Settings(**limits(args))
 
 
 def main(argv=None) -> int:
@@ -118,33 +174,40 @@ def main(argv=None) -> int:
 
 def limits(args) -> dict:
     """The Settings fields every server takes from the command line."""
-    return dict(api_key=args.api_key or None, max_request_bytes=args.max_request_bytes,
+    from .access import read_api_keys
+
+    keys = read_api_keys(args.api_keys) if args.api_keys else {}
+    if args.api_key:
+        keys.setdefault(args.api_key, None)
+    return dict(api_keys=keys, max_request_bytes=args.max_request_bytes,
                 max_sentences=args.max_sentences, max_sentence_tokens=args.max_sentence_tokens,
                 max_batch_tokens=args.max_batch_tokens, max_wait_ms=args.max_wait_ms, max_queue=args.max_queue,
-                max_beams=args.max_beams, request_timeout=args.request_timeout, cors_origins=tuple(args.cors_origins))
+                max_beams=args.max_beams, request_timeout=args.request_timeout,
+                cors_origins=("*",) if args.cors else tuple(args.cors_origins), char_limit=args.char_limit,
+                batch_limit=args.batch_limit, req_limit=args.req_limit, file_ttl=args.file_ttl)
 
 
-def listen(args, engine, ner, settings) -> int:
-    """Load the models (`app.Engine`, `app.TaggerEngine`), then serve them until SIGTERM / Ctrl-C."""
+def listen(args, translators, tagger, settings) -> int:
+    """Load the models (`engines.TranslationEngine`, `engines.TaggerEngine`), then serve them until SIGTERM /
+    Ctrl-C."""
     import uvicorn
 
     from .app import create_app
 
     no_progress_bars()
-
-    for served in (engine, ner):
-        if served is None:
-            continue
+    for served in [*translators, *([tagger] if tagger else [])]:
         try:
             served.open()  # before listening: a model that cannot load is an error line, not a server answering 503
         except (OSError, ValueError) as error:
             raise OSError(f"could not load the model in {served.model_dir}: {error}") from error
+    app = create_app(translators, settings, tagger)
+    app.state.detector.start()  # lingua's models loaded now, not on the first request
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    served = [f"{engine.model_dir} ({settings.source_lang} -> {settings.target_lang}, {engine.workers} engine "
-              "batch(es) at once)"] if engine else []
-    served += [f"the tagger {ner.model_dir} at /v1/ner"] if ner else []
+    served = [f"{engine.model_dir} ({engine.source} -> {engine.target}, {engine.workers} engine batch(es) at once)"
+              for engine in translators]
+    served += [f"the tagger {tagger.model_dir} at /v1/ner"] if tagger else []
     logger.info("serving %s on http://%s:%d%s", " and ".join(served), args.host, args.port,
-                " with an API key" if settings.api_key else "")
-    uvicorn.run(create_app(engine, settings, ner), host=args.host, port=args.port, log_level="info",
-                access_log=args.access_log, timeout_graceful_shutdown=settings.request_timeout)
+                " with API keys" if settings.api_keys else "")
+    uvicorn.run(app, host=args.host, port=args.port, log_level="info", access_log=args.access_log,
+                timeout_graceful_shutdown=settings.request_timeout)
     return 0

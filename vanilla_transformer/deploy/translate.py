@@ -43,6 +43,12 @@ class PyTorchTranslator:
     def __call__(self, sentences: list[str], num_beams: int | None = None,
                  max_new_tokens: int | None = None) -> list[str]:
         """Translations of `sentences`; `num_beams` / `max_new_tokens` override the translator's for this call."""
+        return [best for best, *_ in self.hypotheses(sentences, 1, num_beams, max_new_tokens)]
+
+    def hypotheses(self, sentences: list[str], n: int, num_beams: int | None = None,
+                   max_new_tokens: int | None = None) -> list[list[str]]:
+        """The `n` best translations of each sentence, best first (beam search's n-best: `num_return_sequences`;
+        `num_beams` at least `n`)."""
         import torch
 
         from ..pipeline_vanilla_transformer import beam_search_cache  # here: not for CTranslate2
@@ -54,11 +60,14 @@ class PyTorchTranslator:
             kwargs["num_beams"] = num_beams
         if max_new_tokens is not None:
             kwargs.update(max_new_tokens=max_new_tokens, max_length=None)
+        if n > 1:
+            kwargs.update(num_beams=max(n, kwargs["num_beams"]), num_return_sequences=n)
         start = time.perf_counter()
         with torch.inference_mode():
             output = self.model.generate(**batch, **kwargs, **beam_search_cache(self.model, **kwargs))
         self.engine_seconds += time.perf_counter() - start
-        return self.tokenizer.batch_decode(output, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+        texts = self.tokenizer.batch_decode(output, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+        return [texts[i:i + n] for i in range(0, len(texts), n)]
 
 
 class CTranslate2Translator:
@@ -121,24 +130,33 @@ class CTranslate2Translator:
         position)."""
         return min(asked, self.longest) if self.longest is not None else asked
 
-    def translate_ids(self, sentences: list[str], **options) -> list[list[int]]:
-        """The best hypothesis of each sentence as token ids; `options` override `translate_batch`'s (beam_size,
-        ...)."""
+    def translate_ids(self, sentences: list[str], n: int = 1, **options) -> list[list[list[int]]]:
+        """The `n` best hypotheses of each sentence as token ids; `options` override `translate_batch`'s (beam_size,
+        ...; the beam at least `n`)."""
         sources = [encoding.tokens for encoding in self.backend.encode_batch(sentences)]
+        options = {**self.options, **options}
+        if n > 1:
+            options.update(num_hypotheses=n, beam_size=max(n, options["beam_size"]))
         start = time.perf_counter()
-        results = self.translator.translate_batch(sources, **{**self.options, **options})
+        results = self.translator.translate_batch(sources, **options)
         self.engine_seconds += time.perf_counter() - start
-        return [[self.vocab.get(token, self.unk_id) for token in r.hypotheses[0]] for r in results]
+        return [[[self.vocab.get(token, self.unk_id) for token in tokens] for tokens in r.hypotheses] for r in results]
 
     def __call__(self, sentences: list[str], num_beams: int | None = None,
                  max_new_tokens: int | None = None) -> list[str]:
         """Translations of `sentences`; `num_beams` / `max_new_tokens` override the translator's for this call."""
+        return [best for best, *_ in self.hypotheses(sentences, 1, num_beams, max_new_tokens)]
+
+    def hypotheses(self, sentences: list[str], n: int, num_beams: int | None = None,
+                   max_new_tokens: int | None = None) -> list[list[str]]:
+        """The `n` best translations of each sentence, best first (`num_hypotheses`; the beam at least `n`)."""
         options = {} if num_beams is None else dict(beam_size=num_beams)
         if max_new_tokens is not None:
             options["max_decoding_length"] = self.new_tokens(max_new_tokens)
         if self.split and self.workers > 1:  # one batch per worker, run at once
             options["max_batch_size"] = -(-len(sentences) // self.workers)
-        return [self.backend.decode(ids, skip_special_tokens=True) for ids in self.translate_ids(sentences, **options)]
+        return [[self.backend.decode(ids, skip_special_tokens=True) for ids in hypotheses]
+                for hypotheses in self.translate_ids(sentences, n, **options)]
 
 
 def make_translator(model_dir, engine: str = "auto", device: str = "cpu", **kwargs):

@@ -6,7 +6,7 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from .metrics import Metrics
+from .prometheus import Metrics
 
 logger = logging.getLogger(__name__)
 
@@ -23,20 +23,20 @@ class ServeError(Exception):
 class Item:
     text: str
     tokens: int
-    options: tuple  # (num_beams, max_new_tokens): only sentences with the same options share a batch
+    options: tuple  # the engine's (opaque here): only sentences with the same options share a batch
     future: asyncio.Future = field(repr=False)
 
 
 class DynamicBatcher:
     """Sentences from concurrent requests -> engine batches of at most `max_batch_tokens` source tokens (and at least
-    one sentence), collected for at most `max_wait` seconds after the first arrives. `translate(texts, num_beams,
-    max_new_tokens)` runs in `workers` threads, one batch each (the next batch forms while they run); an exception
+    one sentence), collected for at most `max_wait` seconds after the first arrives. `process(texts, options)` runs in
+    `workers` threads, one batch each (the next batch forms while they run); an exception
     fails that batch's sentences only. At most `max_queue` sentences wait: more is `ServeError(503)` with
     Retry-After."""
 
-    def __init__(self, translate, max_batch_tokens: int, max_wait: float, max_queue: int, metrics: Metrics,
+    def __init__(self, process, max_batch_tokens: int, max_wait: float, max_queue: int, metrics: Metrics,
                  workers: int = 1):
-        self.translate, self.max_batch_tokens, self.max_wait = translate, max_batch_tokens, max_wait
+        self.process, self.max_batch_tokens, self.max_wait = process, max_batch_tokens, max_wait
         self.max_queue, self.metrics = max_queue, metrics
         self.queue: asyncio.Queue[Item] = asyncio.Queue()
         self.held: list[Item] = []  # taken from the queue, waiting for a batch with their options
@@ -57,7 +57,7 @@ class DynamicBatcher:
             await asyncio.gather(self.task, *self.running, return_exceptions=True)
         self.executor.shutdown(wait=True)
 
-    async def submit(self, texts: list[str], tokens: list[int], options: tuple) -> list[str]:
+    async def submit(self, texts: list[str], tokens: list[int], options: tuple) -> list:
         if self.waiting() + len(texts) > self.max_queue:
             self.metrics.count("vt_rejected_total")
             raise ServeError(503, f"the queue is full ({self.max_queue} sentences, --max_queue); try again shortly",
@@ -113,14 +113,13 @@ class DynamicBatcher:
             task.add_done_callback(self.running.discard)
 
     async def run_batch(self, batch: list[Item]) -> None:
-        """One batch on an engine thread; its sentences' futures get their translations, or all fail with a 500."""
-        num_beams, max_new_tokens = batch[0].options
+        """One batch on an engine thread; its sentences' futures get their outputs, or all fail with a 500."""
         self.metrics.batch(len(batch))
         try:
             outputs = await asyncio.get_running_loop().run_in_executor(
-                self.executor, self.translate, [i.text for i in batch], num_beams, max_new_tokens)
+                self.executor, self.process, [i.text for i in batch], batch[0].options)
             if len(outputs) != len(batch):
-                raise RuntimeError(f"the engine returned {len(outputs)} translations for {len(batch)} sentences")
+                raise RuntimeError(f"the engine returned {len(outputs)} outputs for {len(batch)} sentences")
         except Exception as error:  # noqa: BLE001 - this batch's requests fail with 500, the server goes on
             logger.exception("engine call failed for a batch of %d sentences", len(batch))
             self.metrics.count("vt_engine_errors_total")

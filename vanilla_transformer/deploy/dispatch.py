@@ -1,0 +1,84 @@
+"""From a request's sentences to the engines' outputs, shared by both APIs: the server's limits, the engine's batcher,
+the request timeout, and a translation's route (one model, or two through a pivot language)."""
+
+import asyncio
+
+from fastapi import Request
+
+from .batcher import ServeError
+
+
+def body_too_large(limit: int) -> ServeError:
+    return ServeError(413, f"request body over {limit} bytes (--max_request_bytes)")
+
+
+async def read_body(request: Request) -> bytes:
+    """The body, read under the size limit also when no content-length announced it (chunked)."""
+    limit, body = request.app.state.settings.max_request_bytes, b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise body_too_large(limit)
+    return body
+
+
+def check_access(request: Request, given) -> None:
+    """The API key from the body (`given`) or the X-API-Key header where the server has keys, and the request
+    limits (`access.Access`)."""
+    given = given if given is not None else request.headers.get("x-api-key")
+    request.app.state.access.check(given, request.client.host if request.client else "unknown")
+
+
+def engine_of(request: Request, name: str):
+    """The served engine `name`, ready; 503 while it loads or where it failed to."""
+    served = request.app.state.engines[name]
+    if served.error is not None:
+        raise ServeError(503, f"the model could not be loaded: {served.error}")
+    if not served.ready.is_set():
+        raise ServeError(503, "the model is still loading", {"Retry-After": "2"})
+    return served
+
+
+def tagger_of(request: Request):
+    if "ner" not in request.app.state.engines:
+        raise ServeError(404, "this server has no tagger (serve ... --ner TAGGER_DIR)")
+    return engine_of(request, "ner")
+
+
+async def run(request: Request, engine, texts: list[str], options: tuple) -> list:
+    """`texts` (none empty) through `engine`'s batcher under the limits: each one's output, in order."""
+    settings = request.app.state.settings
+    if len(texts) > settings.max_sentences:
+        raise ServeError(413, f"{len(texts)} sentences in one request; at most {settings.max_sentences} "
+                              "(--max_sentences)")
+    if not texts:
+        return []
+    tokens = engine.count_tokens(texts)
+    for i, n in enumerate(tokens):
+        if n > settings.max_sentence_tokens:
+            raise ServeError(400, f"sentence {i} has {n} tokens; at most {settings.max_sentence_tokens} "
+                                  "(--max_sentence_tokens)")
+    try:
+        return await asyncio.wait_for(request.app.state.batchers[engine.name].submit(texts, tokens, options),
+                                      settings.request_timeout)
+    except asyncio.TimeoutError:  # (not TimeoutError: on Python 3.10 asyncio raises its own class)
+        raise ServeError(504, f"no answer within {settings.request_timeout:g} s (--request_timeout)") from None
+
+
+async def translate(request: Request, source: str, target: str, texts: list[str], n: int = 1, num_beams: int = 1,
+                    max_new_tokens: int | None = None) -> list[list[str]]:
+    """The `n` best translations of each text (none empty), best first, from `source` into `target`: through the
+    pair's model, or through a pivot language (the first model's best translation is the second one's input)."""
+    limit = request.app.state.settings.max_beams
+    if max(num_beams, n) > limit:
+        raise ServeError(400, f"num_beams {max(num_beams, n)} is over the limit of {limit} (--max_beams)")
+    route = request.app.state.pairs.checked_route(source, target)
+    engines = [engine_of(request, engine.name) for engine in route]  # every leg ready before the first runs
+    for engine in engines[:-1]:
+        texts = [best.replace("\n", " ") for best, *_ in await run(request, engine, texts, (num_beams, max_new_tokens, 1))]
+    todo = [i for i, text in enumerate(texts) if text.strip()]  # a pivot's empty translation stays empty
+    done = await run(request, engines[-1], [texts[i].strip() for i in todo], (num_beams, max_new_tokens, n))
+    outputs = [[""] for _ in texts]
+    for i, hypotheses in zip(todo, done):
+        outputs[i] = [hypothesis.replace("\n", " ") for hypothesis in hypotheses]
+    return outputs

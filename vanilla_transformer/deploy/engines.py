@@ -1,0 +1,89 @@
+"""The models a server holds: a translation engine per language pair (PyTorch or CTranslate2) and a tagger (PyTorch or
+ONNX Runtime). Each is loaded once (`open`, or `load` in a background thread), counts a text's tokens for the limits
+and batching, and runs one batch at a time on an engine thread: `process(texts, options)`, the options opaque to the
+batcher."""
+
+import gc
+import logging
+import threading
+
+from ..loading import own_tokenizer
+
+logger = logging.getLogger(__name__)
+
+
+class Engine:
+    """A model served under `name` (its batcher's key and its name in logs and /v1/health); `ready` is set once it
+    has loaded, `error` holds why it could not. Subclasses give `start()` (load; return the Rust tokenizer the
+    request handlers count tokens with) and `process(texts, options)`."""
+
+    workers = 1  # batches it runs at once
+
+    def __init__(self, name: str, model_dir: str, device: str = "auto"):
+        self.name, self.model_dir, self.device = name, model_dir, device
+        self.ready = threading.Event()
+        self.error: BaseException | None = None
+
+    def open(self) -> None:
+        """Load the model; an error propagates (`serve` loads before it listens: a model that cannot load ends the
+        command with one error line)."""
+        self.counter = own_tokenizer(self.start())  # the request handlers' own copy
+        # the libraries and the model are millions of long-lived objects: a full collection would walk them all,
+        # pausing every request; frozen, a collection sees only new ones
+        gc.collect()
+        gc.freeze()
+        self.ready.set()
+        logger.info("%s %s loaded", self.name, self.model_dir)
+
+    def load(self) -> None:
+        """`open` in the background (an app created around an engine not yet loaded): an error is kept for /health
+        and the log."""
+        try:
+            self.open()
+        except BaseException as error:
+            self.error = error
+            logger.error("could not load %s: %s", self.model_dir, error)
+
+    def count_tokens(self, texts: list[str]) -> list[int]:
+        return [len(self.counter.encode(text)) for text in texts]  # one by one: no thread pool for a few sentences
+
+
+class TranslationEngine(Engine):
+    """A translation model for `source` -> `target`: `process(texts, (num_beams, max_new_tokens, n))` -> each text's
+    `n` best translations, best first."""
+
+    def __init__(self, model_dir: str, source: str, target: str, engine: str = "auto", device: str = "auto",
+                 compute_type: str = "default", threads: int = 0, workers: int = 1):
+        super().__init__(f"{source}-{target}", model_dir, device)
+        self.source, self.target = source, target
+        self.engine, self.compute_type, self.threads, self.workers = engine, compute_type, threads, workers
+
+    def start(self):
+        from .translate import make_translator
+
+        self.translator = make_translator(self.model_dir, self.engine, self.device, compute_type=self.compute_type,
+                                          threads=self.threads, workers=self.workers)
+        return self.translator.backend
+
+    def process(self, texts: list[str], options: tuple) -> list[list[str]]:
+        num_beams, max_new_tokens, n = options
+        return self.translator.hypotheses(texts, n, num_beams, max_new_tokens)
+
+
+class TaggerEngine(Engine):
+    """A tagger (`deploy.tag.Tagger`, PyTorch or an ONNX export): `process(texts, ())` -> each text's entities, as
+    `vanilla-transformer tag` writes them."""
+
+    def __init__(self, model_dir: str, device: str = "auto"):
+        super().__init__("ner", model_dir, device)
+
+    def start(self):
+        from .tag import Tagger
+
+        self.tagger = Tagger(self.model_dir, device=self.device)
+        return self.tagger.pieces
+
+    def process(self, texts: list[str], options: tuple) -> list[list[dict]]:
+        from .tag import line_entities
+
+        return line_entities(self.tagger, texts)

@@ -1,0 +1,26 @@
+"""The limits and switches of a server, typed once: `serve`'s flags take their defaults from here."""
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Settings:
+    """The server's limits and switches; `serve`'s flags take their defaults from here. -1: no limit (LibreTranslate's
+    convention for its own limits)."""
+
+    api_keys: dict = field(default_factory=dict)  # key -> its requests per minute (None: --req-limit)
+    max_request_bytes: int = 1 << 20
+    max_sentences: int = 128
+    max_sentence_tokens: int = 256
+    max_batch_tokens: int = 4096
+    max_wait_ms: float = 0.0
+    max_queue: int = 1024
+    max_beams: int = 8
+    request_timeout: float = 60.0
+    cors_origins: tuple = ()
+    char_limit: int = -1
+    batch_limit: int = -1
+    req_limit: int = -1
+    frontend_timeout: int = 500
+    file_ttl: float = 600.0
+    max_file_store_bytes: int = 256 << 20

@@ -1,0 +1,104 @@
+"""Our own routes: `/v1/translate`, `/v1/ner` (typed JSON bodies, a 422 naming the first bad field), `/v1/health`
+(each model's readiness) and `/metrics` (Prometheus)."""
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .batcher import ServeError
+from .dispatch import check_access, read_body, run, tagger_of, translate
+from .prometheus import CONTENT_TYPE
+
+router = APIRouter()
+
+
+class TranslateRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    sentences: list[str] = Field(min_length=1)
+    source: str | None = None
+    target: str | None = None
+    num_beams: int = Field(1, ge=1)
+    num_return_sequences: int = Field(1, ge=1)
+    max_new_tokens: int | None = Field(None, ge=1, le=1024)
+    api_key: str | None = None
+
+
+class NerRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    sentences: list[str] = Field(min_length=1)
+    api_key: str | None = None
+
+
+async def checked_body(request: Request, model):
+    """The JSON body as `model` (a 422 naming the first bad field), the caller's access checked."""
+    try:  # read here, not by FastAPI: the size limit then holds for bodies without a content-length too
+        body = model.model_validate_json(await read_body(request))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "body"
+        raise ServeError(422, f"{where}: {first['msg']}") from None
+    check_access(request, body.api_key)
+    return body
+
+
+def default_pair(request: Request, source: str | None, target: str | None) -> tuple[str, str]:
+    """The pair asked for; a server with one pair takes it for what is not given."""
+    pairs = list(request.app.state.pairs.direct)
+    if not pairs:
+        raise ServeError(404, "this server has no translation model (serve TRANSLATION_DIR)")
+    if source is None or target is None:
+        if len(pairs) > 1:
+            raise ServeError(422, f"source and target: this server translates {len(pairs)} pairs "
+                                  f"({', '.join('-'.join(pair) for pair in pairs)}); name one")
+        source, target = source or pairs[0][0], target or pairs[0][1]
+    return source, target
+
+
+@router.post("/v1/translate")
+async def v1_translate(request: Request):
+    """`{"sentences": [...], "source", "target", "num_beams", "num_return_sequences", "max_new_tokens"}` ->
+    `{"translations": [...]}` (with `num_return_sequences` > 1, each sentence's list of its best ones)."""
+    body = await checked_body(request, TranslateRequest)
+    source, target = default_pair(request, body.source, body.target)
+    todo = [i for i, text in enumerate(body.sentences) if text.strip()]  # empty sentences are not sent
+    n = body.num_return_sequences
+    done = await translate(request, source, target, [body.sentences[i].strip() for i in todo], n,
+                           max(body.num_beams, n), body.max_new_tokens)
+    outputs = [[""] * n for _ in body.sentences]
+    for i, hypotheses in zip(todo, done):
+        outputs[i] = hypotheses
+    return {"translations": [hypotheses[0] for hypotheses in outputs] if n == 1 else outputs}
+
+
+@router.post("/v1/ner")
+async def v1_ner(request: Request):
+    """`{"sentences": [...]}` -> `{"entities": [[...], ...]}`, each text's entities as `vanilla-transformer tag`
+    writes them."""
+    body = await checked_body(request, NerRequest)
+    engine = tagger_of(request)
+    # the texts as sent (entity offsets point into them); the empty ones have no entities
+    todo = [i for i, text in enumerate(body.sentences) if text.strip()]
+    found = await run(request, engine, [body.sentences[i] for i in todo], ())
+    entities = [[] for _ in body.sentences]
+    for i, each in zip(todo, found):
+        entities[i] = each
+    return {"entities": entities}
+
+
+@router.get("/v1/health")
+async def v1_health(request: Request):
+    """200 once every model has loaded, 503 before (or where one failed), with each model's state."""
+    models = {}
+    for name, served in request.app.state.engines.items():
+        state = "failed" if served.error is not None else "ready" if served.ready.is_set() else "loading"
+        models[name] = {"model_dir": served.model_dir, "status": state,
+                        **({"error": str(served.error)} if served.error is not None else {})}
+    states = {model["status"] for model in models.values()}
+    status = "failed" if "failed" in states else "loading" if "loading" in states else "ready"
+    return JSONResponse({"status": status, "models": models}, status_code=200 if status == "ready" else 503,
+                        headers={"Retry-After": "2"} if status == "loading" else None)
+
+
+@router.get("/metrics")
+async def prometheus(request: Request):
+    return Response(request.app.state.metrics.render(), media_type=CONTENT_TYPE)
