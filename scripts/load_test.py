@@ -1,8 +1,9 @@
 #!/usr/bin/env python
 """Load test for `vanilla-transformer serve`: at each concurrency, that many clients send one sentence per request to
-POST /v1/translate (or `--endpoint /v1/ner`), back to back, until `--requests` requests are answered; then throughput
-(sentences/s), p50 / p99 latency, errors, the sentences the server's engine batches held on average (from its
-/metrics) and its resident memory (with --pid). Loopback only, bounded in count and time.
+POST /v1/translate (or `--endpoint /v1/ner`; with `--pairs`, a several-model server's pairs in turn), back to back,
+until `--requests` requests are answered; then throughput (sentences/s), p50 / p99 latency, errors, the sentences the
+server's engine batches held on average (from its /metrics) and its resident memory (with --pid). Loopback only,
+bounded in count and time.
 
     vanilla-transformer serve MODEL_DIR --port 5000 &
     python scripts/load_test.py --url http://127.0.0.1:5000 --input sentences.txt --pid $! --concurrency 1 8 32 128
@@ -52,14 +53,17 @@ async def post(reader, writer, host: str, body: bytes, path: str = "/v1/translat
 
 
 async def run_level(url: str, sentences: list[str], concurrency: int, requests: int, timeout: float,
-                    path: str = "/v1/translate") -> dict:
+                    path: str = "/v1/translate", pairs: list[tuple[str, str]] | None = None) -> dict:
     parsed = urlparse(url)
     latencies, errors, next_index = [], {}, iter(range(requests))
 
     async def client():
         reader = writer = None
         for i in next_index:
-            body = json.dumps({"sentences": [sentences[i % len(sentences)]]}).encode()
+            fields = {"sentences": [sentences[i % len(sentences)]]}
+            if pairs:
+                fields["source"], fields["target"] = pairs[i % len(pairs)]
+            body = json.dumps(fields).encode()
             start = time.perf_counter()
             try:
                 if writer is None:
@@ -69,7 +73,7 @@ async def run_level(url: str, sentences: list[str], concurrency: int, requests: 
                     latencies.append(time.perf_counter() - start)
                     continue
                 key = str(status)
-            except (OSError, asyncio.IncompleteReadError, TimeoutError) as error:
+            except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError) as error:  # (3.10: its own class)
                 key, writer = type(error).__name__, None
             errors[key] = errors.get(key, 0) + 1
         if writer is not None:
@@ -94,11 +98,16 @@ def main(argv=None) -> int:
     parser.add_argument("--timeout", type=float, default=60.0, help="Seconds a request may take.")
     parser.add_argument("--endpoint", default="/v1/translate", choices=["/v1/translate", "/v1/ner"],
                         help="The endpoint to load (/v1/ner: a server with a tagger).")
+    parser.add_argument("--pairs", nargs="+", default=None, metavar="SOURCE-TARGET",
+                        help="Language pairs to ask for in turn (a server of several models); default: its one pair.")
     parser.add_argument("--pid", type=int, default=None, help="The server's process id: report its resident memory.")
     parser.add_argument("--output", default=None, help="Write the results as JSON here too.")
     args = parser.parse_args(argv)
     if urlparse(args.url).hostname not in ("127.0.0.1", "localhost", "::1"):
         parser.error("--url must be a loopback address: this load test is not for servers of others")
+    pairs = [tuple(pair.split("-", 1)) for pair in args.pairs or []]
+    if any(len(pair) != 2 or not all(pair) for pair in pairs):
+        parser.error("--pairs: each as SOURCE-TARGET, e.g. de-en")
     with open(args.input, encoding="utf-8") as f:
         sentences = [line.strip() for line in f if line.strip()]
     if not sentences:
@@ -106,7 +115,8 @@ def main(argv=None) -> int:
     rows = []
     for concurrency in args.concurrency:
         before = batch_totals(args.url)
-        row = asyncio.run(run_level(args.url, sentences, concurrency, args.requests, args.timeout, args.endpoint))
+        row = asyncio.run(run_level(args.url, sentences, concurrency, args.requests, args.timeout, args.endpoint,
+                                    pairs))
         after = batch_totals(args.url)
         row["mean_batch_sentences"] = ((after[1] - before[1]) / (after[0] - before[0])
                                        if before and after and after[0] > before[0] else None)

@@ -241,9 +241,10 @@ def test_serve_limits_table_is_the_flags_defaults():
     from vanilla_transformer.deploy.serve import parse_args
 
     text = open(os.path.join(ROOT, "docs", "serving.md"), encoding="utf-8").read()
-    limits = re.findall(r"`--(\w+)` \(([\d.]+) ?(MiB|s|sentences)?\)", text.split("## Limits and errors", 1)[1])
-    assert len(limits) >= 6, limits
+    limits = re.findall(r"`--([\w-]+)` \((-?[\d.]+) ?(MiB|s|sentences)?", text.split("## Limits and errors", 1)[1])
+    assert len(limits) >= 10, limits
     defaults = parse_args(["model"])
     for flag, number, unit in limits:
         value = float(number) * (1 << 20 if unit == "MiB" else 1)
-        assert getattr(defaults, flag) == value, (flag, getattr(defaults, flag), number, unit)
+        name = flag.replace("-", "_")
+        assert getattr(defaults, name) == value, (flag, getattr(defaults, name), number, unit)

@@ -62,8 +62,9 @@ class FakeEngine:
 
 
 def client_for(engine, *others, api_key=None, **settings):
-    keys = {api_key: None} if api_key else {}
-    return TestClient(create_app([engine, *others], Settings(api_keys=keys, **settings)))
+    if api_key:
+        settings["api_keys"] = {api_key: None}
+    return TestClient(create_app([engine, *others], Settings(**settings)))
 
 
 def wait_ready(client):

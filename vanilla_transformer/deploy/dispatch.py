@@ -75,7 +75,8 @@ async def translate(request: Request, source: str, target: str, texts: list[str]
     route = request.app.state.pairs.checked_route(source, target)
     engines = [engine_of(request, engine.name) for engine in route]  # every leg ready before the first runs
     for engine in engines[:-1]:
-        texts = [best.replace("\n", " ") for best, *_ in await run(request, engine, texts, (num_beams, max_new_tokens, 1))]
+        done = await run(request, engine, texts, (num_beams, max_new_tokens, 1))
+        texts = [best.replace("\n", " ") for best, *_ in done]
     todo = [i for i, text in enumerate(texts) if text.strip()]  # a pivot's empty translation stays empty
     done = await run(request, engines[-1], [texts[i].strip() for i in todo], (num_beams, max_new_tokens, n))
     outputs = [[""] for _ in texts]

@@ -98,8 +98,8 @@ class Detector:
             return [{"language": self.sources[0], "confidence": 100.0}]
         self.start()
         if self.detector is None:
-            raise ServeError(400, f"cannot detect the language: no language identification for {', '.join(self.sources)}"
-                                  "; give source")
+            raise ServeError(400, "cannot detect the language: no language identification for "
+                                  f"{', '.join(self.sources)}; give source")
         values = {self.codes[c.language]: c.value for c in self.detector.compute_language_confidence_values(text)}
         ranked = sorted(self.languages, key=lambda code: -values.get(code, 0.0))
         if values.get(ranked[0], 0.0) > 0 and ranked[0] not in self.sources:

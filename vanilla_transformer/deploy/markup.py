@@ -96,7 +96,8 @@ def html_segments(document: str) -> list[tuple[str, str, str]]:
             out.append(("keep", piece, piece))
             continue
         lead, trail = piece[:len(piece) - len(piece.lstrip())], piece[len(piece.rstrip()):]
-        out += [("keep", lead, lead), ("node", content, piece[len(lead):len(piece) - len(trail)]), ("keep", trail, trail)]
+        raw = piece[len(lead):len(piece) - len(trail)]
+        out += [("keep", lead, lead), ("node", content, raw), ("keep", trail, trail)]
     return out
 
 

@@ -102,9 +102,12 @@ def parse_args(argv=None) -> argparse.Namespace:
                                                             "(LibreTranslate's --cors).")
     parser.add_argument("--cors_origins", nargs="*", default=[],
                         help="Origins a browser page may call from (default: none, CORS off).")
-    args = parser.parse_args(argv)
-    if not args.max_wait_ms >= 0 or not 0 < args.request_timeout < float("inf") or not 0 < args.file_ttl < 1e9:
-        parser.error("--max_wait_ms must be >= 0, --request_timeout and --file_ttl > 0 (and finite)")  # (NaN fails)
+    args = parser.parse_intermixed_args(argv)  # model directories before, between or after the options
+    if not args.max_wait_ms >= 0:  # (NaN fails each of these)
+        parser.error(f"--max_wait_ms must be >= 0, got {args.max_wait_ms}")
+    for flag, value in (("--request_timeout", args.request_timeout), ("--file_ttl", args.file_ttl)):
+        if not 0 < value < 1e9:
+            parser.error(f"{flag} must be > 0 (and finite), got {value}")
     return args
 
 
