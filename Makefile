@@ -1,6 +1,7 @@
 # Every target sets up its own virtual environment (.venv) first, but test-gpu (.venv as it is), test-latest (its own
-# .venv-latest) and clean (deletes .venv, .venv-latest and outputs/, every model trained there); CI (.ci/run) runs
-# `make test`, then `make test-latest`.
+# .venv-latest) and clean (deletes .venv, .venv-*, and outputs/, every model trained there); CI (.ci/run) runs
+# `make test`, the same on the oldest Python pyproject.toml admits (`make test PYTHON=python3.10 VENV=.venv-3.10`), then
+# `make test-latest` on the newest Python the machine has.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -36,14 +37,15 @@ demo: setup
 test: setup
 	$(PY) -m pytest -q -n 2 tests
 
-# The same suite against the newest releases pyproject.toml admits (upgraded at every run), torch excepted (TORCH_PIN,
-# from TORCH_INDEX), in a second venv.
+# The same suite against the newest releases pyproject.toml admits, torch included (the newest your index has, from
+# TORCH_INDEX; upgraded at every run), in a second venv.
 test-latest:
 	test -x $(LATEST_VENV)/bin/python || $(PYTHON) -m venv $(LATEST_VENV)
 	$(LATEST_VENV)/bin/python -m pip install -q --upgrade pip
-	$(LATEST_VENV)/bin/python -m pip install -q $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH_PIN)"
-	$(LATEST_VENV)/bin/python -m pip install -q --upgrade --upgrade-strategy eager "$(TORCH_PIN)" -e ".[$(EXTRAS)]"
-	$(LATEST_VENV)/bin/python -m pip list 2>/dev/null | grep -iE "^(transformers|accelerate|datasets|tokenizers) "
+	$(LATEST_VENV)/bin/python -m pip install -q --upgrade $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) torch
+	$(LATEST_VENV)/bin/python -m pip install -q --upgrade --upgrade-strategy eager torch -e ".[$(EXTRAS)]"
+	$(LATEST_VENV)/bin/python -m pip list 2>/dev/null | grep -iE "^(torch|transformers|accelerate|datasets|tokenizers) "
+	$(LATEST_VENV)/bin/python --version
 	$(LATEST_VENV)/bin/python -m pytest -q -n 2 tests
 
 # The CUDA tests (tests marked cuda) in $(VENV) as it is: install a CUDA build of torch and the package there first
@@ -84,4 +86,4 @@ benchmark-peers: setup
 	EVERY=700 PY=$(PY) benchmarks/peers/opennmt.sh $(DATA)/multi30k outputs/peers/opennmt
 
 clean:
-	rm -rf $(VENV) $(LATEST_VENV) outputs
+	rm -rf $(VENV) $(LATEST_VENV) .venv-3.* outputs

@@ -225,3 +225,23 @@ def test_a_write_is_whole_or_leaves_what_was_there(tmp_path):
     assert (tmp_path / "e" / "b.txt").read_text() == "in a folder made for it"
     (tmp_path / "plain.txt").write_text("made by open")  # the same permissions as any file (not a temporary's 0600)
     assert os.stat(tmp_path / "a.txt").st_mode == os.stat(tmp_path / "plain.txt").st_mode
+
+
+def test_a_hub_dataset_with_a_loading_script_is_one_clear_error(monkeypatch):
+    """datasets 4 and newer refuse a Hub dataset that needs a loading script (`conll2003` under that name), with a
+    RuntimeError; `--dataset_name` answers with a ValueError saying what to give instead. Other errors pass through."""
+    from vanilla_transformer import data
+
+    def refuse(name, *args, **kwargs):
+        raise RuntimeError(f"Dataset scripts are no longer supported, but found {name}.py")
+
+    monkeypatch.setattr(data, "load_dataset", refuse)
+    with pytest.raises(ValueError, match="--dataset_name conll2003: this Hub dataset needs a loading script"):
+        data.hub_dataset("conll2003")
+
+    def fail(name, *args, **kwargs):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(data, "load_dataset", fail)
+    with pytest.raises(RuntimeError, match="disk full"):
+        data.hub_dataset("x")

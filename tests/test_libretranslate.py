@@ -221,36 +221,63 @@ def test_serve_command_refuses_what_cannot_be_one_server(small_demo_model, tmp_p
         assert proc.returncode == 2 and errors == lines[-1:] and message in lines[-1], proc.stderr[-2000:]
 
 
-def test_one_real_server_for_two_pairs_and_a_pivot_under_32_clients(small_demo_model):
-    """`serve DEMO:de-en DEMO:en-fr` (the demo model twice): /languages lists both pairs and the pivot; LibreTranslate
-    calls with alternatives, html and a file, and 32 concurrent clients asking for the pairs in turn get what each
-    model gives alone (nothing mixed between pairs)."""
+def multipart(fields: dict, filename: str, content: bytes) -> tuple[bytes, str]:
+    """A multipart/form-data body of `fields` and one file, as a browser sends it."""
+    boundary = "vt-test-boundary"
+    parts = [f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}\r\n'.encode()
+             for name, value in fields.items()]
+    parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{filename}"\r\n'
+                 "Content-Type: text/plain\r\n\r\n".encode() + content + b"\r\n")
+    return b"".join(parts) + f"--{boundary}--\r\n".encode(), f"multipart/form-data; boundary={boundary}"
+
+
+def test_one_real_server_for_three_pairs_and_a_pivot_under_32_clients(small_demo_model):
+    """`serve DEMO:de-en DEMO:en-de DEMO:en-fr` (the demo model thrice, PyTorch): /languages lists the pairs and the
+    pivot (de -> fr through en); the LibreTranslate client, auto-detection, alternatives, HTML and a file; 32
+    concurrent clients asking for the pairs in turn get what each model gives alone (nothing mixed between pairs)."""
+    pytest.importorskip("lingua")
+    from libretranslatepy import LibreTranslateAPI
+
     from vanilla_transformer.deploy.translate import make_translator
 
-    proc, url = start_server(f"{small_demo_model}:de-en", f"{small_demo_model}:en-fr", "--max_wait_ms", "10")
+    proc, url = start_server(f"{small_demo_model}:de-en", f"{small_demo_model}:en-de", f"{small_demo_model}:en-fr",
+                             "--max_wait_ms", "10")
     try:
-        with urllib.request.urlopen(url + "/languages") as response:
-            assert json.loads(response.read()) == [{"code": "de", "name": "German", "targets": ["en", "fr"]},
-                                                   {"code": "en", "name": "English", "targets": ["fr"]},
-                                                   {"code": "fr", "name": "French", "targets": []}]
+        client = LibreTranslateAPI(url + "/")
+        assert client.languages() == [{"code": "de", "name": "German", "targets": ["en", "fr"]},
+                                      {"code": "en", "name": "English", "targets": ["de", "fr"]},
+                                      {"code": "fr", "name": "French", "targets": []}]
         translate = make_translator(small_demo_model, "pytorch", "cpu")
         sources = [pair["src"] for pair in data.make_demo_translation(64, seed=3, max_length=10)["translation"]]
         once = translate(sources)
         twice = translate(once)
-        calls = [("de", "en" if i % 3 else "fr", sources[i]) for i in range(64)] + [
-            ("en", "fr", sources[i]) for i in range(0, 64, 4)]
+        assert client.translate(sources[0], "en", "de") == once[0]
+        pairs = [("de", "en"), ("en", "de"), ("en", "fr"), ("de", "fr")]
+        calls = [(*pairs[i % 4], i) for i in range(96)]
         with ThreadPoolExecutor(32) as pool:
-            answers = list(pool.map(lambda call: post_json(url + "/translate", {"q": call[2], "source": call[0],
-                                                                                 "target": call[1]}), calls))
-        expected = [once[i] if target == "en" else twice[i] if source == "de" else once[i]
-                    for i, (source, target, _) in zip([*range(64), *range(0, 64, 4)], calls)]
-        assert [answer["translatedText"] for answer in answers] == expected
+            answers = list(pool.map(lambda call: post_json(url + "/translate", {
+                "q": sources[call[2] % 64], "source": call[0], "target": call[1]}), calls))
+        assert [answer["translatedText"] for answer in answers] == [
+            twice[i % 64] if (source, target) == ("de", "fr") else once[i % 64] for source, target, i in calls]
+        german = "Ein Mann fährt mit dem Fahrrad durch die Stadt."
+        assert client.detect(german)[0]["language"] == "de"
+        auto = post_json(url + "/translate", {"q": [german, "Two dogs play in the snow."], "source": "auto",
+                                              "target": "fr"})
+        assert [found["language"] for found in auto["detectedLanguage"]] == ["de", "en"]
+        assert auto["translatedText"] == [translate(translate([german]))[0], translate(["Two dogs play in the snow."])[0]]
         nbest = post_json(url + "/translate", {"q": sources[0], "source": "de", "target": "en", "alternatives": 2})
         assert nbest["translatedText"] == translate([sources[0]], num_beams=3)[0]
         assert len(nbest["alternatives"]) <= 2 and nbest["translatedText"] not in nbest["alternatives"]
         page = post_json(url + "/translate", {"q": f"<p>{sources[1]}</p>", "source": "de", "target": "en",
                                               "format": "html"})
         assert page["translatedText"] == f"<p>{once[1]}</p>"
+        body, content_type = multipart({"source": "de", "target": "en"}, "in.txt",
+                                       "\n".join(sources[:3]).encode())
+        request = urllib.request.Request(url + "/translate_file", data=body, headers={"content-type": content_type})
+        with urllib.request.urlopen(request, timeout=60) as response:
+            link = json.loads(response.read())["translatedFileUrl"]
+        with urllib.request.urlopen(link, timeout=60) as response:
+            assert response.read().decode() == "\n".join(once[:3])
     finally:
         proc.terminate()
         proc.wait(timeout=30)

@@ -23,6 +23,7 @@ from conftest import free_port  # noqa: E402
 from vanilla_transformer import data  # noqa: E402
 from vanilla_transformer.deploy.app import Settings, create_app  # noqa: E402
 from vanilla_transformer.deploy.engines import TaggerEngine, TranslationEngine  # noqa: E402
+from vanilla_transformer.loading import recognise  # noqa: E402
 
 
 class FakeEngine:
@@ -367,7 +368,7 @@ def test_engine_counts_whole_sentences_and_freezes_what_it_loaded(small_demo_mod
     saved["padding"] = {"strategy": {"Fixed": 16}, "direction": "Right", "pad_to_multiple_of": None, "pad_id": 0,
                         "pad_type_id": 0, "pad_token": "<pad>"}
     (model_dir / "tokenizer.json").write_text(json.dumps(saved))
-    engine = TranslationEngine(str(model_dir), "src", "tgt", engine_name, "cpu")
+    engine = TranslationEngine(recognise(model_dir, engine_name), "src", "tgt", "cpu")
     try:
         engine.load()
         assert engine.error is None and engine.ready.is_set()
@@ -390,7 +391,7 @@ def test_ctranslate2_workers_translate_concurrent_batches_as_one(small_demo_mode
     chunks = [sources[i:i + 8] for i in range(0, 64, 8)]
     import gc
 
-    engine, one = (TranslationEngine(str(small_demo_model), "src", "tgt", "ctranslate2", "cpu", threads=2,
+    engine, one = (TranslationEngine(recognise(small_demo_model, "ctranslate2"), "src", "tgt", "cpu", threads=2,
                                      workers=workers) for workers in (2, 1))
     try:
         engine.load()

@@ -59,6 +59,19 @@ def check_not_empty(path: str) -> None:
         raise DataError(f"{path}: file is empty.")
 
 
+def hub_dataset(name: str, config: str | None = None, **kwargs):
+    """`datasets.load_dataset(name, config)` for `--dataset_name`; a dataset that needs a loading script (datasets 4
+    and newer refuse those, with a trace) is a ValueError saying what to use instead."""
+    try:
+        return load_dataset(name, config, **kwargs)
+    except RuntimeError as error:
+        if "scripts are no longer supported" not in str(error):
+            raise
+        raise ValueError(f"--dataset_name {name}: this Hub dataset needs a loading script, which datasets 4 and newer "
+                         "refuse; give one stored as Parquet or JSON on the Hub, or its files with --train_file / "
+                         "--validation_file (docs/training.md)") from None
+
+
 def text_lines(path: str, column: str, cache_dir: str | None = None) -> Dataset:
     """The lines of a text file as the one column `column` of a memory-mapped Dataset, read by datasets' text loader
     into Arrow files cached on disk (the next call with the same unchanged file reuses them). Lines end at "\n",

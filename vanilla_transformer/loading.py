@@ -5,6 +5,7 @@ import copy
 import json
 import os
 import sys
+from dataclasses import dataclass
 
 from safetensors import SafetensorError
 
@@ -203,6 +204,26 @@ def check_translation_model_dir(path) -> None:
     architectures = architectures_of(path)
     if architectures and TRANSLATOR not in architectures:
         raise ValueError(f"{str(path)!r} holds a {', '.join(architectures)}, not a translation model ({TRANSLATOR}).")
+
+
+@dataclass(frozen=True)
+class ModelDir:
+    """A saved or exported model directory, recognised once (`recognise`): its `task` ("translation" or "tagging")
+    and the `engine` that runs it, resolved from the one asked for."""
+
+    path: str
+    task: str
+    engine: str
+
+
+def recognise(path, engine: str = "auto") -> ModelDir:
+    """What `path` holds and what runs it; a missing directory, another kind of model or an engine that cannot run it
+    is an error naming it. `engine` is a translation engine's (`--engine`); a tagger runs on its directory's."""
+    path = os.fspath(path)
+    if is_tagger_dir(path):
+        return ModelDir(path, "tagging", resolve_engine(path, "auto", "tagging"))
+    check_translation_model_dir(path)
+    return ModelDir(path, "translation", resolve_engine(path, engine))
 
 
 # ---------------------------------------------------------------------------------------------------- which engine

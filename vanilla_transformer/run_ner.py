@@ -12,7 +12,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 
-from datasets import DatasetDict, load_dataset
+from datasets import DatasetDict
 
 from . import data as vt_data
 from .ner import mentions
@@ -45,7 +45,9 @@ DEMO_CONFIG_OVERRIDES = "d_model=128,encoder_layers=2,encoder_ffn_dim=256,max_po
 
 @dataclass
 class DataTrainingArguments(TokenBudgetArguments):
-    dataset_name: str | None = field(default=None, metadata={"help": "A Hub dataset, e.g. conll2003."})
+    dataset_name: str | None = field(default=None, metadata={
+        "help": "A Hub dataset stored as Parquet or JSON (`tokens` / `ner_tags` columns); datasets 4 and newer refuse "
+                "those with a loading script."})
     dataset_config_name: str | None = field(default=None, metadata={"help": "The Hub dataset's config."})
     train_file: str | None = field(default=None, metadata={"help": "CoNLL columns or JSON lines."})
     validation_file: str | None = field(default=None, metadata={"help": "CoNLL columns or JSON lines."})
@@ -88,7 +90,7 @@ class DataTrainingArguments(TokenBudgetArguments):
 def load_raw_datasets(data_args, training_args) -> DatasetDict:
     files = {"train": data_args.train_file, "validation": data_args.validation_file, "test": data_args.test_file}
     if data_args.dataset_name:
-        raw = load_dataset(data_args.dataset_name, data_args.dataset_config_name)
+        raw = vt_data.hub_dataset(data_args.dataset_name, data_args.dataset_config_name)
         feature = raw[next(iter(raw))].features["ner_tags"]
         names = getattr(getattr(feature, "feature", None), "names", None)
         if names:  # ClassLabel ids -> IOB2 strings

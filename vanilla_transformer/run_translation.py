@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
-from datasets import DatasetDict, Features, List, Value, load_dataset
+from datasets import DatasetDict, Features, List, Value
 from transformers import DataCollatorForSeq2Seq
 
 from . import data as vt_data
@@ -109,7 +109,8 @@ def load_raw_datasets(data_args: DataTrainingArguments, model_args, training_arg
     """The splits, and the (source, target) languages of their pairs."""
     files = {"train": data_args.train_file, "validation": data_args.validation_file, "test": data_args.test_file}
     if data_args.dataset_name:
-        raw = load_dataset(data_args.dataset_name, data_args.dataset_config_name, cache_dir=model_args.cache_dir)
+        raw = vt_data.hub_dataset(data_args.dataset_name, data_args.dataset_config_name,
+                                  cache_dir=model_args.cache_dir)
     elif any(files.values()):
         if not (data_args.source_lang and data_args.target_lang):
             raise ValueError("Local translation files need --source_lang and --target_lang.")

@@ -7,7 +7,7 @@ import gc
 import logging
 import threading
 
-from ..loading import own_tokenizer
+from ..loading import ModelDir, own_tokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -49,19 +49,19 @@ class Engine:
 
 
 class TranslationEngine(Engine):
-    """A translation model for `source` -> `target`: `process(texts, (num_beams, max_new_tokens, n))` -> each text's
-    `n` best translations, best first."""
+    """A translation model (`loading.recognise`'s `ModelDir`: its path and engine) for `source` -> `target`:
+    `process(texts, (num_beams, max_new_tokens, n))` -> each text's `n` best translations, best first."""
 
-    def __init__(self, model_dir: str, source: str, target: str, engine: str = "auto", device: str = "auto",
+    def __init__(self, model: ModelDir, source: str, target: str, device: str = "auto",
                  compute_type: str = "default", threads: int = 0, workers: int = 1):
-        super().__init__(f"{source}-{target}", model_dir, device)
-        self.source, self.target = source, target
-        self.engine, self.compute_type, self.threads, self.workers = engine, compute_type, threads, workers
+        super().__init__(f"{source}-{target}", model.path, device)
+        self.model, self.source, self.target = model, source, target
+        self.compute_type, self.threads, self.workers = compute_type, threads, workers
 
     def start(self):
         from .translate import make_translator
 
-        self.translator = make_translator(self.model_dir, self.engine, self.device, compute_type=self.compute_type,
+        self.translator = make_translator(self.model, device=self.device, compute_type=self.compute_type,
                                           threads=self.threads, workers=self.workers)
         return self.translator.backend
 

@@ -31,8 +31,8 @@ import os
 import re
 
 from ..console import int_at_least, non_negative_int, port_number, positive_int
-from ..loading import (DEVICES, ENGINES, TAGGER, check_translation_model_dir, default_threads, is_tagger_dir,
-                       no_progress_bars, require, resolve_device, resolve_engine)
+from ..loading import (DEVICES, ENGINES, TAGGER, default_threads, is_tagger_dir, no_progress_bars, recognise, require,
+                       resolve_device)
 from ..model_card import card_languages
 from .settings import Settings
 
@@ -142,27 +142,27 @@ def served_models(args):
 
     if args.ner is not None and not is_tagger_dir(args.ner):
         raise ValueError(f"--ner {args.ner!r} is not a saved tagger ({TAGGER}: a config.json naming it).")
-    taggers = [text for text in args.model_dirs if is_tagger_dir(text)] + ([args.ner] if args.ner else [])
+    given = [(recognise(path, args.engine), pair) for path, pair in map(model_and_pair, args.model_dirs)]
+    taggers = [found.path for found, _ in given if found.task == "tagging"] + ([args.ner] if args.ner else [])
     if len(taggers) > 1:
         raise ValueError(f"one tagger per server: {', '.join(taggers)} are all taggers.")
-    given = [model_and_pair(text) for text in args.model_dirs if not is_tagger_dir(text)]
+    given = [(found, pair) for found, pair in given if found.task == "translation"]
     if (args.source_lang or args.target_lang) and len(given) > 1:
         raise ValueError("--source_lang / --target_lang name one model's pair; with several, give each as "
                          "MODEL_DIR:SOURCE-TARGET.")
     translators = []
-    for model_dir, pair in given:
-        check_translation_model_dir(model_dir)
-        pytorch = resolve_engine(model_dir, args.engine) == "pytorch"
+    for found, pair in given:
+        pytorch = found.engine == "pytorch"
         if args.workers > 1 and pytorch:
             raise ValueError("--workers: several batches at once need the CTranslate2 engine (an exported directory, "
                              "or --engine ctranslate2); the PyTorch engine runs one.")
         workers = args.workers or default_workers(pytorch, args.device, args.threads)
         source, target = pair or (args.source_lang, args.target_lang)
         if not (source and target):  # the model card only where a language is not given
-            card_source, card_target = card_languages(model_dir) or ("src", "tgt")
+            card_source, card_target = card_languages(found.path) or ("src", "tgt")
             source, target = source or card_source, target or card_target
-        translators.append(TranslationEngine(model_dir, source, target, args.engine, args.device, args.compute_type,
-                                             args.threads, workers))
+        translators.append(TranslationEngine(found, source, target, args.device, args.compute_type, args.threads,
+                                             workers))
     Pairs(translators)  # two models for one pair: an error line now
     if len({engine.source for engine in translators}) > 1:
         require("lingua", "serve")  # source "auto" and /detect choose between them

@@ -10,9 +10,9 @@ import tempfile
 import time
 
 from ..files import file_stats, read_lines, write_lines
-from ..loading import (check_export_files, check_json_files, check_translation_model_dir, default_threads,
-                       export_tokenizer, is_ctranslate2_dir, load_model, read_json, reexport, require, resolve_device,
-                       resolve_engine, special_token_id)
+from ..loading import (TRANSLATOR, ModelDir, check_export_files, check_json_files, check_translation_model_dir,
+                       default_threads, export_tokenizer, is_ctranslate2_dir, load_model, read_json, recognise,
+                       reexport, require, resolve_device, special_token_id)
 
 REEXPORT = reexport("export-ctranslate2")
 
@@ -160,9 +160,13 @@ class CTranslate2Translator:
 
 
 def make_translator(model_dir, engine: str = "auto", device: str = "cpu", **kwargs):
-    """A callable translating a list of sentences; `device` "auto" takes a CUDA GPU where the engine sees one."""
-    check_translation_model_dir(model_dir)
-    engine = resolve_engine(model_dir, engine)
+    """A callable translating a list of sentences; `model_dir` a path or an already recognised `loading.ModelDir`
+    (then its engine); `device` "auto" takes a CUDA GPU where the engine sees one."""
+    found = model_dir if isinstance(model_dir, ModelDir) else recognise(model_dir, engine)
+    if found.task != "translation":
+        check_translation_model_dir(found.path)  # names what a saved model holds
+        raise ValueError(f"{found.path!r} is an ONNX export of a tagger, not a translation model ({TRANSLATOR}).")
+    model_dir, engine = found.path, found.engine
     kwargs["device"] = resolve_device(device, engine)
     if engine == "pytorch":
         kwargs.pop("compute_type", None)
