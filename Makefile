@@ -1,7 +1,6 @@
 # Every target sets up its own virtual environment (.venv) first, but test-gpu (.venv as it is), test-latest (its own
 # .venv-latest) and clean (deletes .venv, .venv-*, and outputs/, every model trained there); CI (.ci/run) runs
-# `make test`, the same on the oldest Python pyproject.toml admits (`make test PYTHON=python3.10 VENV=.venv-3.10`), then
-# `make test-latest` on the newest Python the machine has.
+# `make test` (the oldest Python pyproject.toml admits, 3.11), then `make test-latest` on the newest Python there is.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -86,4 +85,4 @@ benchmark-peers: setup
 	EVERY=700 PY=$(PY) benchmarks/peers/opennmt.sh $(DATA)/multi30k outputs/peers/opennmt
 
 clean:
-	rm -rf $(VENV) $(LATEST_VENV) .venv-3.* outputs
+	rm -rf $(VENV) $(LATEST_VENV) outputs

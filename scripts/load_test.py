@@ -73,7 +73,7 @@ async def run_level(url: str, sentences: list[str], concurrency: int, requests: 
                     latencies.append(time.perf_counter() - start)
                     continue
                 key = str(status)
-            except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError) as error:  # (3.10: its own class)
+            except (OSError, asyncio.IncompleteReadError, TimeoutError) as error:
                 key, writer = type(error).__name__, None
             errors[key] = errors.get(key, 0) + 1
         if writer is not None:

@@ -89,7 +89,7 @@ class DynamicBatcher:
                     item = self.queue.get_nowait()
                 else:
                     item = await asyncio.wait_for(self.queue.get(), remaining)
-            except (asyncio.QueueEmpty, asyncio.TimeoutError):  # (asyncio.TimeoutError: Python 3.10 has its own)
+            except (asyncio.QueueEmpty, TimeoutError):
                 break
             if item.options != first.options or tokens + item.tokens > self.max_batch_tokens:
                 self.held.append(item)

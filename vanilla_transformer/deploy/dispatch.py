@@ -61,7 +61,7 @@ async def run(request: Request, engine, texts: list[str], options: tuple) -> lis
     try:
         return await asyncio.wait_for(request.app.state.batchers[engine.name].submit(texts, tokens, options),
                                       settings.request_timeout)
-    except asyncio.TimeoutError:  # (not TimeoutError: on Python 3.10 asyncio raises its own class)
+    except TimeoutError:
         raise ServeError(504, f"no answer within {settings.request_timeout:g} s (--request_timeout)") from None
 
 

@@ -39,6 +39,22 @@ from .settings import Settings
 logger = logging.getLogger(__name__)
 
 
+# Settings fields set by a flag of their own name: (name, type, help)
+LIMITS = (
+    ("max_batch_tokens", positive_int, "Source tokens per engine batch (sentences of concurrent requests together)."),
+    ("max_wait_ms", float, "How long a batch waits for more sentences after its first (default 0: it starts as soon "
+                           "as the engine is free; what arrives meanwhile forms the next batch)."),
+    ("max_queue", positive_int, "Sentences waiting at most, per model; more is answered 503 with Retry-After."),
+    ("max_sentences", positive_int, "Sentences per request at most (a text's lines and an HTML text's nodes each "
+                                    "count)."),
+    ("max_sentence_tokens", positive_int, "Tokens per sentence at most."),
+    ("max_beams", positive_int, "num_beams (and LibreTranslate's alternatives + 1) at most."),
+    ("max_request_bytes", positive_int, "Request body size at most (a file sent to /translate_file too)."),
+    ("request_timeout", float, "Seconds a request may wait (504 after)."),
+    ("file_ttl", float, "Seconds a translated file waits for its one download."),
+)
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     defaults = Settings()
     parser = argparse.ArgumentParser(prog="vanilla-transformer serve", description=__doc__,
@@ -77,25 +93,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                         default=defaults.req_limit,
                         help="Requests per minute per client (its API key, else its address) at most; more is "
                              "answered 429 with Retry-After (-1: none).")
-    parser.add_argument("--max_batch_tokens", type=positive_int, default=defaults.max_batch_tokens,
-                        help="Source tokens per engine batch (sentences of concurrent requests together).")
-    parser.add_argument("--max_wait_ms", type=float, default=defaults.max_wait_ms,
-                        help="How long a batch waits for more sentences after its first (default 0: it starts as "
-                             "soon as the engine is free; what arrives meanwhile forms the next batch).")
-    parser.add_argument("--max_queue", type=positive_int, default=defaults.max_queue,
-                        help="Sentences waiting at most, per model; more is answered 503 with Retry-After.")
-    parser.add_argument("--max_sentences", type=positive_int, default=defaults.max_sentences,
-                        help="Sentences per request at most (a text's lines and an HTML text's nodes each count).")
-    parser.add_argument("--max_sentence_tokens", type=positive_int, default=defaults.max_sentence_tokens,
-                        help="Tokens per sentence at most.")
-    parser.add_argument("--max_beams", type=positive_int, default=defaults.max_beams,
-                        help="num_beams (and LibreTranslate's alternatives + 1) at most.")
-    parser.add_argument("--max_request_bytes", type=positive_int, default=defaults.max_request_bytes,
-                        help="Request body size at most (a file sent to /translate_file too).")
-    parser.add_argument("--request_timeout", type=float, default=defaults.request_timeout,
-                        help="Seconds a request may wait (504 after).")
-    parser.add_argument("--file_ttl", type=float, default=defaults.file_ttl,
-                        help="Seconds a translated file waits for its one download.")
+    for name, kind, text in LIMITS:
+        parser.add_argument(f"--{name}", type=kind, default=getattr(defaults, name), help=text)
     parser.add_argument("--access_log", action="store_true",
                         help="Log a line for every request (default: off; /metrics counts them).")
     parser.add_argument("--cors", action="store_true", help="Let a page from any origin call the server "
@@ -182,12 +181,9 @@ def limits(args) -> dict:
     keys = read_api_keys(args.api_keys) if args.api_keys else {}
     if args.api_key:
         keys.setdefault(args.api_key, None)
-    return dict(api_keys=keys, max_request_bytes=args.max_request_bytes,
-                max_sentences=args.max_sentences, max_sentence_tokens=args.max_sentence_tokens,
-                max_batch_tokens=args.max_batch_tokens, max_wait_ms=args.max_wait_ms, max_queue=args.max_queue,
-                max_beams=args.max_beams, request_timeout=args.request_timeout,
-                cors_origins=("*",) if args.cors else tuple(args.cors_origins), char_limit=args.char_limit,
-                batch_limit=args.batch_limit, req_limit=args.req_limit, file_ttl=args.file_ttl)
+    return dict(api_keys=keys, cors_origins=("*",) if args.cors else tuple(args.cors_origins),
+                char_limit=args.char_limit, batch_limit=args.batch_limit, req_limit=args.req_limit,
+                **{name: getattr(args, name) for name, *_ in LIMITS})
 
 
 def listen(args, translators, tagger, settings) -> int:
