@@ -49,6 +49,24 @@ def test_float32_export_decodes_like_generate(small_demo_model, held_out, tmp_pa
     assert all(torch.equal(before[k], after[k]) for k in before)  # the saved model is untouched
 
 
+def test_n_best_hypotheses_of_both_engines(small_demo_model, held_out, tmp_path):
+    """`hypotheses(sentences, n)`: each sentence's n best translations, best first - the first is beam search's
+    translation with that many beams (PyTorch's `num_return_sequences`, CTranslate2's `num_hypotheses`), the n are
+    distinct, and the two engines agree on the best."""
+    exported = export_ctranslate2(small_demo_model, tmp_path / "ct2")
+    sources = held_out[:16]
+    for engine, model_dir in (("pytorch", small_demo_model), ("ctranslate2", exported)):
+        translator = make_translator(model_dir, engine, max_new_tokens=16)
+        found = translator.hypotheses(sources, 3)
+        assert [len(each) for each in found] == [3] * len(sources)
+        assert all(len(set(each)) == 3 for each in found), found
+        assert [each[0] for each in found] == translator(sources, num_beams=3), engine
+        if engine == "pytorch":
+            best = [each[0] for each in found]
+        else:
+            assert sum(a == b[0] for a, b in zip(best, found)) >= 0.9 * len(sources)
+
+
 def test_an_export_translates_without_torch_or_transformers(small_demo_model, held_out, tmp_path):
     """`translate EXPORT` and `serve EXPORT` start in a fraction of a second: the export's own tokenizer files, read
     without transformers, give the tokens, the unknown-token id and the input limit that transformers' tokenizer

@@ -201,6 +201,22 @@ def test_every_documented_make_target_exists():
 # ------------------------------------------------------------------------------- versions and defaults from the code
 
 
+def test_the_python_the_docs_name_is_the_one_pyproject_admits():
+    """"Python 3.X or newer" in README and CONTRIBUTING is pyproject.toml's `requires-python`, its classifiers run from
+    there, and CI's test-latest runs the newest of them."""
+    import tomllib
+
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        project = tomllib.load(f)["project"]
+    oldest = re.fullmatch(r">=3\.(\d+)", project["requires-python"]).group(1)
+    for page in ("README.md", "CONTRIBUTING.md"):
+        named = re.findall(r"Python 3\.(\d+) or newer", open(os.path.join(ROOT, page), encoding="utf-8").read())
+        assert named and set(named) == {oldest}, (page, named)
+    minors = sorted(int(c.rsplit(".", 1)[1]) for c in project["classifiers"] if re.fullmatch(r".*Python :: 3\.\d+", c))
+    assert minors == list(range(int(oldest), minors[-1] + 1))
+    assert f'PYTHON="$(python_of 3.{minors[-1]})"' in open(os.path.join(ROOT, ".ci", "run"), encoding="utf-8").read()
+
+
 def test_quoted_version_floors_are_pyproject_s():
     """Every "torch >= X" / "transformers >= Y" the docs quote is pyproject.toml's floor."""
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+

@@ -126,7 +126,7 @@ def test_native_and_libretranslate_endpoints_in_order():
     (dict(url="/translate", content=b'{"q": "a\\ud800", "source": "de", "target": "en"}',
           headers={"content-type": "application/json"}), 400, "lone surrogate (U+D800)"),
     (dict(url="/translate", content=b'{"q": ' + b"[" * 1900, headers={"content-type": "application/json"}), 400,
-     "nested too deeply"),
+     "malformed JSON body"),  # (Python 3.11's parser stops at its recursion limit, 3.13's at the missing value)
     (dict(url="/v1/translate", content=b'{"sentences": ["a\\udc00"]}', headers={"content-type": "application/json"}),
      422, "lone leading surrogate"),
     (dict(url="/v1/translate", content=b'{"sentences": ' + b"[" * 1900, headers={"content-type": "application/json"}),
