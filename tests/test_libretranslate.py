@@ -60,6 +60,9 @@ def test_alternatives_are_the_n_best_and_refused_past_the_beam_limit():
         wait_ready(client)
         assert lt(client, q="ab", source="de", target="en", alternatives=2).json() == {
             "translatedText": "ba", "alternatives": ["ba #1", "ba #2"]}
+        from vanilla_transformer.deploy.libretranslate import unique
+
+        assert unique(["ba ", "ba #1", " ba #1", "ba #2"], "ba") == ["ba #1", "ba #2"]  # whitespace aside, once each
         assert lt(client, q=["ab", "c"], source="de", target="en", alternatives="1").json() == {
             "translatedText": ["ba", "c"], "alternatives": [["ba #1"], ["c #1"]]}
         assert client.post("/translate", data={"q": "ab", "source": "de", "target": "en",

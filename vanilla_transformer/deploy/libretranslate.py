@@ -101,7 +101,13 @@ def detected(request: Request, text: str) -> dict:
 
 
 def unique(texts: list[str], best: str) -> list[str]:
-    return [text for text in dict.fromkeys(texts) if text != best]
+    """`texts` without repeats and without `best`, told apart by what they say (surrounding whitespace aside)."""
+    seen, out = {best.strip()}, []
+    for text in texts:
+        if text.strip() not in seen:
+            seen.add(text.strip())
+            out.append(text.strip())
+    return out
 
 
 async def translated(request: Request, texts: list[str], source: str, target: str, text_format: str,
