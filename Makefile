@@ -1,5 +1,5 @@
 # Every target sets up its own virtual environment (.venv) first, but test-gpu (.venv as it is), test-latest (its own
-# .venv-latest) and clean (deletes .venv, .venv-*, and outputs/, every model trained there); CI (.ci/run) runs
+# .venv-latest) and clean (deletes .venv, .venv-latest and outputs/, every model trained there); CI (.ci/run) runs
 # `make test` (the oldest Python pyproject.toml admits, 3.11), then `make test-latest` on the newest Python there is.
 PYTHON ?= python3
 VENV ?= .venv
