@@ -168,7 +168,7 @@ def test_any_json_body_is_answered_with_a_json_status_never_a_500():
         wait_ready(client)
 
         @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-        @given(url=st.sampled_from(["/translate", "/v1/translate", "/v1/ner"]),
+        @given(url=st.sampled_from(["/translate", "/detect", "/translate_file", "/v1/translate", "/v1/ner"]),
                body=FIELDS | JSON_VALUES | st.builds(lambda f: {"sentences": f}, JSON_VALUES))
         def answered(url, body):
             response = client.post(url, content=json.dumps(body).encode(), headers={"content-type": "application/json"})
