@@ -157,6 +157,8 @@ def test_unknown_routes_and_methods_answer_json_errors():
         for response, status in ((client.get("/nowhere"), 404), (client.get("/translate"), 405),
                                  (client.post("/languages"), 405)):
             assert response.status_code == status and set(response.json()) == {"error"}, response.text
+        metrics = client.get("/metrics").text  # counted by route: a made-up path does not become a label
+        assert 'path="other",status="404"' in metrics and "/nowhere" not in metrics
 
 
 def test_any_json_body_is_answered_with_a_json_status_never_a_500():

@@ -25,11 +25,12 @@ logger = logging.getLogger(__name__)
 
 class LimitsAndMetrics:
     """ASGI middleware: a body whose announced length is over the limit is answered 413 unread; every response is
-    counted and timed for /metrics. Plain ASGI rather than `@app.middleware("http")`, which runs each request
-    through an extra task and a response stream."""
+    counted and timed for /metrics, by route (`label`: a path of no route counts as "other", so paths a client makes
+    up do not grow the metrics). Plain ASGI rather than `@app.middleware("http")`, which runs each request through an
+    extra task and a response stream."""
 
-    def __init__(self, app, max_request_bytes: int, metrics: Metrics):
-        self.app, self.max_request_bytes, self.metrics = app, max_request_bytes, metrics
+    def __init__(self, app, max_request_bytes: int, metrics: Metrics, label):
+        self.app, self.max_request_bytes, self.metrics, self.label = app, max_request_bytes, metrics, label
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -51,7 +52,7 @@ class LimitsAndMetrics:
             else:
                 await self.app(scope, receive, send_and_note)
         finally:
-            self.metrics.request(scope["path"], status, time.perf_counter() - start)
+            self.metrics.request(self.label(scope["path"]), status, time.perf_counter() - start)
 
 
 def error_response(status: int, message: str, headers: dict | None = None) -> JSONResponse:
@@ -110,7 +111,20 @@ def create_app(translators: list, settings: Settings, tagger=None) -> FastAPI:
     app.add_exception_handler(ServeError, serve_error)
     app.add_exception_handler(StarletteHTTPException, routing_error)
     app.add_exception_handler(Exception, unexpected)
-    app.add_middleware(LimitsAndMetrics, max_request_bytes=settings.max_request_bytes, metrics=app.state.metrics)
     app.include_router(libretranslate.router)
     app.include_router(v1.router)
+    app.add_middleware(LimitsAndMetrics, max_request_bytes=settings.max_request_bytes, metrics=app.state.metrics,
+                       label=route_label({route.path for router in (libretranslate.router, v1.router)
+                                          for route in router.routes}))
     return app
+
+
+def route_label(paths: set[str]):
+    """The metrics label of a request path: the route's own path ("/download_file/{filename}" for every download),
+    "other" where no route matches."""
+    def label(path: str) -> str:
+        if path in paths:
+            return path
+        return "/download_file/{filename}" if path.startswith("/download_file/") else "other"
+
+    return label
