@@ -360,7 +360,7 @@ class VanillaTransformerFeedForward(nn.Module):
         return self.fc2(x)
 
 
-# Files name each layer norm after its sub-layer, as earlier releases did (`self_attn_sublayer.layer_norm`):
+# Files name each layer norm after its sub-layer (`self_attn_sublayer.layer_norm`), as checkpoint files always have:
 # transformers renames them on loading and back on saving, so a file written by any release loads in any other.
 FILE_NAMES = (r"\.(self_attn|encoder_attn|ffn)_sublayer\.layer_norm\.", r".\1_layer_norm.")  # (file, module)
 register_checkpoint_conversion_mapping(VanillaTransformerConfig.model_type, [WeightRenaming(*FILE_NAMES)],

@@ -1,6 +1,6 @@
 """Train or load the tokenizer: a joint BPE (section 5.1 of the paper: "shared source-target vocabulary") trained with
-`tokenizers` and wrapped as a transformers fast tokenizer, so `AutoTokenizer.from_pretrained(dir)` loads it back; and
-the checks of saved directories (tokenizer, translation model, CTranslate2 export) before they are loaded."""
+`tokenizers` and wrapped as a transformers fast tokenizer, so `AutoTokenizer.from_pretrained(dir)` loads it back; the
+corpus encoder that tokenizes a corpus into cached Arrow columns; and the check that a tokenizer fits a config."""
 
 import json
 import os

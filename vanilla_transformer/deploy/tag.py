@@ -66,8 +66,7 @@ class OnnxTagger:
         if threads:
             options.intra_op_num_threads = threads
         # no busy-waiting between operators: in `serve` (the HTTP stack, another model) and in `tag` (tokenizing, the
-        # CRF in numpy) the spinning threads took the cores from the rest of the process (one client: 118 against
-        # 255 sentences/s for the CoNLL tagger on 2 cores); the engine alone ran as fast either way
+        # CRF in numpy) spinning threads would take the cores from the rest of the process
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.session = ort.InferenceSession(os.path.join(model_dir, "model.onnx"), options,
                                             providers=["CPUExecutionProvider"])

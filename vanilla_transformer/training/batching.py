@@ -30,8 +30,8 @@ def check_token_budget(data_args, training_args, logger=None, packs: bool = Fals
     if data_args.max_tokens and training_args.torch_compile and not data_args.packing:
         (logger or logging.getLogger(__name__)).warning(
             "--torch_compile with --max_tokens: batch shapes change from step to step, which the compiler meets with "
-            "dynamic shapes; measured, that ran far slower than eager on an H200 and gave nothing on a CPU "
-            "(docs/gpu.md). Add --packing true (one shape for every batch), or leave --torch_compile off.")
+            "dynamic shapes, slower than eager (docs/gpu.md). Add --packing true (one shape for every batch), or "
+            "leave --torch_compile off.")
 
 
 def padded_lengths(source_lengths, target_lengths, max_tokens: int, pad_to_multiple_of: int = 1,

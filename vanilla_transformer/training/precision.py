@@ -11,8 +11,8 @@ import torch
 
 def native_bf16(device_type: str = "cpu") -> bool:
     """Whether bf16 matrix products have native kernels here. x86 CPUs without AVX-512 (e.g. AVX2-only laptops)
-    compute them in a reference kernel: measured on an AVX2 EPYC, a bf16 matmul ran ~60x slower than fp32 (1.3 vs 77
-    GFLOP/s). On x86 the kernels torch dispatches to say it (`ATEN_CPU_CAPABILITY=avx2` limits them); other
+    compute them in a reference kernel, many times slower than fp32 (docs/results.md, bf16). On x86 the kernels torch
+    dispatches to say it (`ATEN_CPU_CAPABILITY=avx2` limits them); other
     architectures count as native, and `fast_bf16`'s measurement decides."""
     if device_type == "cuda":
         return torch.cuda.is_available() and torch.cuda.is_bf16_supported()

@@ -112,7 +112,7 @@ def close_process_group(trainer) -> None:
     worker thread still releasing the tensors of the last collective can abort the process after a good run
     ("terminate called without an active exception"). Closing it while the data-parallel wrapper still holds it would
     instead stop its threads from a destructor that keeps the interpreter's lock those threads wait for (a hang), so the
-    wrapper goes first; where something else still holds the wrapper, the group is left to the exit as before."""
+    wrapper goes first; where something else still holds the wrapper, the group is left to the interpreter's exit."""
     if not torch.distributed.is_initialized():
         return
     wrapper = weakref.ref(trainer.model_wrapped)
