@@ -194,3 +194,13 @@ def test_a_bug_keeps_its_trace(monkeypatch, files):
     with pytest.raises(TypeError, match="a bug"):
         cli(["average-checkpoints", str(files / "run"), "--last", "2", "--output_dir", str(files / "avg")])
     assert json.dumps(CASES)  # the table stays plain data
+
+
+@pytest.mark.parametrize("argv", [["serve", ""], ["translate", "", "--input", os.devnull], ["serve", "", "--ner", ""]])
+def test_an_empty_model_path_is_named_not_sent_to_the_hub(capsys, argv):
+    """An empty model path (an unset shell variable) is one error line saying so, not the Hub's refusal of '' as a
+    repository name."""
+    status, err = run(capsys, argv)
+    assert status == 2 and err.strip().splitlines()[-1].endswith(
+        ("the model directory is an empty path: give the saved model or export to use.", "is not a saved tagger "
+         "(VanillaTransformerForTokenClassification: a config.json naming it).")), err

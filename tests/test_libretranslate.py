@@ -130,7 +130,7 @@ def test_a_file_is_translated_and_downloaded_once():
             "content-disposition"]
         for files, fields, message in (
                 ({"file": ("x.pdf", b"ab", "application/pdf")}, {"source": "de", "target": "en"}, "not supported"),
-                ({"file": ("x.txt", b"\xff\xfe ab", "text/plain")}, {"source": "de", "target": "en"}, "not UTF-8"),
+                ({"file": ("x.txt", b"\xff\xfe ab", "text/plain")}, {"source": "de", "target": "en"}, "is not UTF-8 text"),
                 ({"file": ("x.txt", b"ab", "text/plain")}, {"source": "de"}, "missing target"),
                 (None, {"source": "de", "target": "en"}, "missing file"),
                 ({"file": ("x.txt", b"ab", "text/plain")}, {"source": "xx", "target": "en"}, "xx is not supported")):
@@ -212,10 +212,14 @@ def test_libretranslates_limits_and_api_keys(tmp_path):
 def test_serve_command_refuses_what_cannot_be_one_server(small_demo_model, tmp_path):
     keys = tmp_path / "keys"
     keys.write_text("k 0\n", encoding="utf-8")
+    (tmp_path / "binary").write_bytes(b"\xff\xfe\x00k\n")
     for argv, message in (
             ([f"{small_demo_model}:de-en", f"{small_demo_model}:de-en"], "two models translate de -> en"),
             ([f"{small_demo_model}:de-en", f"{small_demo_model}:en-de", "--source_lang", "de"], "name one model's"),
             ([str(small_demo_model), "--api-keys", str(keys)], f"{keys}, line 1: expected"),
+            ([str(small_demo_model), "--api-keys", ""], "--api-keys: an empty path"),
+            ([str(small_demo_model), "--api-keys", str(tmp_path)], "file not found"),
+            ([str(small_demo_model), "--api-keys", str(tmp_path / "binary")], "bytes that are not UTF-8"),
             ([str(small_demo_model), "--req-limit", "-2"], "--req-limit")):
         proc = subprocess.run([sys.executable, "-m", "vanilla_transformer.cli", "serve", *argv], capture_output=True,
                               text=True, timeout=300)

@@ -170,7 +170,10 @@ def special_token_id(tokenizer, settings: dict, name: str, default: str) -> int 
 
 def architectures_of(path) -> list[str]:
     """The architectures a saved model's config names (a local one read without transformers); a local path without
-    config.json, or with a damaged one, is an error naming it."""
+    config.json, or with a damaged one, is an error naming it; an empty path (an unset shell variable) is refused
+    before it reaches the Hub as a name."""
+    if not os.fspath(path).strip():
+        raise FileNotFoundError("the model directory is an empty path: give the saved model or export to use.")
     if looks_local(path):
         config = os.path.join(path, "config.json")
         if not os.path.isfile(config):

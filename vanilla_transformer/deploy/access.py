@@ -13,7 +13,10 @@ from .batcher import ServeError
 
 def read_api_keys(path) -> dict[str, int | None]:
     """The keys of a key file: `KEY` or `KEY REQUESTS_PER_MINUTE` a line; blank lines and `#` comments skipped. A bad
-    line is a ValueError naming the file and line (never the key)."""
+    line is a ValueError naming the file and line (never the key); an empty path (an unset shell variable) is refused,
+    never read as no keys."""
+    if not str(path).strip():
+        raise ValueError("--api-keys: an empty path; give the key file")
     keys: dict[str, int | None] = {}
     for number, line in enumerate(read_lines(path, allow_empty=True), 1):
         words = line.split("#", 1)[0].split()

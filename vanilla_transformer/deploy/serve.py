@@ -178,7 +178,7 @@ def limits(args) -> dict:
     """The Settings fields every server takes from the command line."""
     from .access import read_api_keys
 
-    keys = read_api_keys(args.api_keys) if args.api_keys else {}
+    keys = read_api_keys(args.api_keys) if args.api_keys is not None else {}
     if args.api_key:
         keys.setdefault(args.api_key, None)
     return dict(api_keys=keys, cors_origins=("*",) if args.cors else tuple(args.cors_origins),
