@@ -47,11 +47,15 @@ class Pairs:
         """The languages `source` translates into, directly or through a pivot."""
         return [target for target in self.languages() if target != source and self.route(source, target)]
 
+    def check_served(self, *codes) -> None:
+        """LibreTranslate's 400 for the first of `codes` (any JSON value a client sent) that no model knows."""
+        for code in codes:
+            if not isinstance(code, str) or code not in self.languages():
+                raise ServeError(400, f"{code} is not supported")
+
     def checked_route(self, source: str, target: str) -> list:
         """`route`, or LibreTranslate's 400 for a language no model knows or a pair no route joins."""
-        for code in (source, target):
-            if code not in self.languages():
-                raise ServeError(400, f"{code} is not supported")
+        self.check_served(source, target)
         route = self.route(source, target)
         if route is None:
             raise ServeError(400, f"{language_name(target)} ({target}) is not available as a target language from "

@@ -139,10 +139,7 @@ async def libretranslate(request: Request):
     q, source, target = required(fields, "q"), required(fields, "source"), required(fields, "target")
     texts = checked_texts(q)
     alternatives, text_format = checked_limits(request, fields, texts), checked_format(fields)
-    pairs = request.app.state.pairs
-    for code in ([] if source == "auto" else [source]) + [target]:
-        if not isinstance(code, str) or code not in pairs.languages():
-            raise ServeError(400, f"{code} is not supported")
+    request.app.state.pairs.check_served(*([] if source == "auto" else [source]), target)
     languages = [detected(request, text) if source == "auto" else None for text in texts]
     results: list = [None] * len(texts)
     for code in dict.fromkeys(found["language"] if found else source for found in languages):
@@ -233,7 +230,7 @@ class TranslatedFiles:
         with self.lock:
             now = time.monotonic()
             self.expire(now)
-            if sum(len(data) for _, data in self.files.values()) + len(data) > self.max_bytes:
+            if sum(len(held) for _, held in self.files.values()) + len(data) > self.max_bytes:
                 raise ServeError(503, "too many translated files wait for their download; try again shortly",
                                  {"Retry-After": "10"})
             self.files[name] = (now + self.ttl, data)
@@ -273,10 +270,7 @@ async def translate_file(request: Request):
         text = (await upload.read()).decode("utf-8-sig")
     except UnicodeDecodeError as error:
         raise ServeError(400, f"Invalid request: {upload.filename} is not UTF-8 text (byte {error.start})") from None
-    pairs = request.app.state.pairs
-    for code in ([] if source == "auto" else [source]) + [target]:
-        if code not in pairs.languages():
-            raise ServeError(400, f"{code} is not supported")
+    request.app.state.pairs.check_served(*([] if source == "auto" else [source]), target)
     if source == "auto":
         source = detected(request, " ".join(sentences(segments(text[:4000], FILE_FORMATS[extension]))) or text)
         source = source["language"]
