@@ -7,7 +7,8 @@ import pytest
 
 from vanilla_transformer import cli
 from vanilla_transformer.data import DataError, load_conll
-from vanilla_transformer.ner.analysis import read_predictions, seen_unseen_report, split_documents
+from vanilla_transformer.ner.analysis import read_predictions, seen_unseen_report
+from vanilla_transformer.splits import split_documents, split_pairs
 
 
 def write_documents(path, n=20):
@@ -48,6 +49,27 @@ def test_split_documents_errors(tmp_path, capsys):
         split_documents(str(write_documents(tmp_path / "t.txt")), str(tmp_path / "out"), fraction=1.5)
     assert cli.main(["split-documents", str(tmp_path / "missing.txt"), str(tmp_path / "out")]) == 2
     assert "missing.txt: file not found" in capsys.readouterr().err
+
+
+def test_split_pairs_holds_out_aligned_pairs(tmp_path, capsys):
+    (tmp_path / "c.de").write_text("".join(f"de{i}\n" for i in range(40)), encoding="utf-8")
+    (tmp_path / "c.en").write_text("\ufeff" + "".join(f"en{i}\n" for i in range(40)), encoding="utf-8")  # a BOM
+    counts = split_pairs(str(tmp_path / "c"), str(tmp_path / "a"), "de", "en", fraction=0.1, seed=1)
+    assert counts == {"pairs": 40, "tune_pairs": 4, "train_pairs": 36}
+
+    def lines(name):
+        return (tmp_path / "a" / name).read_text(encoding="utf-8").splitlines()
+
+    for name in ("train", "tune"):  # line i of one side is still the translation of line i of the other
+        assert [x[2:] for x in lines(f"{name}.de")] == [x[2:] for x in lines(f"{name}.en")]
+    ids = [int(x[2:]) for x in lines("train.de")]
+    assert ids == sorted(ids) and sorted(ids + [int(x[2:]) for x in lines("tune.de")]) == list(range(40))
+    split_pairs(str(tmp_path / "c"), str(tmp_path / "b"), "de", "en", fraction=0.1, seed=1)
+    assert (tmp_path / "b" / "tune.en").read_text() == (tmp_path / "a" / "tune.en").read_text()  # reproducible
+    (tmp_path / "c.en").write_text("en0\n", encoding="utf-8")
+    assert cli.main(["split-pairs", str(tmp_path / "c"), str(tmp_path / "d"), "--source_lang", "de",
+                     "--target_lang", "en"]) == 2
+    assert "c.de has 40 lines but" in capsys.readouterr().err and not (tmp_path / "d").exists()
 
 
 def test_seen_unseen_report(tmp_path, capsys):

@@ -72,7 +72,8 @@ PASSTHROUGH = {
     "serve": ("deploy.serve", "Serve a translation model (LibreTranslate's API, /v1/translate) and/or a tagger (/v1/ner) "
                        "over HTTP, with dynamic batching."),
     "demo": ("demo.app", "The demo page in the browser: translation with its attention, entity tagging (Gradio)."),
-    "split-documents": ("ner.analysis:split_main", "Hold out a tuning split of a CoNLL training file, by document."),
+    "split-documents": ("splits:documents_main", "Hold out a tuning split of a CoNLL training file, by document."),
+    "split-pairs": ("splits:pairs_main", "Hold out a tuning split of parallel text files, by line pair."),
     "ner-report": ("ner.analysis:report_main", "Tagging scores on entities seen in training vs unseen, per type."),
     "score": ("metrics.paper_bleu", "sacreBLEU and the paper's tokenized, compound-split BLEU of a translation file."),
 }

@@ -1,11 +1,8 @@
-"""Honest NER numbers: a tuning split held out from the training file by document, and F1 on entities whose words
-were seen in training against those with a word never seen.
+"""Honest NER numbers: F1 on entities whose words were seen in training against those with a word never seen (the
+tuning split held out by document: `..splits`).
 
-    vanilla-transformer split-documents conll2003/train.txt outputs/conll-split --fraction 0.1 --seed 0
     vanilla-transformer ner-report outputs/conll/predictions_validation.txt --train_file conll2003/train.txt
 
-`split-documents` writes OUTPUT_DIR/train.txt and OUTPUT_DIR/tune.txt: whole documents (`-DOCSTART-` blocks), the
-same ones for the same seed, each file in the input's order. Tune on tune.txt; score validation once, at the end.
 `ner-report` reads a predictions file (`token gold predicted` a line, a blank line between sentences, as the training
 command writes) and prints precision, recall and F1 per entity type for all entities, the seen ones and the unseen
 ones; `--json` writes them to a file too.
@@ -13,38 +10,8 @@ ones; `--json` writes them to a file too.
 
 import argparse
 import json
-import os
-import random
 
-from ..console import output_path
-from ..files import DOCSTART, DataError, check_output_path, conll_sentences, read_lines, write_lines
-
-
-def conll_documents(path: str) -> list[list[str]]:
-    """The lines of a CoNLL file grouped by document: each group starts at a `-DOCSTART-` line."""
-    lines = read_lines(path)
-    starts = [i for i, line in enumerate(lines) if line.startswith(DOCSTART)]
-    if not starts:
-        raise DataError(f"{path}: no {DOCSTART} lines, so no documents to split by.")
-    if any(line.strip() for line in lines[:starts[0]]):
-        raise DataError(f"{path}, line 1: sentences before the first {DOCSTART} line belong to no document.")
-    return [lines[a:b] for a, b in zip(starts, starts[1:] + [len(lines)])]
-
-
-def split_documents(path: str, output_dir: str, fraction: float = 0.1, seed: int = 0) -> dict:
-    """Hold out `fraction` of the documents (at least one, seeded) as tune.txt; the rest is train.txt."""
-    if not 0 < fraction < 1:
-        raise ValueError(f"fraction must be between 0 and 1, got {fraction}.")
-    check_output_path(output_dir, "the output directory")
-    documents = conll_documents(path)
-    if len(documents) < 2:
-        raise DataError(f"{path}: one document only; a tuning split needs two or more.")
-    count = min(len(documents) - 1, max(1, round(fraction * len(documents))))
-    tune = set(random.Random(seed).sample(range(len(documents)), count))
-    os.makedirs(output_dir, exist_ok=True)
-    for name, keep in (("train.txt", lambda i: i not in tune), ("tune.txt", lambda i: i in tune)):
-        write_lines(os.path.join(output_dir, name), [line for i, doc in enumerate(documents) if keep(i) for line in doc])
-    return {"documents": len(documents), "tune_documents": count, "train_documents": len(documents) - count}
+from ..files import conll_sentences, read_lines, write_lines
 
 
 def read_predictions(path: str) -> list[tuple[list[str], list[str], list[str]]]:
@@ -110,20 +77,6 @@ def format_report(report: dict) -> str:
                          f"{s['gold']} | {s['predicted']} |")
     lines.append(f"\nGold entities with a word never seen in training: {report['unseen_share']:.1%}")
     return "\n".join(lines)
-
-
-def split_main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="vanilla-transformer split-documents", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("train_file", help="A CoNLL file with -DOCSTART- lines.")
-    parser.add_argument("output_dir", type=output_path, help="Where train.txt and tune.txt go.")
-    parser.add_argument("--fraction", type=float, default=0.1, help="Share of the documents held out (default 0.1).")
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
-    counts = split_documents(args.train_file, args.output_dir, args.fraction, args.seed)
-    print(f"{counts['train_documents']} documents in {os.path.join(args.output_dir, 'train.txt')}, "
-          f"{counts['tune_documents']} in {os.path.join(args.output_dir, 'tune.txt')} (seed {args.seed}).")
-    return 0
 
 
 def report_main(argv=None) -> int:

@@ -1,0 +1,105 @@
+"""Tuning splits held out from a training set, so that every choice is made without looking at validation:
+
+    vanilla-transformer split-documents conll2003/train.txt outputs/conll-split --fraction 0.1 --seed 0
+    vanilla-transformer split-pairs multi30k/train outputs/multi30k-split --source_lang de --target_lang en \
+      --fraction 0.035 --seed 0
+
+`split-documents` writes OUTPUT_DIR/train.txt and OUTPUT_DIR/tune.txt: whole documents (`-DOCSTART-` blocks) of a
+CoNLL file. `split-pairs` writes OUTPUT_DIR/train.{SRC,TGT} and OUTPUT_DIR/tune.{SRC,TGT}: line pairs of the parallel
+files PREFIX.SRC and PREFIX.TGT. Both hold out the same items for the same seed and keep the input's order in each
+file. Tune on the tune files; score validation once, at the end.
+"""
+
+import argparse
+import os
+import random
+
+from .console import output_path
+from .files import DOCSTART, DataError, check_output_path, read_lines, write_lines
+
+
+def held_out(count: int, fraction: float, seed: int) -> set[int]:
+    """The indices of `fraction` of `count` items (at least one, never all), drawn with `seed`."""
+    if not 0 < fraction < 1:
+        raise ValueError(f"fraction must be between 0 and 1, got {fraction}.")
+    return set(random.Random(seed).sample(range(count), min(count - 1, max(1, round(fraction * count)))))
+
+
+def write_split(paths: dict, items: list, tune: set[int]) -> None:
+    """`paths` {"train": path, "tune": path}: each file gets the lines of its items, in order."""
+    for name, path in paths.items():
+        write_lines(path, [line for i, item in enumerate(items) if (i in tune) == (name == "tune") for line in item])
+
+
+def conll_documents(path: str) -> list[list[str]]:
+    """The lines of a CoNLL file grouped by document: each group starts at a `-DOCSTART-` line."""
+    lines = read_lines(path)
+    starts = [i for i, line in enumerate(lines) if line.startswith(DOCSTART)]
+    if not starts:
+        raise DataError(f"{path}: no {DOCSTART} lines, so no documents to split by.")
+    if any(line.strip() for line in lines[:starts[0]]):
+        raise DataError(f"{path}, line 1: sentences before the first {DOCSTART} line belong to no document.")
+    return [lines[a:b] for a, b in zip(starts, starts[1:] + [len(lines)])]
+
+
+def split_documents(path: str, output_dir: str, fraction: float = 0.1, seed: int = 0) -> dict:
+    """Hold out `fraction` of the documents (at least one, seeded) as tune.txt; the rest is train.txt."""
+    check_output_path(output_dir, "the output directory")
+    documents = conll_documents(path)
+    if len(documents) < 2:
+        raise DataError(f"{path}: one document only; a tuning split needs two or more.")
+    tune = held_out(len(documents), fraction, seed)
+    os.makedirs(output_dir, exist_ok=True)
+    write_split({name: os.path.join(output_dir, f"{name}.txt") for name in ("train", "tune")}, documents, tune)
+    return {"documents": len(documents), "tune_documents": len(tune), "train_documents": len(documents) - len(tune)}
+
+
+def split_pairs(prefix: str, output_dir: str, source_lang: str, target_lang: str, fraction: float = 0.035,
+                seed: int = 0) -> dict:
+    """Hold out `fraction` of the line pairs of PREFIX.SRC / PREFIX.TGT (at least one, seeded) as tune.{SRC,TGT}; the
+    rest is train.{SRC,TGT}. Files that do not align are a DataError naming both."""
+    check_output_path(output_dir, "the output directory")
+    sides = {lang: read_lines(f"{prefix}.{lang}") for lang in (source_lang, target_lang)}
+    (source, target) = sides.values()
+    if len(source) != len(target):
+        raise DataError(f"{prefix}.{source_lang} has {len(source)} lines but {prefix}.{target_lang} has "
+                        f"{len(target)}: parallel files must align.")
+    if len(source) < 2:
+        raise DataError(f"{prefix}.{source_lang}: one pair only; a tuning split needs two or more.")
+    tune = held_out(len(source), fraction, seed)
+    os.makedirs(output_dir, exist_ok=True)
+    for lang, lines in sides.items():
+        paths = {name: os.path.join(output_dir, f"{name}.{lang}") for name in ("train", "tune")}
+        write_split(paths, [[line] for line in lines], tune)
+    return {"pairs": len(source), "tune_pairs": len(tune), "train_pairs": len(source) - len(tune)}
+
+
+def parser_of(prog: str, input_help: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("train", help=input_help)
+    parser.add_argument("output_dir", type=output_path, help="Where the train and tune files go.")
+    parser.add_argument("--seed", type=int, default=0)
+    return parser
+
+
+def documents_main(argv=None) -> int:
+    parser = parser_of("vanilla-transformer split-documents", "A CoNLL file with -DOCSTART- lines.")
+    parser.add_argument("--fraction", type=float, default=0.1, help="Share of the documents held out (default 0.1).")
+    args = parser.parse_args(argv)
+    counts = split_documents(args.train, args.output_dir, args.fraction, args.seed)
+    print(f"{counts['train_documents']} documents in {os.path.join(args.output_dir, 'train.txt')}, "
+          f"{counts['tune_documents']} in {os.path.join(args.output_dir, 'tune.txt')} (seed {args.seed}).")
+    return 0
+
+
+def pairs_main(argv=None) -> int:
+    parser = parser_of("vanilla-transformer split-pairs", "PREFIX of the parallel files PREFIX.SRC and PREFIX.TGT.")
+    parser.add_argument("--source_lang", required=True)
+    parser.add_argument("--target_lang", required=True)
+    parser.add_argument("--fraction", type=float, default=0.035,
+                        help="Share of the pairs held out (default 0.035: 1015 of Multi30k's 29000).")
+    args = parser.parse_args(argv)
+    counts = split_pairs(args.train, args.output_dir, args.source_lang, args.target_lang, args.fraction, args.seed)
+    print(f"{counts['train_pairs']} pairs in {os.path.join(args.output_dir, 'train')}.*, {counts['tune_pairs']} in "
+          f"{os.path.join(args.output_dir, 'tune')}.* (seed {args.seed}).")
+    return 0
