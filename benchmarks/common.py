@@ -8,7 +8,6 @@ import subprocess
 import sys
 import time
 
-
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository
 VOCAB = 8000
 
@@ -25,11 +24,20 @@ def build(name: str, shape: dict, dropout: float = 0.0, attention: str = "sdpa")
     """The same architecture in each library: post-LN, ReLU, scaled sinusoidal (Marian) or learned (BART/BERT)
     positions, embeddings tied with the output projection, `dropout` on the embeddings and sub-layer outputs only.
     `attention` is ours only (the training commands pick eager for bf16 training on a CPU)."""
-    from transformers import (BartConfig, BartForConditionalGeneration, BertConfig, BertForTokenClassification,
-                              MarianConfig, MarianMTModel)
+    from transformers import (
+        BartConfig,
+        BartForConditionalGeneration,
+        BertConfig,
+        BertForTokenClassification,
+        MarianConfig,
+        MarianMTModel,
+    )
 
-    from vanilla_transformer import (VanillaTransformerConfig, VanillaTransformerForConditionalGeneration,
-                                     VanillaTransformerForTokenClassification)
+    from vanilla_transformer import (
+        VanillaTransformerConfig,
+        VanillaTransformerForConditionalGeneration,
+        VanillaTransformerForTokenClassification,
+    )
 
     d, n, h, f, vocab = shape["d_model"], shape["layers"], shape["heads"], shape["ffn"], shape.get("vocab", VOCAB)
     common = dict(vocab_size=vocab, d_model=d, encoder_layers=n, decoder_layers=n, encoder_attention_heads=h,

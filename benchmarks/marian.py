@@ -9,7 +9,6 @@ import time
 
 from .common import VOCAB, analytic_flops, build, matmul_peak, measure, shape_of, tensor_peak_mb, timed, word_tokenizer
 
-
 CASES = [  # (task, dtype, reference, engine serving ours, its compute type)
     ("train", "fp32", "marian", "pytorch", None), ("train", "bf16", "marian", "pytorch", None),
     ("greedy", "fp32", "marian", "pytorch", None), ("greedy", "bf16", "marian", "pytorch", None),
@@ -37,7 +36,7 @@ def marian_with_weights_of(ours, shape: dict):
     # weights' values (on a 2-core AMD EPYC Zen 3, our export ran at 0.94x Marian's with each model's own random
     # initialisation and at 0.98-1.03x with Marian's initialisation; docs/benchmarks.md), which would otherwise be
     # counted as the converter's.
-    from vanilla_transformer.modeling_vanilla_transformer import VanillaTransformerPositionalEmbedding
+    from vanilla_transformer.model.modeling_vanilla_transformer import VanillaTransformerPositionalEmbedding
 
     marian = build("marian", shape)
     state = {}
@@ -242,7 +241,7 @@ REFERENCE_NAMES = {"marian": "MarianMTModel", "bart": "BartForConditionalGenerat
 def case_dtypes_and_engines(engines) -> tuple[list[str], list[str]]:
     """The dtypes (bf16 only where its matrix products are native: elsewhere every model runs them ~60x slower than
     fp32 in a reference kernel, which measures nothing but that kernel, and takes hours) and the engines installed."""
-    from vanilla_transformer.training import native_bf16
+    from vanilla_transformer.training.precision import native_bf16
 
     dtypes = ["fp32", "bf16"] if native_bf16("cpu") else ["fp32"]
     if "bf16" not in dtypes:

@@ -10,7 +10,6 @@ import time
 
 from .common import VOCAB, measure, word_tokenizer
 
-
 CONLL_TAGGER = dict(encoder_layers=4, normalize_before=True, char_cnn_dim=128, relative_attention_max_distance=16,
                     use_crf=True)  # recipes/conll.sh's tagger on the small preset
 
@@ -78,7 +77,7 @@ def tagging_batches_benchmark(output: str, reps: int = 20, rounds: int = 3) -> l
     percentile 34, at most 110); both ways alternate in this process, `rounds` x `reps` calls each; the median."""
     import math
 
-    from vanilla_transformer.deploy.tag import CALL_WORDS, Tagger
+    from vanilla_transformer.deploy.taggers import CALL_WORDS, Tagger
 
     rng = random.Random(0)
 
@@ -116,8 +115,8 @@ def tagging_engine_child(spec: dict) -> dict:
     import torch
 
     from vanilla_transformer import VanillaTransformerForTokenClassification
-    from vanilla_transformer.loading import load_model
     from vanilla_transformer.deploy.onnx import OnnxTagger
+    from vanilla_transformer.loading import load_model
 
     if spec["engine"].startswith("pytorch"):
         model = load_model(VanillaTransformerForTokenClassification, spec["path"]).eval()

@@ -21,11 +21,10 @@ def cpu_kernels_benchmark(output: str, preset: str = "small", rounds: int = 3, s
     import torch
     import torch.nn.functional as F
 
-    from vanilla_transformer import modeling_vanilla_transformer as modeling
-    from vanilla_transformer.configuration_vanilla_transformer import VanillaTransformerConfig
-    from vanilla_transformer.training import native_bf16
-
-    from vanilla_transformer.kernels_vanilla_transformer import plain_cross_entropy
+    from vanilla_transformer.model import modeling_vanilla_transformer as modeling
+    from vanilla_transformer.model.configuration_vanilla_transformer import VanillaTransformerConfig
+    from vanilla_transformer.model.kernels_vanilla_transformer import plain_cross_entropy
+    from vanilla_transformer.training.precision import native_bf16
 
     def torch_dropout(x, p, training):
         return F.dropout(x, p, training)
@@ -140,7 +139,7 @@ def length_batches(strategy: str, source, target, max_tokens: int, seed: int = 0
     import torch
     from transformers.trainer_pt_utils import LengthGroupedSampler
 
-    from vanilla_transformer.training import PackedBatchSampler, TokenBudgetBatchSampler
+    from vanilla_transformer.training.batching import PackedBatchSampler, TokenBudgetBatchSampler
 
     if strategy == "tokens":
         return list(TokenBudgetBatchSampler(source, target, max_tokens, seed=seed, pad_to_multiple_of=8))
@@ -164,7 +163,7 @@ def device_lengths_case(name: str, shape: dict, device: str, strategy: str, comp
     FLOPs. `attention`: our model's backend."""
     import torch
 
-    from vanilla_transformer.training import PackedSeq2SeqCollator, default_packing_length
+    from vanilla_transformer.training.batching import PackedSeq2SeqCollator, default_packing_length
 
     source, target = synthetic_lengths(200_000)
     length = packing_length or default_packing_length(max(source.max(), target.max()), max_tokens, shape["d_model"])
@@ -371,7 +370,7 @@ def padding_report(prefix: str, source_lang: str, target_lang: str, budgets, bat
 
     from vanilla_transformer.data import load_parallel_text
     from vanilla_transformer.tokenization import train_tokenizer
-    from vanilla_transformer.training import PackedBatchSampler, TokenBudgetBatchSampler
+    from vanilla_transformer.training.batching import PackedBatchSampler, TokenBudgetBatchSampler
 
     pairs = load_parallel_text(prefix, source_lang, target_lang)["translation"]
     sources, targets = [p[source_lang] for p in pairs], [p[target_lang] for p in pairs]

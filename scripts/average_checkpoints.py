@@ -6,8 +6,8 @@ The same as `vanilla-transformer average-checkpoints --help` once the package is
 
 import sys
 
+from vanilla_transformer.commands.average_checkpoints import main
 from vanilla_transformer.console import run
-from vanilla_transformer.average_checkpoints import main
 
 if __name__ == "__main__":
     sys.exit(run("python scripts/average_checkpoints.py", main))

@@ -6,8 +6,8 @@ The same as `vanilla-transformer push --help` once the package is installed (`pi
 
 import sys
 
+from vanilla_transformer.commands.push import main
 from vanilla_transformer.console import run
-from vanilla_transformer.push_to_hub import main
 
 if __name__ == "__main__":
     sys.exit(run("python scripts/push_to_hub.py", main))

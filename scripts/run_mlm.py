@@ -7,8 +7,8 @@ The same as `vanilla-transformer pretrain-encoder --help` once the package is in
 
 import sys
 
+from vanilla_transformer.commands.pretrain_encoder import main
 from vanilla_transformer.console import run
-from vanilla_transformer.run_mlm import main
 
 if __name__ == "__main__":
     sys.exit(run("python scripts/run_mlm.py", main))

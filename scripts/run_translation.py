@@ -6,8 +6,8 @@ The same as `vanilla-transformer train-translation --help` once the package is i
 
 import sys
 
+from vanilla_transformer.commands.train_translation import main
 from vanilla_transformer.console import run
-from vanilla_transformer.run_translation import main
 
 if __name__ == "__main__":
     sys.exit(run("python scripts/run_translation.py", main))

@@ -14,16 +14,18 @@ from transformers.utils import logging as transformers_logging
 
 pytest.importorskip("gradio", reason="the demo page needs the [demo] extra (gradio)")
 
-from conftest import ROOT, free_port  # noqa: E402
 from hub_server import serve  # noqa: E402
-from vanilla_transformer.demo import app as demo_app  # noqa: E402
-from vanilla_transformer import cli, push_to_hub  # noqa: E402
+
+from conftest import ROOT, free_port  # noqa: E402
+from vanilla_transformer import cli  # noqa: E402
+from vanilla_transformer.commands import push
 from vanilla_transformer.data import DEMO_SOURCE_LANG, make_demo_ner, make_demo_translation  # noqa: E402
-from vanilla_transformer.ner.mentions import mention_spans  # noqa: E402
-from vanilla_transformer.modeling_vanilla_transformer import (  # noqa: E402
+from vanilla_transformer.demo import app as demo_app  # noqa: E402
+from vanilla_transformer.model.modeling_vanilla_transformer import (  # noqa: E402
     VanillaTransformerForConditionalGeneration,
     VanillaTransformerForTokenClassification,
 )
+from vanilla_transformer.ner.mentions import mention_spans  # noqa: E402
 from vanilla_transformer.tokenization import load_tokenizer  # noqa: E402
 
 SOURCES = [row[DEMO_SOURCE_LANG] for row in make_demo_translation(8, seed=123, max_length=10)["translation"]]
@@ -305,7 +307,7 @@ def try_client(client_class, url):
 
 
 def test_space_needs_a_model(capsys):
-    assert push_to_hub.main(["--space", "tester/x"]) == 2
+    assert push.main(["--space", "tester/x"]) == 2
     assert "--translation_model" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        push_to_hub.main(["--space", "tester/x", "some/dir", "repo/id"])
+        push.main(["--space", "tester/x", "some/dir", "repo/id"])

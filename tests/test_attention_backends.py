@@ -7,9 +7,8 @@ import torch
 import torch.nn.functional as F
 
 from conftest import batch, seq2seq
-from vanilla_transformer import VanillaTransformerConfig
-from vanilla_transformer import VanillaTransformerForTokenClassification
-from vanilla_transformer.modeling_vanilla_transformer import VanillaTransformerAttention, shift_tokens_right
+from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForTokenClassification
+from vanilla_transformer.model.modeling_vanilla_transformer import VanillaTransformerAttention, shift_tokens_right
 
 flex_attention = pytest.importorskip("torch.nn.attention.flex_attention", reason="flex attention needs torch >= 2.5")
 

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 
 from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForTokenClassification
 from vanilla_transformer.tokenization import train_tokenizer
-from vanilla_transformer.training import TaggingDataCollator
+from vanilla_transformer.training.models import TaggingDataCollator
 
 
 def tagger(**overrides):

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from conftest import ROOT
-from vanilla_transformer.training import native_bf16
+from vanilla_transformer.training.precision import native_bf16
 
 try:
     import ctranslate2  # noqa: F401  (present or not)

@@ -11,8 +11,11 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from conftest import ROOT
-from vanilla_transformer import (VanillaTransformerConfig, VanillaTransformerForConditionalGeneration,
-                                 VanillaTransformerForTokenClassification)
+from vanilla_transformer import (
+    VanillaTransformerConfig,
+    VanillaTransformerForConditionalGeneration,
+    VanillaTransformerForTokenClassification,
+)
 from vanilla_transformer.cli import main as cli
 from vanilla_transformer.tokenization import train_tokenizer
 
@@ -185,7 +188,7 @@ def test_python_m_launches_answer_a_mistake_with_one_line(module, argv, named, t
 
 def test_a_bug_keeps_its_trace(monkeypatch, files):
     """Errors that are not a user's mistake (here a TypeError from inside a command) are not turned into a line."""
-    from vanilla_transformer import average_checkpoints
+    from vanilla_transformer.commands import average_checkpoints
 
     def broken(*args, **kwargs):
         raise TypeError("a bug")

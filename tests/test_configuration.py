@@ -1,6 +1,5 @@
 import pytest
 from huggingface_hub.errors import StrictDataclassError
-
 from transformers import AutoConfig
 
 from vanilla_transformer import PRESETS, VanillaTransformerConfig

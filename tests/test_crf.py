@@ -4,12 +4,12 @@ saved and loaded like any weight, and trainable."""
 import itertools
 
 import pytest
-from huggingface_hub.errors import StrictDataclassError
 import torch
+from huggingface_hub.errors import StrictDataclassError
 
 from conftest import tagging_accuracy_after_training
 from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForTokenClassification
-from vanilla_transformer.modeling_vanilla_transformer import VanillaTransformerCRF
+from vanilla_transformer.model.modeling_vanilla_transformer import VanillaTransformerCRF
 
 L = 3
 

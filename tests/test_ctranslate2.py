@@ -15,7 +15,7 @@ from vanilla_transformer.cli import main as cli
 ctranslate2 = pytest.importorskip("ctranslate2")
 
 from vanilla_transformer.deploy.ctranslate2 import export_ctranslate2, model_spec  # noqa: E402
-from vanilla_transformer.deploy.translate import make_translator, translate_lines  # noqa: E402
+from vanilla_transformer.deploy.translators import make_translator, translate_lines  # noqa: E402
 from vanilla_transformer.files import read_lines  # noqa: E402
 
 
@@ -77,7 +77,7 @@ def test_an_export_translates_without_torch_or_transformers(small_demo_model, he
     argv = ["translate", str(exported), "--input", str(source), "--output", str(target), "--max_new_tokens", "16",
             "--quiet"]
     code = (f"import sys\nfrom vanilla_transformer.cli import main\nmain({argv!r})\n"
-            "from vanilla_transformer.deploy.serve import parse_args, served_models\n"
+            "from vanilla_transformer.commands.serve import parse_args, served_models\n"
             f"engine = served_models(parse_args([{str(exported)!r}]))[0][0]\nengine.open()\n"
             f"print([best for best, in engine.process({held_out[:3]!r}, (1, 16, 1))])\n"
             "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))")
@@ -179,7 +179,7 @@ def test_translate_command_keeps_order_and_empty_lines(small_demo_model, tmp_pat
 def test_parallel_workers_translate_a_file_as_one(small_demo_model, held_out, tmp_path):
     """On a CPU the file command runs one one-thread CTranslate2 worker per thread, each call split between them: the
     same lines, in order, as one worker."""
-    from vanilla_transformer.deploy.translate import translate_file
+    from vanilla_transformer.deploy.translators import translate_file
 
     lines = [s if i % 7 else "" for i, s in enumerate(held_out)]  # empty lines stay where they are
     (tmp_path / "src.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -237,8 +237,8 @@ def test_an_export_keeps_the_model_card_and_serves_its_language_pair(small_demo_
 
     from fastapi.testclient import TestClient
 
+    from vanilla_transformer.commands.serve import parse_args, served_models
     from vanilla_transformer.deploy.app import create_app
-    from vanilla_transformer.deploy.serve import parse_args, served_models
     from vanilla_transformer.model_card import CARD_INFO, card_languages, render_card
 
     saved = tmp_path / "de-en"

@@ -238,7 +238,11 @@ def test_quoted_version_floors_are_pyproject_s():
 
 
 def test_the_training_defaults_table_is_the_argument_classes():
-    from vanilla_transformer.training import MlmTrainingArguments, NerTrainingArguments, TranslationTrainingArguments
+    from vanilla_transformer.training.arguments import (
+        MlmTrainingArguments,
+        NerTrainingArguments,
+        TranslationTrainingArguments,
+    )
 
     text = open(os.path.join(ROOT, "docs", "training.md"), encoding="utf-8").read()
     table = text.split("<!-- defaults:", 1)[1].split("\n\n", 1)[0]
@@ -254,7 +258,7 @@ def test_the_training_defaults_table_is_the_argument_classes():
 
 
 def test_serve_limits_table_is_the_flags_defaults():
-    from vanilla_transformer.deploy.serve import parse_args
+    from vanilla_transformer.commands.serve import parse_args
 
     text = open(os.path.join(ROOT, "docs", "serving.md"), encoding="utf-8").read()
     limits = re.findall(r"`--([\w-]+)` \((-?[\d.]+) ?(MiB|s|sentences)?", text.split("## Limits and errors", 1)[1])

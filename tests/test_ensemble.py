@@ -5,11 +5,10 @@ import json
 import pytest
 import torch
 
-from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForTokenClassification
-from vanilla_transformer.ner.ensemble import TokenClassificationEnsemble
-
 from conftest import f1_of_predictions_file, ner_args
-from vanilla_transformer import run_ner
+from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForTokenClassification
+from vanilla_transformer.commands import train_ner
+from vanilla_transformer.ner.ensemble import TokenClassificationEnsemble
 
 
 def tagger(seed, **overrides):
@@ -76,20 +75,20 @@ def test_run_ner_ensemble_with(tmp_path):
     dirs = []
     for seed in (1, 2):
         out = tmp_path / f"m{seed}"
-        run_ner.main(ner_args(tmp_path, out, "--config_overrides", "use_crf=true", "--seed", str(seed), "--do_train"))
+        train_ner.main(ner_args(tmp_path, out, "--config_overrides", "use_crf=true", "--seed", str(seed), "--do_train"))
         dirs.append(str(out))
     files = ner_args(tmp_path, tmp_path / "unused")[:4]
-    single = run_ner.main([*files, "--model_name_or_path", dirs[0], "--do_eval", "--output_dir", str(tmp_path / "s"),
+    single = train_ner.main([*files, "--model_name_or_path", dirs[0], "--do_eval", "--output_dir", str(tmp_path / "s"),
                            "--disable_tqdm", "true"])
-    same = run_ner.main([*files, "--model_name_or_path", dirs[0], "--ensemble_with", dirs[0], "--do_eval",
+    same = train_ner.main([*files, "--model_name_or_path", dirs[0], "--ensemble_with", dirs[0], "--do_eval",
                          "--output_dir", str(tmp_path / "e1"), "--disable_tqdm", "true"])
     assert same["eval_f1"] == single["eval_f1"]
-    run_ner.main([*files, "--model_name_or_path", dirs[0], "--ensemble_with", dirs[1], "--do_eval",
+    train_ner.main([*files, "--model_name_or_path", dirs[0], "--ensemble_with", dirs[1], "--do_eval",
                   "--output_dir", str(tmp_path / "e2"), "--disable_tqdm", "true"])
     metrics = json.loads((tmp_path / "e2" / "eval_results.json").read_text())
     predictions = tmp_path / "e2" / "predictions_validation.txt"
     assert predictions.read_text().startswith("Anna ")
     assert f1_of_predictions_file(predictions) == (pytest.approx(metrics["eval_f1"]), 3) and metrics["eval_samples"] == 3
     with pytest.raises(ValueError, match="--ensemble_with combines trained taggers"):
-        run_ner.main([*files, "--model_name_or_path", dirs[0], "--ensemble_with", dirs[1], "--do_train",
+        train_ner.main([*files, "--model_name_or_path", dirs[0], "--ensemble_with", dirs[1], "--do_train",
                       "--output_dir", str(tmp_path / "e3")])

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from conftest import ROOT, torchrun_two
-from vanilla_transformer import VanillaTransformerForConditionalGeneration, run_translation
+from vanilla_transformer import VanillaTransformerForConditionalGeneration
+from vanilla_transformer.commands import train_translation
 
 
 def test_two_sharded_processes_train_like_one(tmp_path):
@@ -31,4 +32,4 @@ def test_two_sharded_processes_train_like_one(tmp_path):
 
 def test_fsdp_without_a_gpu_is_refused(tmp_path):
     with pytest.raises(ValueError, match="--fsdp shards the model only on GPUs"):
-        run_translation.main(["--output_dir", str(tmp_path), "--fsdp", "full_shard", "--max_steps", "1"])
+        train_translation.main(["--output_dir", str(tmp_path), "--fsdp", "full_shard", "--max_steps", "1"])

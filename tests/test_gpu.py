@@ -12,8 +12,12 @@ import pytest
 import torch
 
 from conftest import DEMO_FLAGS, ROOT, train_demo
-from vanilla_transformer import (VanillaTransformerConfig, VanillaTransformerForConditionalGeneration,
-                                 VanillaTransformerForMaskedLM, VanillaTransformerForTokenClassification)
+from vanilla_transformer import (
+    VanillaTransformerConfig,
+    VanillaTransformerForConditionalGeneration,
+    VanillaTransformerForMaskedLM,
+    VanillaTransformerForTokenClassification,
+)
 
 pytestmark = [pytest.mark.cuda,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="PyTorch sees no CUDA GPU")]
@@ -203,7 +207,7 @@ def test_ctranslate2_on_cuda_decodes_like_generate(gpu_trained_model, tmp_path, 
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
     from vanilla_transformer.deploy.ctranslate2 import export_ctranslate2
-    from vanilla_transformer.deploy.translate import make_translator, translate_lines
+    from vanilla_transformer.deploy.translators import make_translator, translate_lines
 
     sources = held_out()
     tokenizer = AutoTokenizer.from_pretrained(gpu_trained_model)
@@ -238,10 +242,11 @@ def test_translate_command_ctranslate2_on_cuda(gpu_trained_model, tmp_path):
 def test_token_budget_batches_train_on_cuda(tmp_path, caplog):
     """`--max_tokens` batches on the GPU: batches padded to a multiple of 8 there, within the budget, loss finite."""
     from test_token_batches import FLAGS
-    from vanilla_transformer import run_translation
+
+    from vanilla_transformer.commands import train_translation
 
     with caplog.at_level("INFO"):
-        metrics = run_translation.main(["--output_dir", str(tmp_path), *FLAGS])
+        metrics = train_translation.main(["--output_dir", str(tmp_path), *FLAGS])
     assert "Device: cuda:0" in caplog.text and metrics["train_loss"] == metrics["train_loss"]  # not NaN
     assert (tmp_path / "model.safetensors").is_file()
 

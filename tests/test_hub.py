@@ -11,14 +11,13 @@ import textwrap
 
 import pytest
 import torch
+from hub_server import serve
 from huggingface_hub import ModelCard
 from transformers import AutoModelForSeq2SeqLM, AutoModelForTokenClassification, AutoTokenizer
 
-from conftest import BLOCK_PACKAGE, ROOT
-from hub_server import serve
-from conftest import ner_args, translation_args, write_parallel
-
-from vanilla_transformer import push_to_hub, run_ner, run_translation
+from conftest import BLOCK_PACKAGE, ROOT, ner_args, translation_args, write_parallel
+from vanilla_transformer.commands import push as push_command
+from vanilla_transformer.commands import train_ner, train_translation
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +97,7 @@ def test_translation_round_trip_and_new_revision(hub, tmp_path):
     endpoint, state = hub
     data_dir = write_parallel(tmp_path)
     out = tmp_path / "mt"
-    run_translation.main(translation_args(data_dir, out, "--do_train", "--do_eval"))
+    train_translation.main(translation_args(data_dir, out, "--do_train", "--do_eval"))
     card = ModelCard.load(out / "README.md")
     assert card.data.library_name == "transformers" and card.data.pipeline_tag == "translation"
     assert card.data.eval_results and card.data.eval_results[0].metric_type == "bleu"
@@ -133,7 +132,7 @@ def test_translation_round_trip_and_new_revision(hub, tmp_path):
 def test_token_classification_round_trip(hub, tmp_path):
     endpoint, _ = hub
     out = tmp_path / "ner"
-    run_ner.main(ner_args(tmp_path, out, "--do_train", "--do_eval"))
+    train_ner.main(ner_args(tmp_path, out, "--do_train", "--do_eval"))
     card = ModelCard.load(out / "README.md")
     assert card.data.pipeline_tag == "token-classification"
     assert {r.metric_type for r in card.data.eval_results} >= {"f1", "precision", "recall"}
@@ -153,10 +152,10 @@ def test_push_refuses_incomplete_directories(hub, tmp_path, capsys):
     assert proc.returncode == 2 and "config.json is missing" in proc.stderr
     data_dir = write_parallel(tmp_path)
     out = tmp_path / "mt"
-    run_translation.main(translation_args(data_dir, out, "--do_train", "--max_steps", "1"))
+    train_translation.main(translation_args(data_dir, out, "--do_train", "--max_steps", "1"))
     shutil.copytree(out, tmp_path / "nocode")
     os.remove(tmp_path / "nocode" / "modeling_vanilla_transformer.py")
     capsys.readouterr()
     for directory, message in (("nocode", "modeling_vanilla_transformer.py"), ("missing", "is not a directory")):
-        assert push_to_hub.main([str(tmp_path / directory), "tester/bad"]) == 2
+        assert push_command.main([str(tmp_path / directory), "tester/bad"]) == 2
         assert message in capsys.readouterr().err

@@ -10,7 +10,8 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("fastapi")
 from test_serve import FakeEngine, client_for, post_json, start_server, wait_ready  # noqa: E402
@@ -120,7 +121,7 @@ def test_a_file_is_translated_and_downloaded_once():
         assert re.fullmatch(r"http://testserver/download_file/[0-9a-f]{32}\.notes\.txt", url)
         path = url.removeprefix("http://testserver")
         download = client.get(path)
-        assert download.status_code == 200 and download.content == "ba\n\ndc\nfe\n".encode()
+        assert download.status_code == 200 and download.content == b"ba\n\ndc\nfe\n"
         assert download.headers["content-disposition"] == 'attachment; filename="notes.txt"'
         assert client.get(path).status_code == 404  # given once
         page = client.post("/translate_file", data={"source": "de", "target": "en"},
@@ -246,7 +247,7 @@ def test_one_real_server_for_three_pairs_and_a_pivot_under_32_clients(small_demo
     pytest.importorskip("lingua")
     from libretranslatepy import LibreTranslateAPI
 
-    from vanilla_transformer.deploy.translate import make_translator
+    from vanilla_transformer.deploy.translators import make_translator
 
     proc, url = start_server(f"{small_demo_model}:de-en", f"{small_demo_model}:en-de", f"{small_demo_model}:en-fr",
                              "--max_wait_ms", "10")

@@ -12,7 +12,6 @@ import subprocess
 import sys
 
 import pytest
-
 from test_serve import start_server
 
 SOURCE = os.environ.get("VT_LIBRETRANSLATE")

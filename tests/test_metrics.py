@@ -5,7 +5,7 @@ import sacrebleu
 from seqeval.metrics import f1_score, precision_score, recall_score
 from seqeval.scheme import IOB2
 
-from vanilla_transformer.metrics import load_metric
+from vanilla_transformer.evaluation import load_metric
 
 HYPS = ["A dog runs in the park.", "Two cats sit on a mat", "The man is playing guitar ."]
 REFS = ["A dog is running in the park.", "Two cats sit on the mat.", "A man plays the guitar."]

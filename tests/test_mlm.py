@@ -10,9 +10,10 @@ from safetensors.torch import load_file
 from transformers import AutoModelForMaskedLM, AutoModelForTokenClassification, AutoTokenizer, pipeline
 
 from conftest import ner_args, write_conll
-from vanilla_transformer import VanillaTransformerForMaskedLM, run_mlm, run_ner
+from vanilla_transformer import VanillaTransformerForMaskedLM
+from vanilla_transformer.commands import pretrain_encoder, train_ner
+from vanilla_transformer.commands.pretrain_encoder import WholeWordMaskCollator
 from vanilla_transformer.data import DataError
-from vanilla_transformer.run_mlm import WholeWordMaskCollator
 from vanilla_transformer.tokenization import train_tokenizer
 
 
@@ -91,7 +92,7 @@ def test_pretraining_learns_and_the_tagger_starts_from_it(tmp_path):
     text = cyclic_text(tmp_path / "text.txt")
     write_conll(tmp_path / "c.txt", [(["Anna", "lives", "in", "Berlin", "."], ["B-PER", "O", "O", "B-LOC", "O"])] * 5)
     out = tmp_path / "encoder"
-    metrics = run_mlm.main(mlm_args(out, "--train_file", str(text), "--train_conll_file", str(tmp_path / "c.txt"),
+    metrics = pretrain_encoder.main(mlm_args(out, "--train_file", str(text), "--train_conll_file", str(tmp_path / "c.txt"),
                                     "--max_steps", "800", "--learning_rate", "3e-3", "--warmup_steps", "20",
                                     "--validation_split_percentage", "10", "--mlm_probability", "0.2"))
     assert metrics["eval_accuracy"] > 0.6  # chance: 1 in 12 words
@@ -105,7 +106,7 @@ def test_pretraining_learns_and_the_tagger_starts_from_it(tmp_path):
     fill = pipeline("fill-mask", model=AutoModelForMaskedLM.from_pretrained(out), tokenizer=tokenizer)
     assert fill("two three four <mask> six seven")[0]["token_str"].strip("▁ ") == "five"
     encoder = load_file(out / "model.safetensors")
-    run_ner.main(ner_args(tmp_path, tmp_path / "ner", "--model_name_or_path", str(out), "--max_steps", "1",
+    train_ner.main(ner_args(tmp_path, tmp_path / "ner", "--model_name_or_path", str(out), "--max_steps", "1",
                           "--learning_rate", "1e-9", "--do_train"))
     tagger = load_file(tmp_path / "ner" / "model.safetensors")
     key = "model.encoder.layers.0.ffn.fc1.weight"
@@ -116,11 +117,11 @@ def test_pretraining_learns_and_the_tagger_starts_from_it(tmp_path):
 def test_pretraining_with_character_features_and_split_punctuation(tmp_path):
     text = tmp_path / "text.txt"
     text.write_text("Two young, White males are outside near many bushes.\n\nA girl (in red) climbs.\n" * 20)
-    sentences = run_mlm.load_sentences(run_mlm.DataTrainingArguments(train_file=[str(text)], split_punctuation=True))
+    sentences = pretrain_encoder.load_sentences(pretrain_encoder.DataTrainingArguments(train_file=[str(text)], split_punctuation=True))
     assert sentences[0] == ["Two", "young", ",", "White", "males", "are", "outside", "near", "many", "bushes", "."]
     assert sentences[1] == ["A", "girl", "(", "in", "red", ")", "climbs", "."]
     out = tmp_path / "encoder"
-    run_mlm.main(mlm_args(out, "--train_file", str(text), "--split_punctuation", "true", "--max_steps", "2",
+    pretrain_encoder.main(mlm_args(out, "--train_file", str(text), "--split_punctuation", "true", "--max_steps", "2",
                           "--config_overrides", "char_cnn_dim=8,relative_attention_max_distance=4",
                           "--max_tokens", "64", "--eval_max_tokens", "64"))  # batches by a token budget too
     model = AutoModelForMaskedLM.from_pretrained(out)
@@ -129,15 +130,15 @@ def test_pretraining_with_character_features_and_split_punctuation(tmp_path):
 
 def test_pretraining_bad_input(tmp_path):
     with pytest.raises(ValueError, match="--train_file"):
-        run_mlm.main(mlm_args(tmp_path / "o"))
+        pretrain_encoder.main(mlm_args(tmp_path / "o"))
     empty = tmp_path / "empty.txt"
     empty.write_text("\n")
     with pytest.raises(DataError, match="empty.txt: file is empty"):
-        run_mlm.main(mlm_args(tmp_path / "o", "--train_file", str(empty)))
+        pretrain_encoder.main(mlm_args(tmp_path / "o", "--train_file", str(empty)))
     text = cyclic_text(tmp_path / "text.txt", n=20)
     with pytest.raises(ValueError, match="--mlm_probability"):
-        run_mlm.main(mlm_args(tmp_path / "o", "--train_file", str(text), "--mlm_probability", "1.5"))
+        pretrain_encoder.main(mlm_args(tmp_path / "o", "--train_file", str(text), "--mlm_probability", "1.5"))
     bad = tmp_path / "bad.txt"
     bad.write_text("EU B-ORG\nrejects\n")
     with pytest.raises(DataError, match="bad.txt, line 2"):
-        run_mlm.main(mlm_args(tmp_path / "o", "--train_conll_file", str(bad)))
+        pretrain_encoder.main(mlm_args(tmp_path / "o", "--train_conll_file", str(bad)))

@@ -10,8 +10,13 @@ import textwrap
 import pytest
 import torch
 import torch.nn.functional as F
-
-from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, AutoModelForSeq2SeqLM, AutoModelForTokenClassification
+from transformers import (
+    AutoConfig,
+    AutoModel,
+    AutoModelForMaskedLM,
+    AutoModelForSeq2SeqLM,
+    AutoModelForTokenClassification,
+)
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
 from conftest import (
@@ -33,8 +38,8 @@ from vanilla_transformer import (
     VanillaTransformerForTokenClassification,
     VanillaTransformerModel,
 )
-from vanilla_transformer.kernels_vanilla_transformer import apply_dropout
-from vanilla_transformer.modeling_vanilla_transformer import running_segments, shift_tokens_right
+from vanilla_transformer.model.kernels_vanilla_transformer import apply_dropout
+from vanilla_transformer.model.modeling_vanilla_transformer import running_segments, shift_tokens_right
 
 # ------------------------------------------------------------------------------------------------------ shapes / heads
 
@@ -144,7 +149,7 @@ def test_label_smoothing_loss(tiny_config):
 def test_fused_cross_entropy_matches_torch(dtype, label_smoothing):
     """token_loss computes its gradient in the forward pass, in row chunks (several chunks here): value and gradient
     equal F.cross_entropy's on fp32-upcast logits, ignored rows get no gradient, and the logits are left untouched."""
-    from vanilla_transformer.modeling_vanilla_transformer import token_loss
+    from vanilla_transformer.model.modeling_vanilla_transformer import token_loss
 
     g = torch.Generator().manual_seed(0)
     logits = (torch.randn(3, 400, 300, generator=g) * 4).to(dtype)
@@ -519,7 +524,7 @@ def test_beam_search_reorders_only_the_self_attention_cache(tiny_config):
     sentences. Nothing to add where there is no beam search or the caller chose a cache."""
     from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
-    from vanilla_transformer.pipeline_vanilla_transformer import BeamSearchCache, beam_search_cache
+    from vanilla_transformer.model.pipeline_vanilla_transformer import BeamSearchCache, beam_search_cache
 
     model = seq2seq(tiny_config)
     ids, mask, _ = batch(tiny_config)
@@ -947,7 +952,7 @@ def test_seq2seq_learns_to_reverse():
         return src, tgt
 
     model.train()
-    for step in range(400):
+    for _ in range(400):
         src, tgt = sample(64)
         loss = model(input_ids=src, labels=tgt).loss
         opt.zero_grad()

@@ -7,8 +7,8 @@ import pytest
 
 from vanilla_transformer import cli
 from vanilla_transformer.data import DataError, load_conll
+from vanilla_transformer.data.splits import split_documents, split_pairs
 from vanilla_transformer.ner.analysis import read_predictions, seen_unseen_report
-from vanilla_transformer.splits import split_documents, split_pairs
 
 
 def write_documents(path, n=20):
@@ -96,7 +96,7 @@ def test_seen_unseen_report(tmp_path, capsys):
 
 def test_report_agrees_with_seqeval_strict(tmp_path):
     """Predicted I- tags that extend nothing are no entity, as in the run's own strict IOB2 F1."""
-    from vanilla_transformer.metrics import load_metric
+    from vanilla_transformer.evaluation import load_metric
     (tmp_path / "train.txt").write_text("-DOCSTART- O\n\nAnna B-PER\n\n", encoding="utf-8")
     rows = [("Anna", "B-PER", "I-PER"), ("and", "O", "O"), ("New", "B-LOC", "B-LOC"), ("York", "I-LOC", "I-LOC"),
             ("Times", "B-ORG", "I-ORG"), ("EU", "B-ORG", "B-ORG"), ("Boris", "B-PER", "B-PER"), ("Ivan", "I-PER", "O")]

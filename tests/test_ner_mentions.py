@@ -40,7 +40,7 @@ def test_mention_replacement_swaps_mentions_of_the_same_type_inside_the_sentence
         "tokens": [["ctx", "Anna", "Lee", "met", "Bob", "in", "Rome", "ctx2"], ["Ulm", "is", "small"]],
         "ner_tags": [["B-LOC", "B-PER", "I-PER", "O", "B-PER", "O", "B-LOC", "O"], ["B-LOC", "O", "O"]],
         "first": [1, 0], "last": [7, 3]})
-    aug = MentionReplacement(rows, lambda w, t, f, l, aux: (w, t, f, l), prob=1.0, seed=0)
+    aug = MentionReplacement(rows, lambda w, t, first, last, aux: (w, t, first, last), prob=1.0, seed=0)
     assert len(aug) == 2
     assert sorted(tuple(w) for w, _ in aug.pool["PER"]) == [("Anna", "Lee"), ("Bob",)]  # context words: no mentions
     assert sorted(tuple(w) for w, _ in aug.pool["LOC"]) == [("Rome",), ("Ulm",)]

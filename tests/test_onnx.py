@@ -14,7 +14,7 @@ from vanilla_transformer import VanillaTransformerForTokenClassification  # noqa
 from vanilla_transformer.cli import main as cli  # noqa: E402
 from vanilla_transformer.data import make_demo_ner  # noqa: E402
 from vanilla_transformer.deploy.onnx import export_onnx  # noqa: E402
-from vanilla_transformer.deploy.tag import Tagger, line_entities  # noqa: E402
+from vanilla_transformer.deploy.taggers import Tagger, line_entities  # noqa: E402
 from vanilla_transformer.tokenization import load_tokenizer  # noqa: E402
 
 SENTENCES = make_demo_ner(200, seed=11)["tokens"]

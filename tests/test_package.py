@@ -13,9 +13,8 @@ import zipfile
 import pytest
 import yaml
 
-from conftest import ROOT
-
 import vanilla_transformer
+from conftest import ROOT
 
 
 def source_files():
@@ -49,9 +48,10 @@ def dist(tmp_path_factory):
 def test_wheel_and_sdist_hold_the_package(dist):
     sdist, wheel = dist
     names = zipfile.ZipFile(wheel).namelist()
-    for needed in ("vanilla_transformer/modeling_vanilla_transformer.py",
-                   "vanilla_transformer/configuration_vanilla_transformer.py",
-                   "vanilla_transformer/model_card_template.md", "vanilla_transformer/metrics/paper_bleu.py"):
+    for needed in ("vanilla_transformer/model/modeling_vanilla_transformer.py",
+                   "vanilla_transformer/model/configuration_vanilla_transformer.py",
+                   "vanilla_transformer/model_card_template.md", "vanilla_transformer/evaluation/paper_bleu.py",
+                   "vanilla_transformer/evaluation/bleu_chrf/bleu_chrf.py", "vanilla_transformer/commands/serve.py"):
         assert needed in names
     assert not [n for n in names if n.startswith(("tests/", "hub_card/", "scripts/", "benchmarks/")) or "benchmark" in n]
     info = next(n for n in names if n.endswith(".dist-info/METADATA"))

@@ -10,7 +10,7 @@ import torch
 
 from conftest import seq2seq
 from vanilla_transformer import VanillaTransformerConfig
-from vanilla_transformer.training import PackedBatchSampler, PackedSeq2SeqCollator, RowsOf, pack_rows
+from vanilla_transformer.training.batching import PackedBatchSampler, PackedSeq2SeqCollator, RowsOf, pack_rows
 
 PAIRS = [(5, 7), (3, 2), (9, 6), (1, 4), (6, 9), (4, 3), (2, 2), (7, 5)]  # (source, target) tokens, EOS included
 LENGTH, ROWS = 16, 4
@@ -136,7 +136,7 @@ def test_packing_a_large_corpus_keeps_few_rows_open():
 def test_a_packed_stream_gives_each_example_once_a_pass_in_batches_of_one_shape():
     """`--streaming --packing`: each buffer of the stream is packed as it is read; every collated batch has rows x
     length tokens a side, and one pass holds every example once."""
-    from vanilla_transformer.training import TokenBudgetStream
+    from vanilla_transformer.training.batching import TokenBudgetStream
 
     g = np.random.default_rng(0)
     examples = [{"input_ids": [5] * int(s), "labels": [6] * int(t), "id": i}
@@ -199,14 +199,14 @@ def test_train_translation_packs_and_reports_its_padding(tmp_path):
     """The command trains on packed rows and reports the padding of its batches: less than token-budget batches'."""
     from transformers import AutoTokenizer
 
-    from vanilla_transformer import run_translation
+    from vanilla_transformer.commands import train_translation
     from vanilla_transformer.data import make_demo_translation
 
     steps, fractions = {}, {}
     for packing in ("false", "true"):
         out = tmp_path / packing
         packs = ["--packing", "true", "--packing_length", "32"] if packing == "true" else []
-        run_translation.main(["--output_dir", str(out), *FLAGS, *packs])
+        train_translation.main(["--output_dir", str(out), *FLAGS, *packs])
         fractions[packing] = json.loads((out / "train_results.json").read_text())["train_padding_fraction"]
         steps[packing] = json.loads((out / "trainer_state.json").read_text())["global_step"]
     tokenizer = AutoTokenizer.from_pretrained(str(tmp_path / "true"))
@@ -222,17 +222,17 @@ def test_train_translation_packs_and_reports_its_padding(tmp_path):
     (["--packing", "true", "--max_tokens", "64", "--packing_length", "128"], "--packing_length 128 is above"),
 ])
 def test_packing_flags_that_do_not_go_together_are_refused(tmp_path, flags, message):
-    from vanilla_transformer import run_translation
+    from vanilla_transformer.commands import train_translation
 
     with pytest.raises(ValueError, match=message):
-        run_translation.main(["--output_dir", str(tmp_path), *flags])
+        train_translation.main(["--output_dir", str(tmp_path), *flags])
 
 
 def test_a_tagger_refuses_packing(tmp_path):
-    from vanilla_transformer import run_ner
+    from vanilla_transformer.commands import train_ner
 
     with pytest.raises(ValueError, match="--packing is offered by train-translation only"):
-        run_ner.main(["--output_dir", str(tmp_path), "--packing", "true", "--max_tokens", "256"])
+        train_ner.main(["--output_dir", str(tmp_path), "--packing", "true", "--max_tokens", "256"])
 
 
 def test_compiled_training_command_compiles_once_with_packing(tmp_path):

@@ -6,8 +6,7 @@ import pytest
 mpimg = pytest.importorskip("matplotlib.image", reason="plot needs the [plot] extra (matplotlib)")
 
 from conftest import translation_args, write_parallel  # noqa: E402
-
-from vanilla_transformer import plot, run_translation  # noqa: E402
+from vanilla_transformer.commands import plot, train_translation  # noqa: E402
 
 
 def assert_picture(path):
@@ -19,7 +18,7 @@ def assert_picture(path):
 def test_curves_attention_positions(tmp_path):
     data_dir = write_parallel(tmp_path)
     out = tmp_path / "mt"
-    run_translation.main(translation_args(data_dir, out, "--do_train", "--do_eval", "--eval_strategy", "steps",
+    train_translation.main(translation_args(data_dir, out, "--do_train", "--do_eval", "--eval_strategy", "steps",
                                           "--eval_steps", "3"))
     assert plot.main(["curves", str(out), "--out", str(tmp_path / "png")]) == 0
     assert_picture(tmp_path / "png" / "curves.png")
@@ -40,7 +39,7 @@ def test_quality_vs_time(tmp_path):
     runs = []
     for name, steps in (("short", "4"), ("long", "8")):
         runs.append(tmp_path / name)
-        run_translation.main(translation_args(data_dir, runs[-1], "--do_train", "--do_eval", "--eval_strategy",
+        train_translation.main(translation_args(data_dir, runs[-1], "--do_train", "--do_eval", "--eval_strategy",
                                               "steps", "--eval_steps", "2", "--max_steps", steps))
     history = json.loads((runs[-1] / "trainer_state.json").read_text())["log_history"]
     minutes = [h["train_minutes"] for h in history if "eval_bleu" in h]
@@ -49,6 +48,6 @@ def test_quality_vs_time(tmp_path):
     assert_picture(tmp_path / "png" / "quality_vs_time.png")
     assert plot.pyplot().get_fignums() == []
     no_eval = tmp_path / "no_eval"
-    run_translation.main(translation_args(data_dir, no_eval, "--do_train"))
+    train_translation.main(translation_args(data_dir, no_eval, "--do_train"))
     with pytest.raises(ValueError, match="--eval_strategy epoch"):
         plot.main(["quality-vs-time", str(no_eval)])

@@ -11,7 +11,6 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from transformers import AutoModelForSeq2SeqLM
 
 from conftest import ROOT, randomize_deviations
@@ -21,7 +20,7 @@ from vanilla_transformer import (
     VanillaTransformerForTokenClassification,
 )
 from vanilla_transformer import data as vt_data
-from vanilla_transformer.modeling_vanilla_transformer import token_loss
+from vanilla_transformer.model.modeling_vanilla_transformer import token_loss
 
 PROPERTY_SETTINGS = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -211,17 +210,17 @@ def test_corrupted_tokenizer_names_the_file(saved, tmp_path, name, capsys):
 @pytest.mark.parametrize("damage", ["trainer_state.json", "model.safetensors"])
 def test_corrupted_checkpoint_on_resume_names_the_file(tmp_path, damage):
     from conftest import translation_args, write_parallel
-    from vanilla_transformer import run_translation
+    from vanilla_transformer.commands import train_translation
 
     data_dir = write_parallel(tmp_path)
     out = tmp_path / "out"
     args = translation_args(data_dir, out, "--do_train", "--max_steps", "4", "--save_strategy", "steps",
                             "--save_steps", "2")
-    run_translation.main(args)
+    train_translation.main(args)
     damaged = out / "checkpoint-4" / damage
     damaged.write_bytes(damaged.read_bytes()[: damaged.stat().st_size // 2])
     with pytest.raises(ValueError, match=f"checkpoint-4/{damage} is truncated or corrupted"):
-        run_translation.main(args + ["--resume_from_checkpoint", "true"])
+        train_translation.main(args + ["--resume_from_checkpoint", "true"])
 
 
 def test_local_classes_never_run_code_from_the_model_directory(saved):

@@ -10,11 +10,11 @@ import threading
 import urllib.request
 
 import pytest
+from hub_server import serve as serve_hub
 
 from conftest import ROOT, free_port, translation_args, write_parallel
-from hub_server import serve as serve_hub
-from vanilla_transformer import run_translation
 from vanilla_transformer.cli import main as cli
+from vanilla_transformer.commands import train_translation
 from vanilla_transformer.files import read_lines, write_text
 from vanilla_transformer.model_card import UPLOADED
 
@@ -111,15 +111,15 @@ def test_a_rerun_into_a_finished_directory_is_refused_and_overwrite_replaces_one
     data_dir, out = write_parallel(tmp_path), tmp_path / "run"
     argv = translation_args(data_dir, out, "--save_strategy", "steps", "--save_steps", "2", "--save_total_limit", "5",
                             "--do_train", "--do_eval", "false", "--do_predict", "false")
-    run_translation.main(argv)
+    train_translation.main(argv)
     assert sorted(os.listdir(out / "checkpoint-6")) and (out / "config.json").is_file()
     before = (out / "model.safetensors").read_bytes()
     status, err = run_status(capsys, ["train-translation", *argv, "--learning_rate", "5e-4"])
     assert status == 2 and err.count("\n") == 1 and str(out) in err
     assert "--overwrite_output_dir true" in err and "--resume_from_checkpoint true" in err
     assert (out / "model.safetensors").read_bytes() == before
-    run_translation.main(argv + ["--resume_from_checkpoint", "true"])  # (continues: nothing refused)
-    run_translation.main([a if a != "6" else "4" for a in argv] + ["--overwrite_output_dir", "true"])
+    train_translation.main(argv + ["--resume_from_checkpoint", "true"])  # (continues: nothing refused)
+    train_translation.main([a if a != "6" else "4" for a in argv] + ["--overwrite_output_dir", "true"])
     assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-4"]
     status, err = run_status(capsys, ["train-translation", *translation_args(data_dir, ""), "--do_train"])
     assert status == 2 and "--output_dir is empty" in err
@@ -131,13 +131,13 @@ def test_average_checkpoints_of_one_run_and_as_many_as_asked(tmp_path, capsys):
     data_dir, out = write_parallel(tmp_path), tmp_path / "run"
     argv = translation_args(data_dir, out, "--save_strategy", "steps", "--save_steps", "2", "--save_total_limit", "5",
                             "--do_train", "--do_eval", "false", "--do_predict", "false")
-    run_translation.main(argv)
+    train_translation.main(argv)
     status, err = run_status(capsys, ["average-checkpoints", str(out), "--last", "5", "--output_dir", str(tmp_path / "a")])
     assert status == 2 and "holds 3 checkpoint(s)" in err and "--last 3" in err
     assert run_status(capsys, ["average-checkpoints", str(out), "--last", "3", "--output_dir", str(tmp_path / "a")])[0] == 0
     assert (tmp_path / "a" / "README.md").read_text(encoding="utf-8") == (out / "README.md").read_text(encoding="utf-8")
     other = tmp_path / "other"
-    run_translation.main(translation_args(data_dir, other, "--save_strategy", "steps", "--save_steps", "2",
+    train_translation.main(translation_args(data_dir, other, "--save_strategy", "steps", "--save_steps", "2",
                                           "--max_steps", "8", "--seed", "2", "--do_train", "--do_eval", "false",
                                           "--do_predict", "false"))
     os.rename(other / "checkpoint-8", out / "checkpoint-8")  # a checkpoint of another run beside this run's

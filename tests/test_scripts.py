@@ -12,18 +12,29 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForSeq2SeqLM, AutoModelForTokenClassification, AutoTokenizer
 
-from conftest import (NER_SENTENCES, ROOT, SHARED_DATA, f1_of_predictions_file, free_port, ner_args,
-                      read_predictions_file, torchrun_two, translation_args, write_conll, write_parallel)
+from conftest import (
+    NER_SENTENCES,
+    ROOT,
+    SHARED_DATA,
+    f1_of_predictions_file,
+    free_port,
+    ner_args,
+    read_predictions_file,
+    torchrun_two,
+    translation_args,
+    write_conll,
+    write_parallel,
+)
 from vanilla_transformer import VanillaTransformerForConditionalGeneration
-
-from vanilla_transformer import average_checkpoints, run_ner, run_translation
-from vanilla_transformer.ner import mentions
+from vanilla_transformer.commands import average_checkpoints, train_ner, train_translation
 from vanilla_transformer.data import DataError
+from vanilla_transformer.ner import mentions
+
 
 def test_run_translation_end_to_end(tmp_path):
     data_dir = write_parallel(tmp_path)
     out = tmp_path / "out"
-    metrics = run_translation.main(translation_args(data_dir, out, "--num_beams", "2"))
+    metrics = train_translation.main(translation_args(data_dir, out, "--num_beams", "2"))
     for key in ("train_loss", "eval_bleu", "eval_chrf", "predict_bleu", "eval_exact_match"):
         assert key in metrics, key
     assert metrics["eval_samples"] == 10 and metrics["train_samples"] == 64
@@ -44,7 +55,7 @@ def test_demo_that_did_not_learn_fails_loudly(tmp_path):
     """A demo run whose held-out exact match is below 0.95 must not report success (exit status non-zero, a message
     saying what failed): here 2 training steps."""
     with pytest.raises(SystemExit, match=r"Demo failed: held-out exact match .*eval_exact_match.* below 0.95"):
-        run_translation.main(["--output_dir", str(tmp_path), "--max_steps", "2", "--demo_train_examples", "64",
+        train_translation.main(["--output_dir", str(tmp_path), "--max_steps", "2", "--demo_train_examples", "64",
                               "--demo_eval_examples", "4", "--generation_max_length", "8", "--disable_tqdm", "true"])
     metrics = json.loads((tmp_path / "eval_results.json").read_text())  # still saved
     assert metrics["eval_exact_match"] < 0.95 and "eval_chrf" in metrics
@@ -54,11 +65,11 @@ def test_demo_that_did_not_learn_fails_loudly(tmp_path):
 @pytest.mark.parametrize("fast", [True, False])
 def test_demo_trains_in_bf16_where_it_pays(monkeypatch, fast):
     """The demo's --bf16 default follows the measurement; a run given data or a model gets no demo flags."""
-    monkeypatch.setattr(run_translation, "fast_bf16", lambda device_type="cpu": fast)
-    demo = run_translation.demo_defaults(["--output_dir", "x"])
+    monkeypatch.setattr(train_translation, "fast_bf16", lambda device_type="cpu": fast)
+    demo = train_translation.demo_defaults(["--output_dir", "x"])
     assert demo[demo.index("--bf16") + 1] == str(fast).lower()
-    assert run_translation.demo_defaults(["--train_file=data/train.json"]) == []
-    assert run_translation.demo_defaults(["--config_name", "small"]) == []
+    assert train_translation.demo_defaults(["--train_file=data/train.json"]) == []
+    assert train_translation.demo_defaults(["--config_name", "small"]) == []
 
 
 @pytest.mark.parametrize("accelerator", [None, "cuda"])
@@ -68,15 +79,15 @@ def test_training_device_is_decided_when_the_command_runs(tmp_path, monkeypatch,
     from vanilla_transformer import training
 
     monkeypatch.setattr(training.precision, "accelerator_type", lambda: accelerator)
-    classes = (training.ModelArguments, run_translation.DataTrainingArguments,
-               run_translation.TranslationTrainingArguments)
+    classes = (training.arguments.ModelArguments, train_translation.DataTrainingArguments,
+               train_translation.TranslationTrainingArguments)
     assert training.precision.with_device_default(["--use_cpu", "false"]) == ["--use_cpu", "false"]
     assert training.precision.with_device_default(["--x"]) == (["--x"] if accelerator else ["--use_cpu", "true", "--x"])
     if accelerator is None:  # (with an accelerator the Trainer would try to reach it here)
-        args = training.parse_run_arguments(classes, ["--output_dir", str(tmp_path)])[2]
+        args = training.arguments.parse_run_arguments(classes, ["--output_dir", str(tmp_path)])[2]
         assert args.use_cpu is True
         (tmp_path / "args.json").write_text(json.dumps({"output_dir": str(tmp_path), "do_train": True}))
-        assert training.parse_run_arguments(classes, [str(tmp_path / "args.json")])[2].use_cpu is True
+        assert training.arguments.parse_run_arguments(classes, [str(tmp_path / "args.json")])[2].use_cpu is True
     monkeypatch.setattr(training.precision.torch.cuda, "is_available", lambda: accelerator == "cuda")
     monkeypatch.setattr(training.precision.torch.cuda, "is_bf16_supported", lambda: True)
     assert training.precision.fast_bf16() == (True if accelerator else training.precision.fast_bf16("cpu"))
@@ -91,8 +102,8 @@ def test_explicit_bf16_warns_where_it_does_not_pay(tmp_path, monkeypatch, caplog
     monkeypatch.setattr(training.precision, "native_bf16", lambda device_type="cpu": native)
     monkeypatch.setattr(training.precision, "bf16_matmul_speedup", lambda: speedup)
     with caplog.at_level("WARNING"):
-        training.parse_run_arguments(
-            (training.ModelArguments, run_translation.DataTrainingArguments, run_translation.TranslationTrainingArguments),
+        training.arguments.parse_run_arguments(
+            (training.arguments.ModelArguments, train_translation.DataTrainingArguments, train_translation.TranslationTrainingArguments),
             ["--output_dir", str(tmp_path), "--bf16", "true"])
     assert ("pass --bf16 false" in caplog.text) == (warning is not None)
     assert warning is None or warning in caplog.text
@@ -106,10 +117,10 @@ def test_bf16_measurement_leaves_the_seed_alone():
     torch.manual_seed(0)
     expected = torch.rand(3)
     torch.manual_seed(0)
-    speedup = training.bf16_matmul_speedup.__wrapped__()
+    speedup = training.precision.bf16_matmul_speedup.__wrapped__()
     assert torch.equal(torch.rand(3), expected)
-    assert (speedup > 0) == training.native_bf16("cpu")
-    assert training.fast_bf16("cpu") == (training.bf16_matmul_speedup() >= training.BF16_MIN_SPEEDUP)
+    assert (speedup > 0) == training.precision.native_bf16("cpu")
+    assert training.precision.fast_bf16("cpu") == (training.precision.bf16_matmul_speedup() >= training.precision.BF16_MIN_SPEEDUP)
 
 
 def test_run_translation_on_tab_separated_pairs(tmp_path):
@@ -126,18 +137,18 @@ def test_run_translation_on_tab_separated_pairs(tmp_path):
     for flag, split in (("--train_file", "train"), ("--validation_file", "validation"), ("--test_file", "test")):
         args[args.index(flag) + 1] = str(tmp_path / f"{split}.tsv")
     args[args.index("--source_lang") + 1], args[args.index("--target_lang") + 1] = "en", "de"
-    metrics = run_translation.main(args)
+    metrics = train_translation.main(args)
     assert metrics["train_samples"] == 64 and metrics["eval_samples"] == 10
     (tmp_path / "train.tsv").write_text("One.\tEins.\nTwo. Zwei.\n", encoding="utf-8")
     with pytest.raises(DataError, match=r"train\.tsv, line 2: no tab"):
-        run_translation.main(args + ["--overwrite_output_dir", "true"])
+        train_translation.main(args + ["--overwrite_output_dir", "true"])
 
 
 def test_run_translation_continues_from_saved_model(tmp_path):
     data_dir = write_parallel(tmp_path)
-    run_translation.main(translation_args(data_dir, tmp_path / "first", "--do_train"))
+    train_translation.main(translation_args(data_dir, tmp_path / "first", "--do_train"))
     second = tmp_path / "second"
-    run_translation.main(translation_args(data_dir, second, "--model_name_or_path", str(tmp_path / "first"),
+    train_translation.main(translation_args(data_dir, second, "--model_name_or_path", str(tmp_path / "first"),
                                           "--do_eval"))
     assert json.loads((second / "eval_results.json").read_text())["eval_samples"] == 10
 
@@ -145,14 +156,14 @@ def test_run_translation_continues_from_saved_model(tmp_path):
 def test_run_translation_bad_arguments(tmp_path):
     data_dir = write_parallel(tmp_path)
     with pytest.raises(ValueError, match="unknown config field 'd_modle'"):
-        run_translation.main(translation_args(data_dir, tmp_path / "o", "--config_overrides", "d_modle=64"))
+        train_translation.main(translation_args(data_dir, tmp_path / "o", "--config_overrides", "d_modle=64"))
     with pytest.raises(ValueError, match="'huge'"):
-        run_translation.main(translation_args(data_dir, tmp_path / "o", "--config_name", "huge"))
+        train_translation.main(translation_args(data_dir, tmp_path / "o", "--config_name", "huge"))
     with pytest.raises(ValueError, match="encoder_layers='three' is not a number"):
-        run_translation.main(translation_args(data_dir, tmp_path / "o", "--config_overrides", "encoder_layers=three"))
+        train_translation.main(translation_args(data_dir, tmp_path / "o", "--config_overrides", "encoder_layers=three"))
     (data_dir / "validation.en").write_text("only one line\n")
     with pytest.raises(ValueError, match="validation.de has 10 lines but .*validation.en has 1"):
-        run_translation.main(translation_args(data_dir, tmp_path / "o"))
+        train_translation.main(translation_args(data_dir, tmp_path / "o"))
 
 
 @pytest.mark.parametrize("extra", [("--label_all_tokens", "true"),
@@ -162,7 +173,7 @@ def test_run_translation_bad_arguments(tmp_path):
                                     "2", "--label_all_tokens", "true")])
 def test_run_ner_end_to_end(tmp_path, extra):
     out = tmp_path / "out"
-    metrics = run_ner.main(ner_args(tmp_path, out, *extra))
+    metrics = train_ner.main(ner_args(tmp_path, out, *extra))
     for key in ("eval_f1", "eval_precision", "eval_recall", "eval_accuracy", "eval_PER_f1", "predict_f1"):
         assert key in metrics, key
     model = AutoModelForTokenClassification.from_pretrained(out)
@@ -186,7 +197,7 @@ def test_run_ner_document_consistency(tmp_path, monkeypatch):
     """--document_consistency hands the predicted tags with their words and documents to
     `mentions.document_consistency` (tested in test_ner_mentions.py), writes what it returns and reports that file's
     F1. A stand-in that tags every word B-PER makes the hand-over visible."""
-    run_ner.main(ner_args(tmp_path, tmp_path / "m", "--do_train", "--max_steps", "1"))
+    train_ner.main(ner_args(tmp_path, tmp_path / "m", "--do_train", "--max_steps", "1"))
     write_conll(tmp_path / "doc.txt", NER_SENTENCES * 2)
     (tmp_path / "docs.txt").write_text((tmp_path / "doc.txt").read_text() * 2)  # two documents of six sentences
     calls = []
@@ -199,7 +210,7 @@ def test_run_ner_document_consistency(tmp_path, monkeypatch):
     runs = {}
     for flag in ("false", "true"):
         out = tmp_path / flag
-        metrics = run_ner.main(["--model_name_or_path", str(tmp_path / "m"), "--validation_file",
+        metrics = train_ner.main(["--model_name_or_path", str(tmp_path / "m"), "--validation_file",
                                 str(tmp_path / "docs.txt"), "--do_eval", "--document_consistency", flag,
                                 "--output_dir", str(out), "--disable_tqdm", "true"])
         f1, n = f1_of_predictions_file(out / "predictions_validation.txt")
@@ -213,15 +224,15 @@ def test_run_ner_unseen_validation_label(tmp_path):
     args = ner_args(tmp_path, tmp_path / "out")
     write_conll(tmp_path / "valid.txt", [(["Rome"], ["B-CITY"])])
     with pytest.raises(ValueError, match=r"\['B-CITY'\] occur in the validation split but never in training"):
-        run_ner.main(args)
+        train_ner.main(args)
 
 
 def test_tagger_from_translation_checkpoint(tmp_path):
     """Fine-tune a translation model's encoder for NER: the run starts from the seq2seq checkpoint."""
     data_dir = write_parallel(tmp_path)
-    run_translation.main(translation_args(data_dir, tmp_path / "mt", "--do_train"))
+    train_translation.main(translation_args(data_dir, tmp_path / "mt", "--do_train"))
     encoder_before = load_file(tmp_path / "mt" / "model.safetensors")["model.encoder.layers.0.ffn.fc1.weight"]
-    run_ner.main(ner_args(tmp_path, tmp_path / "ner", "--model_name_or_path", str(tmp_path / "mt"), "--max_steps", "1",
+    train_ner.main(ner_args(tmp_path, tmp_path / "ner", "--model_name_or_path", str(tmp_path / "mt"), "--max_steps", "1",
                           "--learning_rate", "1e-9", "--do_train"))
     tagger = load_file(tmp_path / "ner" / "model.safetensors")
     assert not any(k.startswith("model.decoder") for k in tagger)
@@ -246,7 +257,7 @@ def replace(src, dst, *args, **kwargs):
     if os.path.basename(dst) == target and when == "renamed":
         os.kill(os.getpid(), signal.SIGKILL)
 os.replace = replace
-from vanilla_transformer.run_translation import main
+from vanilla_transformer.commands.train_translation import main
 main(sys.argv[1:])
 """
 
@@ -319,7 +330,7 @@ def test_process_group_closed_after_the_wrapper(held_elsewhere):
 
     from torch.nn.parallel import DistributedDataParallel
 
-    from vanilla_transformer.training import close_process_group
+    from vanilla_transformer.training.runs import close_process_group
 
     torch.distributed.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1)
     try:
@@ -340,7 +351,7 @@ def test_process_group_closed_after_the_wrapper(held_elsewhere):
 @pytest.mark.skipif(not os.path.isdir(os.path.join(SHARED_DATA, "multi30k")), reason="shared data absent")
 def test_real_data_smoke_translation(tmp_path):
     prefix = os.path.join(SHARED_DATA, "multi30k")
-    metrics = run_translation.main([
+    metrics = train_translation.main([
         "--train_file", f"{prefix}/train", "--validation_file", f"{prefix}/validation", "--source_lang", "de",
         "--target_lang", "en", "--output_dir", str(tmp_path / "o"), "--config_name", "tiny", "--vocab_size", "500",
         "--max_train_samples", "256", "--max_eval_samples", "8", "--max_steps", "3", "--do_train", "--do_eval",
@@ -351,7 +362,7 @@ def test_real_data_smoke_translation(tmp_path):
 @pytest.mark.skipif(not os.path.isdir(os.path.join(SHARED_DATA, "conll2003")), reason="shared data absent")
 def test_real_data_smoke_ner(tmp_path):
     prefix = os.path.join(SHARED_DATA, "conll2003")
-    metrics = run_ner.main([
+    metrics = train_ner.main([
         "--train_file", f"{prefix}/train.txt", "--validation_file", f"{prefix}/validation.txt",
         "--output_dir", str(tmp_path / "o"), "--config_name", "tiny", "--vocab_size", "500",
         "--max_train_samples", "256", "--max_eval_samples", "16", "--max_steps", "3", "--do_train", "--do_eval",
@@ -385,7 +396,7 @@ def test_evaluation_keeps_dataset_order_under_group_by_length(tmp_path, tiny_con
     from transformers import DataCollatorWithPadding, Seq2SeqTrainingArguments
 
     from vanilla_transformer.tokenization import train_tokenizer
-    from vanilla_transformer.training import AtomicSeq2SeqTrainer
+    from vanilla_transformer.training.trainers import AtomicSeq2SeqTrainer
 
     lengths = [3, 9, 1, 7, 2, 8, 5, 4, 6, 10] * 3
     ds = Dataset.from_dict({"input_ids": [[5 + i % 7] * n for i, n in enumerate(lengths)]})

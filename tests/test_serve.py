@@ -320,7 +320,7 @@ def test_load_test_reports_throughput_latency_and_batches(server, small_demo_mod
 def test_libretranslate_client_and_many_concurrent_clients(server, small_demo_model):
     from libretranslatepy import LibreTranslateAPI
 
-    from vanilla_transformer.deploy.translate import make_translator
+    from vanilla_transformer.deploy.translators import make_translator
 
     sources = [pair["src"] for pair in data.make_demo_translation(96, seed=99, max_length=12)["translation"]]
     sequential = make_translator(small_demo_model, "pytorch", "cpu")(sources)
@@ -359,8 +359,8 @@ def test_engine_counts_whole_sentences_and_freezes_what_it_loaded(small_demo_mod
     import gc
     import shutil
 
+    from vanilla_transformer.deploy.translators import make_translator
     from vanilla_transformer.tokenization import load_tokenizer
-    from vanilla_transformer.deploy.translate import make_translator
 
     if engine_name == "ctranslate2":
         pytest.importorskip("ctranslate2")
@@ -423,7 +423,7 @@ def test_default_threads_count_as_torch_does():
 
 
 def test_default_workers_one_per_thread_for_ctranslate2_on_a_cpu():
-    from vanilla_transformer.deploy.serve import default_workers
+    from vanilla_transformer.commands.serve import default_workers
     from vanilla_transformer.loading import default_threads
 
     assert default_workers(False, "cpu", 0) == default_threads()
@@ -471,7 +471,7 @@ def test_ner_endpoint_with_a_tagger_alone(small_ner_model):
     """A tagger alone: /v1/ner answers each text's entities as `tag` computes them (offsets into the texts as sent,
     an empty text none); /v1/translate says there is no translation model; limits, key and bad bodies as for
     translation."""
-    from vanilla_transformer.deploy.tag import Tagger, line_entities
+    from vanilla_transformer.deploy.taggers import Tagger, line_entities
 
     expected = line_entities(Tagger(small_ner_model, device="cpu"), NER_TEXTS)
     app = create_app([], Settings(api_keys={"k": None}, max_sentences=4), TaggerEngine(str(small_ner_model), "cpu"))
@@ -497,8 +497,8 @@ def test_ner_endpoint_with_a_tagger_alone(small_ner_model):
 def test_one_server_translates_and_tags_for_concurrent_clients(small_demo_model, small_ner_model):
     """`serve TRANSLATION_DIR --ner TAGGER_DIR`: both endpoints in one process; 16 concurrent clients mixing them get
     what sequential calls give; a translation model given as --ner is one error line."""
-    from vanilla_transformer.deploy.tag import Tagger, line_entities
-    from vanilla_transformer.deploy.translate import make_translator
+    from vanilla_transformer.deploy.taggers import Tagger, line_entities
+    from vanilla_transformer.deploy.translators import make_translator
 
     proc, url = start_server(small_demo_model, "--ner", str(small_ner_model), "--max_wait_ms", "20")
     try:

@@ -48,8 +48,8 @@ REGISTERED = ("from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoM
 @pytest.mark.parametrize("first", [
     "import vanilla_transformer",  # us, then transformers
     "import transformers\nimport vanilla_transformer",  # transformers first: registered at once
-    "from vanilla_transformer.configuration_vanilla_transformer import VanillaTransformerConfig",  # our module loads it
-    "import vanilla_transformer.modeling_vanilla_transformer",
+    "from vanilla_transformer.model.configuration_vanilla_transformer import VanillaTransformerConfig",  # our module loads it
+    "import vanilla_transformer.model.modeling_vanilla_transformer",
     "from vanilla_transformer import VanillaTransformerForConditionalGeneration",
 ])
 def test_auto_classes_know_our_models_in_any_import_order(first):

@@ -11,9 +11,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from vanilla_transformer import run_translation
+from vanilla_transformer.commands import train_translation
 from vanilla_transformer.data import DataError
-from vanilla_transformer.training import TokenBudgetBatchSampler, TokenBudgetStream
+from vanilla_transformer.training.batching import TokenBudgetBatchSampler, TokenBudgetStream
 
 
 @pytest.fixture
@@ -85,14 +85,14 @@ def test_streaming_run_caches_nothing_and_resumes_where_it_stopped(tmp_path, pac
     prefix = tmp_path / "train"
     write_corpus(prefix)
     whole = tmp_path / "whole"
-    metrics = run_translation.main(["--output_dir", str(whole), *flags(tmp_path, prefix, *packing)])
+    metrics = train_translation.main(["--output_dir", str(whole), *flags(tmp_path, prefix, *packing)])
     assert json.loads((whole / "trainer_state.json").read_text())["global_step"] == 6
     assert metrics["train_tokens_per_second"] > 0 and "train_samples" not in metrics  # a stream has no length
     assert not list((tmp_path / "cache").rglob("*.arrow"))  # nothing read into a cache
     resumed = tmp_path / "resumed"
     resumed.mkdir()
     shutil.copytree(whole / "checkpoint-4", resumed / "checkpoint-4")
-    run_translation.main(["--output_dir", str(resumed), *flags(tmp_path, prefix, *packing),
+    train_translation.main(["--output_dir", str(resumed), *flags(tmp_path, prefix, *packing),
                           "--resume_from_checkpoint", "true"])
     a, b = load_file(str(whole / "model.safetensors")), load_file(str(resumed / "model.safetensors"))
     for key in a:
@@ -111,14 +111,14 @@ def test_streaming_needs_a_token_budget_steps_and_parallel_text(tmp_path, change
     if change == ["--max_tokens", "0"]:
         del args[args.index("--max_tokens"):args.index("--max_tokens") + 2]
     with pytest.raises(ValueError, match=message):
-        run_translation.main(["--output_dir", str(tmp_path / "out"), *args])
+        train_translation.main(["--output_dir", str(tmp_path / "out"), *args])
 
 
 def test_misaligned_streamed_files_are_named(tmp_path):
     prefix = tmp_path / "train"
     write_corpus(prefix, misaligned=True)
     with pytest.raises(DataError, match=r"train\.en ends after line 239 but .*train\.de goes on"):
-        run_translation.main(["--output_dir", str(tmp_path / "out"), *flags(tmp_path, prefix, "--max_steps", "40")])
+        train_translation.main(["--output_dir", str(tmp_path / "out"), *flags(tmp_path, prefix, "--max_steps", "40")])
 
 
 def test_two_processes_stream_their_own_batches(tmp_path):
@@ -138,7 +138,7 @@ def test_two_processes_stream_their_own_batches(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     state = json.loads((out / "trainer_state.json").read_text())
     assert state["global_step"] == 6
-    one = run_translation.main(["--output_dir", str(tmp_path / "one"), *flags(tmp_path, prefix, "--save_strategy",
+    one = train_translation.main(["--output_dir", str(tmp_path / "one"), *flags(tmp_path, prefix, "--save_strategy",
                                                                                "no")])
     two = json.loads((out / "train_results.json").read_text())
     assert two["train_tokens_per_second"] * two["train_runtime"] > 1.5 * one["train_tokens_per_second"] * one[

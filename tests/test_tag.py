@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from vanilla_transformer.cli import main as cli
-from vanilla_transformer.deploy.tag import Tagger, tag_lines, words_of
+from vanilla_transformer.deploy.taggers import Tagger, tag_lines, words_of
 
 LINE = "yesterday Anna Novak visited Acme Corp in Oslo"
 
@@ -91,7 +91,7 @@ def test_batches_of_similar_lengths_cost_least_and_tag_as_one_at_a_time(small_ne
     import itertools
     import random
 
-    from vanilla_transformer.deploy.tag import CALL_WORDS
+    from vanilla_transformer.deploy.taggers import CALL_WORDS
 
     tagger = Tagger(small_ner_model, device="cpu", batch_size=4)
 

@@ -14,8 +14,8 @@ from safetensors.torch import load_file
 from transformers import AutoTokenizer
 
 from conftest import ROOT, torchrun_two
-from vanilla_transformer import run_translation
-from vanilla_transformer.training import EvaluationBatches, TokenBudgetBatchSampler
+from vanilla_transformer.commands import train_translation
+from vanilla_transformer.training.batching import EvaluationBatches, TokenBudgetBatchSampler
 
 
 @pytest.fixture
@@ -97,7 +97,7 @@ def test_an_evaluation_example_longer_than_the_budget_is_named():
 
 def test_max_tokens_with_group_by_length_is_refused(tmp_path):
     with pytest.raises(ValueError, match="drop --train_sampling_strategy group_by_length"):
-        run_translation.main(["--output_dir", str(tmp_path), "--max_tokens", "256",
+        train_translation.main(["--output_dir", str(tmp_path), "--max_tokens", "256",
                               "--train_sampling_strategy", "group_by_length"])
 
 
@@ -112,13 +112,13 @@ def test_resumed_run_sees_the_same_batches(tmp_path, packing):
     """Stopped in the middle of a later epoch and resumed, a run ends with the uninterrupted run's weights (the
     epoch's batch order is drawn again from the seed and the epoch), with token budgets and with packed rows."""
     whole = tmp_path / "whole"
-    run_translation.main(["--output_dir", str(whole), *FLAGS, *packing])
+    train_translation.main(["--output_dir", str(whole), *FLAGS, *packing])
     state = json.loads((whole / "checkpoint-17" / "trainer_state.json").read_text())
     assert state["epoch"] > 1 and state["epoch"] % 1  # in the middle of an epoch after the first
     resumed = tmp_path / "resumed"
     resumed.mkdir()
     shutil.copytree(whole / "checkpoint-17", resumed / "checkpoint-17")
-    run_translation.main(["--output_dir", str(resumed), *FLAGS, *packing, "--resume_from_checkpoint", "true"])
+    train_translation.main(["--output_dir", str(resumed), *FLAGS, *packing, "--resume_from_checkpoint", "true"])
     a, b = load_file(str(whole / "model.safetensors")), load_file(str(resumed / "model.safetensors"))
     assert a.keys() == b.keys()
     for key in a:
@@ -155,7 +155,7 @@ def test_the_epoch_reaches_the_sampler_through_a_callback(lengths):
     """Also where accelerate's wrappers hide the sampler from the Trainer (resumed, several processes)."""
     from types import SimpleNamespace
 
-    from vanilla_transformer.training import EpochOfSampler
+    from vanilla_transformer.training.trainers import EpochOfSampler
 
     sampler = TokenBudgetBatchSampler(*lengths, max_tokens=400)
     for done, epoch in ((0.0, 0), (2.43, 2), (2.9999999, 3), (3.0, 3)):  # float sums of whole epochs round
@@ -166,7 +166,7 @@ def test_the_epoch_reaches_the_sampler_through_a_callback(lengths):
 def test_tokens_trained_are_counted_without_padding(tmp_path):
     """train_tokens_per_second counts every real source and target token once per epoch, no padding."""
     flags = [f for f in FLAGS if f not in ("--max_steps", "30")]
-    metrics = run_translation.main(["--output_dir", str(tmp_path), *flags, "--max_steps", "-1",
+    metrics = train_translation.main(["--output_dir", str(tmp_path), *flags, "--max_steps", "-1",
                                     "--num_train_epochs", "1", "--save_strategy", "no"])
     state = json.loads((tmp_path / "trainer_state.json").read_text())
     from vanilla_transformer.data import make_demo_translation
@@ -262,7 +262,7 @@ def test_evaluation_by_a_token_budget_equals_sentence_batches(small_demo_model, 
              "--demo_max_length", "10", "--demo_eval_examples", "45", "--generation_max_length", "16",
              "--disable_tqdm", "true", "--bf16", "false"]
     runs = {"sentences": ["--per_device_eval_batch_size", "16"], "tokens": ["--eval_max_tokens", "40"]}
-    results = {name: run_translation.main(["--output_dir", str(tmp_path / name), *flags, *extra])
+    results = {name: train_translation.main(["--output_dir", str(tmp_path / name), *flags, *extra])
                for name, extra in runs.items()}
     script = os.path.join(ROOT, "scripts", "run_translation.py")
     two = subprocess.run([*torchrun_two(),
@@ -286,24 +286,24 @@ def test_evaluation_by_a_token_budget_equals_sentence_batches(small_demo_model, 
 def test_tagger_by_a_token_budget(small_ner_model, tmp_path):
     """train-ner: --eval_max_tokens tags exactly as sentence batches do; --max_tokens trains, and refuses
     --mention_replacement (which changes the sentences' lengths every epoch)."""
-    from vanilla_transformer import run_ner
+    from vanilla_transformer.commands import train_ner
 
     flags = ["--model_name_or_path", str(small_ner_model), "--do_train", "false", "--do_eval", "--do_predict",
              "false", "--demo_eval_examples", "60", "--disable_tqdm", "true", "--bf16", "false"]
     runs = {"sentences": ["--per_device_eval_batch_size", "8"], "tokens": ["--eval_max_tokens", "64"]}
-    results = {name: run_ner.main(["--output_dir", str(tmp_path / name), *flags, *extra])
+    results = {name: train_ner.main(["--output_dir", str(tmp_path / name), *flags, *extra])
                for name, extra in runs.items()}
     assert results["tokens"]["eval_f1"] == results["sentences"]["eval_f1"] > 0.9
     assert ((tmp_path / "tokens" / "predictions_validation.txt").read_text() ==
             (tmp_path / "sentences" / "predictions_validation.txt").read_text())
-    trained = run_ner.main(["--output_dir", str(tmp_path / "trained"), "--config_overrides", "d_model=32,"
+    trained = train_ner.main(["--output_dir", str(tmp_path / "trained"), "--config_overrides", "d_model=32,"
                             "encoder_layers=1,encoder_ffn_dim=64", "--max_tokens", "128", "--max_steps", "3",
                             "--demo_train_examples", "200", "--demo_eval_examples", "20", "--disable_tqdm", "true",
                             "--bf16", "false", "--save_strategy", "no"])
     assert json.loads((tmp_path / "trained" / "trainer_state.json").read_text())["global_step"] == 3
     assert "eval_f1" in trained
     with pytest.raises(ValueError, match="--mention_replacement"):
-        run_ner.main(["--output_dir", str(tmp_path / "refused"), "--max_tokens", "128", "--mention_replacement",
+        train_ner.main(["--output_dir", str(tmp_path / "refused"), "--max_tokens", "128", "--mention_replacement",
                       "0.5"])
 
 
@@ -356,7 +356,8 @@ def test_tokenizer_is_trained_on_an_even_sample_and_reused(tmp_path):
     """A BPE trained on a corpus read from disk is saved beside its Arrow files and loaded by the next run; its
     training sample is --tokenizer_train_samples pairs spread over the whole corpus."""
     from vanilla_transformer.data import load_parallel_text
-    from vanilla_transformer.training import ModelArguments, evenly_spaced, get_tokenizer
+    from vanilla_transformer.training.arguments import ModelArguments
+    from vanilla_transformer.training.models import evenly_spaced, get_tokenizer
 
     lines = [f"satz {i}" for i in range(100)]
     (tmp_path / "c.de").write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -11,7 +11,7 @@ import pytest
 from conftest import ROOT
 from vanilla_transformer import cli
 from vanilla_transformer.data import make_demo_translation
-from vanilla_transformer.metrics.paper_bleu import moses_compound_split, score
+from vanilla_transformer.evaluation.paper_bleu import moses_compound_split, score
 
 
 def write_wmt14_layout(folder, sizes=(("train", 300), ("newstest2013", 12), ("newstest2014", 10))):

@@ -13,16 +13,16 @@ __version__ = "0.1.0"
 
 # name -> the module that defines it
 EXPORTS = {
-    "PRESETS": "configuration_vanilla_transformer",
-    "TRANSLATION_TASK": "configuration_vanilla_transformer",
-    "VanillaTransformerConfig": "configuration_vanilla_transformer",
-    "VanillaTransformerPreTrainedModel": "modeling_vanilla_transformer",
-    "VanillaTransformerModel": "modeling_vanilla_transformer",
-    "VanillaTransformerEncoderModel": "modeling_vanilla_transformer",
-    "VanillaTransformerForConditionalGeneration": "modeling_vanilla_transformer",
-    "VanillaTransformerForTokenClassification": "modeling_vanilla_transformer",
-    "VanillaTransformerForMaskedLM": "modeling_vanilla_transformer",
-    "VanillaTranslationPipeline": "pipeline_vanilla_transformer",
+    "PRESETS": "model.configuration_vanilla_transformer",
+    "TRANSLATION_TASK": "model.configuration_vanilla_transformer",
+    "VanillaTransformerConfig": "model.configuration_vanilla_transformer",
+    "VanillaTransformerPreTrainedModel": "model.modeling_vanilla_transformer",
+    "VanillaTransformerModel": "model.modeling_vanilla_transformer",
+    "VanillaTransformerEncoderModel": "model.modeling_vanilla_transformer",
+    "VanillaTransformerForConditionalGeneration": "model.modeling_vanilla_transformer",
+    "VanillaTransformerForTokenClassification": "model.modeling_vanilla_transformer",
+    "VanillaTransformerForMaskedLM": "model.modeling_vanilla_transformer",
+    "VanillaTranslationPipeline": "model.pipeline_vanilla_transformer",
     "TokenClassificationEnsemble": "ner.ensemble",
 }
 __all__ = list(EXPORTS)

@@ -85,3 +85,37 @@ def run(program: str, function, argv=None) -> int:
     if result is None or result is True:
         return 0
     return 1 if result is False else result if isinstance(result, int) else 0
+
+
+def add_device_argument(parser: argparse.ArgumentParser) -> None:
+    from .loading import DEVICES
+
+    parser.add_argument("--device", default="auto", choices=DEVICES,
+                        help="auto (default): a CUDA GPU where the engine sees one, else the CPU.")
+
+
+def add_engine_argument(parser: argparse.ArgumentParser, task: str, help_text: str) -> None:
+    from .loading import ENGINES
+
+    parser.add_argument("--engine", default="auto", choices=ENGINES[task], help=help_text)
+
+
+def add_file_arguments(parser: argparse.ArgumentParser, what: str, batch_size: int) -> None:
+    """The flags of the commands that run a model over a file: --input, --output, --batch_size, --quiet, --stats."""
+    parser.add_argument("--input", default=None, help=f"UTF-8 file to {what} (default: stdin).")
+    parser.add_argument("--output", type=output_path, default=None, help="File to write to (default: stdout).")
+    parser.add_argument("--batch_size", type=positive_int, default=batch_size,
+                        help=f"Sentences per batch (default {batch_size}).")
+    parser.add_argument("--quiet", action="store_true", help="No progress bars.")
+    parser.add_argument("--stats", action="store_true",
+                        help="Also print the counts, speed and the engine's share of the time as JSON (stderr).")
+
+
+def print_file_stats(stats: dict, as_json: bool) -> None:
+    """What a file command says when it is done (stderr: stdout may be its output)."""
+    import json
+
+    print(f"{stats['sentences']} sentences in {stats['seconds']:.2f} s: {stats['sentences_per_second']:.1f} "
+          "sentences/s", file=sys.stderr)
+    if as_json:
+        print(json.dumps(stats), file=sys.stderr)

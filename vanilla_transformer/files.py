@@ -6,6 +6,7 @@ one line out. A byte-order mark opening a file is no part of its first line (`EN
 naming the file and line.
 """
 
+import codecs
 import os
 import re
 import shutil
@@ -28,6 +29,31 @@ def split_lines(text: str) -> list[str]:
     if lines[-1] == "":
         lines.pop()
     return lines
+
+
+def require_file(path: str) -> None:
+    """A DataError unless `path` is a file that is not empty."""
+    if not os.path.isfile(path):
+        raise DataError(f"{path}: file not found.")
+    if os.path.getsize(path) == 0:
+        raise DataError(f"{path}: file is empty.")
+
+
+def check_utf8(path: str) -> None:
+    """Raise DataError naming the first line of `path` that is not UTF-8 (read in blocks: any file size)."""
+    decoder, line = codecs.getincrementaldecoder("utf-8")(), 1
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            try:
+                decoder.decode(block)
+            except UnicodeDecodeError as e:
+                bad = block[: max(e.start, 0)].count(b"\n")
+                raise DataError(f"{path}, line {line + bad}: bytes that are not UTF-8 ({e.reason}).") from None
+            line += block.count(b"\n")
+    try:
+        decoder.decode(b"", final=True)
+    except UnicodeDecodeError as e:  # the file ends inside a multi-byte character
+        raise DataError(f"{path}, line {line}: bytes that are not UTF-8 ({e.reason}).") from None
 
 
 def read_lines(path: str | None, allow_empty: bool = False) -> list[str]:

@@ -269,9 +269,8 @@ def _count_parameters(model_dir: str) -> str:
 def read_card(model_dir) -> ModelCard | None:
     """The model card (README.md) of a saved directory or Hub id, or None where there is none; a card whose metadata
     block does not parse is a ValueError naming the file."""
-    from huggingface_hub.errors import EntryNotFoundError
-
     import yaml
+    from huggingface_hub.errors import EntryNotFoundError
 
     local = os.path.isdir(os.fspath(model_dir))
     path = os.path.join(os.fspath(model_dir), "README.md") if local else os.fspath(model_dir)

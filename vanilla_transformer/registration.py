@@ -73,11 +73,16 @@ def register_auto_classes() -> None:
     """AutoConfig, AutoModel and the task Auto classes load our models; `save_pretrained` writes them into
     config.json's `auto_map` and copies the code files next to the weights, so that `trust_remote_code=True` loads a
     saved model where this package is not installed."""
-    from transformers import (AutoConfig, AutoModel, AutoModelForMaskedLM, AutoModelForSeq2SeqLM,
-                              AutoModelForTokenClassification)
+    from transformers import (
+        AutoConfig,
+        AutoModel,
+        AutoModelForMaskedLM,
+        AutoModelForSeq2SeqLM,
+        AutoModelForTokenClassification,
+    )
 
-    from . import modeling_vanilla_transformer as modeling
-    from .configuration_vanilla_transformer import VanillaTransformerConfig
+    from .model import modeling_vanilla_transformer as modeling
+    from .model.configuration_vanilla_transformer import VanillaTransformerConfig
 
     AutoConfig.register(VanillaTransformerConfig.model_type, VanillaTransformerConfig, exist_ok=True)
     VanillaTransformerConfig.register_for_auto_class()
@@ -94,14 +99,14 @@ def register_pipeline() -> None:
     from transformers import AutoModelForSeq2SeqLM
     from transformers.pipelines import PIPELINE_REGISTRY
 
-    from .configuration_vanilla_transformer import TRANSLATION_TASK
-    from .pipeline_vanilla_transformer import VanillaTranslationPipeline
+    from .model.configuration_vanilla_transformer import TRANSLATION_TASK
+    from .model.pipeline_vanilla_transformer import VanillaTranslationPipeline
 
     PIPELINE_REGISTRY.register_pipeline(TRANSLATION_TASK, pipeline_class=VanillaTranslationPipeline,
                                         pt_model=AutoModelForSeq2SeqLM, type="text")
 
 
-MODEL_MODULES = tuple(f"{__package__}.{name}" for name in ("configuration_vanilla_transformer",
+MODEL_MODULES = tuple(f"{__package__}.model.{name}" for name in ("configuration_vanilla_transformer",
                                                          "modeling_vanilla_transformer", "kernels_vanilla_transformer",
                                                          "ner_vanilla_transformer", "pipeline_vanilla_transformer"))
 HOOKS = AfterImports()

@@ -14,7 +14,6 @@ import os
 import re
 
 import sacrebleu
-
 from prepare import detokenize
 
 

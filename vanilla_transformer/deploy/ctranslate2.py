@@ -12,7 +12,6 @@ tied or separate embeddings, fused q/k/v projections. Options CTranslate2 cannot
 """
 
 import math
-import os
 
 import numpy as np
 import torch
@@ -27,8 +26,8 @@ except ImportError:  # an optional extra: say how to get it when it is used
 
 from ..files import replaced_atomically
 from ..loading import check_export_target, check_translation_model_dir, load_model, require
+from ..model.modeling_vanilla_transformer import VanillaTransformerPositionalEmbedding
 from ..model_card import copy_card
-from ..modeling_vanilla_transformer import VanillaTransformerPositionalEmbedding
 from ..tokenization import load_tokenizer
 
 ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "gelu_new": "GELUTanh", "gelu_pytorch_tanh": "GELUTanh",
@@ -66,7 +65,7 @@ class VanillaTransformerConverter(Converter):
 
     def load(self):
         """The model (eval mode) and tokenizer to convert, loaded from `model_name_or_path` once."""
-        from ..modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
+        from ..model.modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
 
         if self.model is None:
             check_translation_model_dir(self.model_name_or_path)

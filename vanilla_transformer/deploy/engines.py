@@ -59,7 +59,7 @@ class TranslationEngine(Engine):
         self.compute_type, self.threads, self.workers = compute_type, threads, workers
 
     def start(self):
-        from .translate import make_translator
+        from .translators import make_translator
 
         self.translator = make_translator(self.model, device=self.device, compute_type=self.compute_type,
                                           threads=self.threads, workers=self.workers)
@@ -78,12 +78,12 @@ class TaggerEngine(Engine):
         super().__init__("ner", model_dir, device)
 
     def start(self):
-        from .tag import Tagger
+        from .taggers import Tagger
 
         self.tagger = Tagger(self.model_dir, device=self.device)
         return self.tagger.pieces
 
     def process(self, texts: list[str], options: tuple) -> list[list[dict]]:
-        from .tag import line_entities
+        from .taggers import line_entities
 
         return line_entities(self.tagger, texts)

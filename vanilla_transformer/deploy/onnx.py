@@ -9,8 +9,8 @@ import os
 import torch
 
 from ..files import replaced_atomically
-from ..model_card import copy_card
 from ..loading import ONNX_META, TAGGER, check_export_target, is_tagger_dir, load_model, require
+from ..model_card import copy_card
 from ..tokenization import load_tokenizer
 
 
@@ -47,7 +47,7 @@ def export_onnx(model_dir, output_dir, quantize: str | None = None, force: bool 
     `quantize="int8"`: ONNX Runtime's dynamic int8 quantization of the weights."""
     require("onnx")  # the exporter needs it (and onnxscript): a clear error first
 
-    from ..modeling_vanilla_transformer import VanillaTransformerForTokenClassification
+    from ..model.modeling_vanilla_transformer import VanillaTransformerForTokenClassification
 
     if quantize not in (None, "int8"):
         raise ValueError(f"quantize must be int8 or none, got {quantize!r}.")

@@ -1,17 +1,12 @@
-"""Honest NER numbers: F1 on entities whose words were seen in training against those with a word never seen (the
-tuning split held out by document: `..splits`).
+"""Honest NER numbers, for `vanilla-transformer ner-report`: F1 on entities whose words were seen in training against
+those with a word never seen (the tuning split held out by document: `..data.splits`).
 
-    vanilla-transformer ner-report outputs/conll/predictions_validation.txt --train_file conll2003/train.txt
-
-`ner-report` reads a predictions file (`token gold predicted` a line, a blank line between sentences, as the training
-command writes) and prints precision, recall and F1 per entity type for all entities, the seen ones and the unseen
-ones; `--json` writes them to a file too.
+`read_predictions` reads a predictions file (`token gold predicted` a line, a blank line between sentences, as the
+training command writes); `seen_unseen_report` gives precision, recall and F1 per entity type for all entities, the
+seen ones and the unseen ones.
 """
 
-import argparse
-import json
-
-from ..files import conll_sentences, read_lines, write_lines
+from ..files import conll_sentences, read_lines
 
 
 def read_predictions(path: str) -> list[tuple[list[str], list[str], list[str]]]:
@@ -77,17 +72,3 @@ def format_report(report: dict) -> str:
                          f"{s['gold']} | {s['predicted']} |")
     lines.append(f"\nGold entities with a word never seen in training: {report['unseen_share']:.1%}")
     return "\n".join(lines)
-
-
-def report_main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="vanilla-transformer ner-report", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("predictions", help="A predictions file (token gold predicted).")
-    parser.add_argument("--train_file", required=True, help="The CoNLL file the tagger was trained on.")
-    parser.add_argument("--json", default=None, help="Also write the report to this JSON file.")
-    args = parser.parse_args(argv)
-    report = seen_unseen_report(args.predictions, args.train_file)
-    print(format_report(report))
-    if args.json:
-        write_lines(args.json, [json.dumps(report, indent=2)])
-    return 0

@@ -7,9 +7,9 @@ from transformers import AutoModelForTokenClassification, AutoTokenizer
 from transformers.modeling_outputs import TokenClassifierOutput
 
 from ..loading import load_model
-from ..kernels_vanilla_transformer import apply_dropout
-from ..modeling_vanilla_transformer import VanillaTransformerForTokenClassification, tagging_loss_and_scores
-from ..ner_vanilla_transformer import VanillaTransformerCRF
+from ..model.kernels_vanilla_transformer import apply_dropout
+from ..model.modeling_vanilla_transformer import VanillaTransformerForTokenClassification, tagging_loss_and_scores
+from ..model.ner_vanilla_transformer import VanillaTransformerCRF
 
 
 class TokenClassificationEnsemble(nn.Module):

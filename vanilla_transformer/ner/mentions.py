@@ -54,7 +54,7 @@ def document_consistency(tokens: list[list[str]], tags: list[list[str]], documen
         names = {word: kind for i in rows for start, end, kind in mention_spans(tags[i])
                  if kind in PERSON_TYPES and end - start > 1 for word in tokens[i][start:end] if word[:1].isupper()}
         for i in rows:
-            for start, end, kind in mention_spans(tags[i]):
+            for start, end, _ in mention_spans(tags[i]):
                 if end - start == 1 and tokens[i][start] in names:
                     tags[i][start] = "B-" + names[tokens[i][start]]
     return tags

@@ -2,8 +2,8 @@
 (`PaperTrainingArguments` and one subclass per command), token budgets, and the run prologue that parses them."""
 
 import ast
-import logging
 import json
+import logging
 import os
 import sys
 from dataclasses import dataclass, field, fields, replace
@@ -11,9 +11,9 @@ from dataclasses import dataclass, field, fields, replace
 from transformers import HfArgumentParser, Seq2SeqTrainingArguments, TrainingArguments, set_seed
 from transformers.trainer_utils import SaveStrategy, SchedulerType
 
-from ..configuration_vanilla_transformer import PRESETS, VanillaTransformerConfig
-from .checkpoints import check_output_dir, last_checkpoint
+from ..model.configuration_vanilla_transformer import PRESETS, VanillaTransformerConfig
 from . import precision
+from .checkpoints import check_output_dir, last_checkpoint
 
 logger = logging.getLogger(__name__)
 
@@ -95,7 +95,7 @@ def trainer_default(name: str, value, arguments=TrainingArguments):
 
 
 # The argument classes live here, not in the scripts: Trainer pickles them into every checkpoint, so they must be
-# importable by name also when a command runs as `python -m vanilla_transformer.run_translation`.
+# importable by name also when a command runs as `python -m vanilla_transformer.commands.train_translation`.
 @dataclass
 class PaperTrainingArguments(TrainingArguments):  # the types are TrainingArguments' own (HfArgumentParser reads them)
     """TrainingArguments with the paper's optimizer (section 5.3: Adam with beta2 0.98, eps 1e-9, linear warm-up then

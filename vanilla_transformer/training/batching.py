@@ -9,7 +9,6 @@ import numpy as np
 import torch
 
 
-
 def check_token_budget(data_args, training_args, logger=None, packs: bool = False) -> None:
     """The combinations of flags that --max_tokens (and --packing) rule out, or warn about; `packs`: the command
     can pack."""

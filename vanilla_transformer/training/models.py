@@ -7,11 +7,16 @@ import shutil
 
 import numpy as np
 import torch
-from transformers import (AutoConfig, AutoModelForMaskedLM, AutoModelForSeq2SeqLM, AutoModelForTokenClassification,
-                          DataCollatorForTokenClassification)
+from transformers import (
+    AutoConfig,
+    AutoModelForMaskedLM,
+    AutoModelForSeq2SeqLM,
+    AutoModelForTokenClassification,
+    DataCollatorForTokenClassification,
+)
 
 from ..loading import load_model
-from ..configuration_vanilla_transformer import PRESETS, VanillaTransformerConfig
+from ..model.configuration_vanilla_transformer import PRESETS, VanillaTransformerConfig
 from ..tokenization import check_tokenizer_matches_config, load_tokenizer, train_tokenizer
 from .arguments import ModelArguments, parse_config_overrides
 

@@ -8,7 +8,6 @@ import time
 import torch
 
 
-
 def native_bf16(device_type: str = "cpu") -> bool:
     """Whether bf16 matrix products have native kernels here. x86 CPUs without AVX-512 (e.g. AVX2-only laptops)
     compute them in a reference kernel, many times slower than fp32 (docs/results.md, bf16). On x86 the kernels torch

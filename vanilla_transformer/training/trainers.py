@@ -8,8 +8,16 @@ import torch
 from torch.utils.data import BatchSampler, DataLoader, SequentialSampler
 from transformers import EvalPrediction, Seq2SeqTrainer, Trainer, TrainerCallback
 
-from .batching import (EvaluationBatches, PackedBatchSampler, PackedSeq2SeqCollator, RowsOf, TokenBudgetBatchSampler,
-                       TokenBudgetStream, default_packing_length, sequence_lengths)
+from .batching import (
+    EvaluationBatches,
+    PackedBatchSampler,
+    PackedSeq2SeqCollator,
+    RowsOf,
+    TokenBudgetBatchSampler,
+    TokenBudgetStream,
+    default_packing_length,
+    sequence_lengths,
+)
 from .checkpoints import AtomicCheckpointMixin
 
 

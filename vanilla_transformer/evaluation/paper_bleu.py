@@ -4,16 +4,12 @@ script behind the paper's WMT14 English-German 27.3 / 28.4): both sides tokenize
 hyphen between two non-spaces split off as `##AT##-##AT##`, then BLEU over those tokens (multi-bleu.perl). Tokenized
 BLEU depends on the tokenization and is not comparable with sacreBLEU; report both.
 
-    vanilla-transformer score HYPOTHESES REFERENCES [--lang de] [--output scores.json]
+(`vanilla-transformer score`: commands/score.py.)
 """
 
-import argparse
-import json
 import re
 
 import sacrebleu
-
-from ..console import output_path
 
 COMPOUND_HYPHEN = re.compile(r"(\S)-(\S)")
 
@@ -47,19 +43,3 @@ def score(hypotheses: list[str], references: list[str], lang: str) -> dict:
         return {**result, "note": str(error)}
     tokenized = sacrebleu.metrics.BLEU(tokenize="none", force=True).corpus_score(*split)
     return {**result, "tokenized_bleu_compound_split": tokenized.score}
-
-
-def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("hypotheses", help="translations, one a line (UTF-8)")
-    parser.add_argument("references", help="reference translations, line i for line i")
-    parser.add_argument("--lang", default="de", help="the target language, for the Moses tokenizer (default de)")
-    parser.add_argument("--output", type=output_path, default=None, help="also write the scores to this JSON file")
-    args = parser.parse_args(argv)
-    from ..files import read_lines, write_text
-
-    result = score(read_lines(args.hypotheses), read_lines(args.references), args.lang)
-    print(json.dumps(result, indent=2))
-    if args.output:
-        write_text(args.output, json.dumps(result, indent=2))
-    return result

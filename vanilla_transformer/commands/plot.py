@@ -11,10 +11,9 @@ Each writes PNG files (default: next to the input, or --out DIR) and prints thei
 import argparse
 import json
 import os
-import sys
 
-from .console import output_path, positive_int, run
-from .loading import load_model
+from ..console import output_path, positive_int
+from ..loading import load_model
 
 
 def pyplot():
@@ -92,9 +91,9 @@ def plot_quality_vs_time(run_dirs: list[str], out_dir: str, metric: str | None =
 def plot_attention(model_dir: str, text: str, out_dir: str) -> list[str]:
     import torch
 
-    from .modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
-    from .loading import check_translation_model_dir
-    from .tokenization import load_tokenizer
+    from ..loading import check_translation_model_dir
+    from ..model.modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
+    from ..tokenization import load_tokenizer
 
     check_translation_model_dir(model_dir)  # a missing or other kind of model is named before anything loads
     tokenizer = load_tokenizer(model_dir)
@@ -124,7 +123,7 @@ def plot_attention(model_dir: str, text: str, out_dir: str) -> list[str]:
 
 def plot_positions(d_model: int, length: int, out_dir: str) -> list[str]:
     plt = pyplot()
-    from .modeling_vanilla_transformer import VanillaTransformerPositionalEmbedding
+    from ..model.modeling_vanilla_transformer import VanillaTransformerPositionalEmbedding
 
     table = VanillaTransformerPositionalEmbedding.sinusoidal_table(length, d_model)
     fig, ax = plt.subplots(figsize=(8, 4))
@@ -165,7 +164,3 @@ def main(argv=None):
         paths = plot_positions(args.d_model, args.length, out)
     print("\n".join(paths))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(run("python -m vanilla_transformer.plot", main))

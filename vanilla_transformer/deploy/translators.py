@@ -10,9 +10,23 @@ import tempfile
 import time
 
 from ..files import file_stats, read_lines, write_lines
-from ..loading import (TRANSLATOR, ModelDir, check_export_files, check_json_files, check_translation_model_dir,
-                       default_threads, export_tokenizer, is_ctranslate2_dir, load_model, read_json, recognise,
-                       reexport, require, resolve_device, special_token_id)
+from ..loading import (
+    TRANSLATOR,
+    ModelDir,
+    check_export_files,
+    check_json_files,
+    check_translation_model_dir,
+    default_threads,
+    export_tokenizer,
+    is_ctranslate2_dir,
+    load_model,
+    read_json,
+    recognise,
+    reexport,
+    require,
+    resolve_device,
+    special_token_id,
+)
 
 REEXPORT = reexport("export-ctranslate2")
 
@@ -27,7 +41,7 @@ class PyTorchTranslator:
                  threads: int = 0):
         import torch
 
-        from ..modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
+        from ..model.modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
         from ..tokenization import load_tokenizer
 
         if threads:
@@ -51,7 +65,7 @@ class PyTorchTranslator:
         `num_beams` at least `n`)."""
         import torch
 
-        from ..pipeline_vanilla_transformer import beam_search_cache  # here: not for CTranslate2
+        from ..model.pipeline_vanilla_transformer import beam_search_cache  # here: not for CTranslate2
 
         batch = self.tokenizer(sentences, return_tensors="pt", padding=True, truncation=True,
                                return_token_type_ids=False).to(self.model.device)

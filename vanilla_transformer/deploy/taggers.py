@@ -17,8 +17,21 @@ import time
 import numpy as np
 
 from ..files import conll_sentences, file_stats, read_lines, write_lines
-from ..loading import (ONNX_META, TAGGER, architectures_of, check_export_files, export_tokenizer, load_model,
-                       own_tokenizer, read_json, reexport, require, resolve_device, resolve_engine, special_token_id)
+from ..loading import (
+    ONNX_META,
+    TAGGER,
+    architectures_of,
+    check_export_files,
+    export_tokenizer,
+    load_model,
+    own_tokenizer,
+    read_json,
+    reexport,
+    require,
+    resolve_device,
+    resolve_engine,
+    special_token_id,
+)
 from ..ner.mentions import document_consistency, mention_spans
 
 FORMATS = ("text", "conll")
@@ -113,7 +126,7 @@ class Tagger:
     def load_pytorch(self, model_dir, ensemble_with, device: str) -> None:
         import torch
 
-        from ..modeling_vanilla_transformer import VanillaTransformerForTokenClassification
+        from ..model.modeling_vanilla_transformer import VanillaTransformerForTokenClassification
         from ..ner.ensemble import ensemble_of
         from ..tokenization import load_tokenizer
 

@@ -10,19 +10,18 @@ generation config, tokenizer and code files of the newest checkpoint.
 import argparse
 import os
 import shutil
-import sys
 
-from .console import output_path, run
-from .files import replaced_atomically
-from .loading import read_json
-from .model_card import CARD_INFO
+from ..console import output_path
+from ..files import replaced_atomically
+from ..loading import read_json
+from ..model_card import CARD_INFO
 
 WEIGHTS = "model.safetensors"
 
 
 def checkpoints(run_dir: str) -> list[str]:
     """The run's `checkpoint-STEP` directories that hold weights, oldest first."""
-    from .training.checkpoints import run_checkpoints
+    from ..training.checkpoints import run_checkpoints
 
     if not os.path.isdir(run_dir):
         raise ValueError(f"{run_dir!r} is not a directory.")
@@ -96,7 +95,3 @@ def main(argv=None):
         save_file(averaged, temporary, metadata={"format": "pt"})
     print(f"Averaged {len(paths)} checkpoints ({', '.join(os.path.basename(p) for p in paths)}) -> {args.output_dir}")
     return paths
-
-
-if __name__ == "__main__":
-    sys.exit(run("python -m vanilla_transformer.average_checkpoints", main))

@@ -31,10 +31,19 @@ import os
 import re
 
 from ..console import int_at_least, non_negative_int, port_number, positive_int
-from ..loading import (DEVICES, ENGINES, TAGGER, default_threads, is_tagger_dir, no_progress_bars, recognise, require,
-                       resolve_device)
+from ..deploy.settings import Settings
+from ..loading import (
+    DEVICES,
+    ENGINES,
+    TAGGER,
+    default_threads,
+    is_tagger_dir,
+    no_progress_bars,
+    recognise,
+    require,
+    resolve_device,
+)
 from ..model_card import card_languages
-from .settings import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -136,8 +145,8 @@ def served_models(args):
     export's), else src -> tgt."""
     for module in ("fastapi", "uvicorn", "prometheus_client"):
         require(module, "serve")
-    from .engines import TaggerEngine, TranslationEngine
-    from .languages import Pairs
+    from ..deploy.engines import TaggerEngine, TranslationEngine
+    from ..deploy.languages import Pairs
 
     if args.ner is not None and not is_tagger_dir(args.ner):
         raise ValueError(f"--ner {args.ner!r} is not a saved tagger ({TAGGER}: a config.json naming it).")
@@ -176,7 +185,7 @@ def main(argv=None) -> int:
 
 def limits(args) -> dict:
     """The Settings fields every server takes from the command line."""
-    from .access import read_api_keys
+    from ..deploy.access import read_api_keys
 
     keys = read_api_keys(args.api_keys) if args.api_keys is not None else {}
     if args.api_key:
@@ -191,7 +200,7 @@ def listen(args, translators, tagger, settings) -> int:
     Ctrl-C."""
     import uvicorn
 
-    from .app import create_app
+    from ..deploy.app import create_app
 
     no_progress_bars()
     for served in [*translators, *([tagger] if tagger else [])]:

@@ -16,8 +16,7 @@ import shutil
 import sys
 import tempfile
 
-from .model_card import push_model_dir
-from .console import run
+from ..model_card import push_model_dir
 
 PACKAGE = "vanilla-transformer"
 SPACE_EXTRAS = ("demo", "ctranslate2")
@@ -58,7 +57,7 @@ def write_space(directory: str, translation_model: str | None, ner_model: str | 
 
     import vanilla_transformer
 
-    from .demo.app import require_gradio
+    from ..demo.page import require_gradio
 
     gradio = require_gradio()
 
@@ -124,7 +123,3 @@ def main(argv=None):
         return 2
     print(f"Pushed {args.model_dir} to {args.repo_id} at revision {sha}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(run("python -m vanilla_transformer.push_to_hub", main))

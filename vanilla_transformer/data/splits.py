@@ -1,21 +1,16 @@
-"""Tuning splits held out from a training set, so that every choice is made without looking at validation:
+"""Tuning splits held out from a training set, so that every choice is made without looking at validation (the
+commands `split-documents` and `split-pairs`).
 
-    vanilla-transformer split-documents conll2003/train.txt outputs/conll-split --fraction 0.1 --seed 0
-    vanilla-transformer split-pairs multi30k/train outputs/multi30k-split --source_lang de --target_lang en \
-      --fraction 0.035 --seed 0
-
-`split-documents` writes OUTPUT_DIR/train.txt and OUTPUT_DIR/tune.txt: whole documents (`-DOCSTART-` blocks) of a
-CoNLL file. `split-pairs` writes OUTPUT_DIR/train.{SRC,TGT} and OUTPUT_DIR/tune.{SRC,TGT}: line pairs of the parallel
+`split_documents` writes OUTPUT_DIR/train.txt and OUTPUT_DIR/tune.txt: whole documents (`-DOCSTART-` blocks) of a
+CoNLL file. `split_pairs` writes OUTPUT_DIR/train.{SRC,TGT} and OUTPUT_DIR/tune.{SRC,TGT}: line pairs of the parallel
 files PREFIX.SRC and PREFIX.TGT. Both hold out the same items for the same seed and keep the input's order in each
 file. Tune on the tune files; score validation once, at the end.
 """
 
-import argparse
 import os
 import random
 
-from .console import output_path
-from .files import DOCSTART, DataError, check_output_path, read_lines, write_lines
+from ..files import DOCSTART, DataError, check_output_path, read_lines, write_lines
 
 
 def held_out(count: int, fraction: float, seed: int) -> set[int]:
@@ -72,34 +67,3 @@ def split_pairs(prefix: str, output_dir: str, source_lang: str, target_lang: str
         paths = {name: os.path.join(output_dir, f"{name}.{lang}") for name in ("train", "tune")}
         write_split(paths, [[line] for line in lines], tune)
     return {"pairs": len(source), "tune_pairs": len(tune), "train_pairs": len(source) - len(tune)}
-
-
-def parser_of(prog: str, input_help: str) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("train", help=input_help)
-    parser.add_argument("output_dir", type=output_path, help="Where the train and tune files go.")
-    parser.add_argument("--seed", type=int, default=0)
-    return parser
-
-
-def documents_main(argv=None) -> int:
-    parser = parser_of("vanilla-transformer split-documents", "A CoNLL file with -DOCSTART- lines.")
-    parser.add_argument("--fraction", type=float, default=0.1, help="Share of the documents held out (default 0.1).")
-    args = parser.parse_args(argv)
-    counts = split_documents(args.train, args.output_dir, args.fraction, args.seed)
-    print(f"{counts['train_documents']} documents in {os.path.join(args.output_dir, 'train.txt')}, "
-          f"{counts['tune_documents']} in {os.path.join(args.output_dir, 'tune.txt')} (seed {args.seed}).")
-    return 0
-
-
-def pairs_main(argv=None) -> int:
-    parser = parser_of("vanilla-transformer split-pairs", "PREFIX of the parallel files PREFIX.SRC and PREFIX.TGT.")
-    parser.add_argument("--source_lang", required=True)
-    parser.add_argument("--target_lang", required=True)
-    parser.add_argument("--fraction", type=float, default=0.035,
-                        help="Share of the pairs held out (default 0.035: 1015 of Multi30k's 29000).")
-    args = parser.parse_args(argv)
-    counts = split_pairs(args.train, args.output_dir, args.source_lang, args.target_lang, args.fraction, args.seed)
-    print(f"{counts['train_pairs']} pairs in {os.path.join(args.output_dir, 'train')}.*, {counts['tune_pairs']} in "
-          f"{os.path.join(args.output_dir, 'tune')}.* (seed {args.seed}).")
-    return 0

@@ -1,17 +1,13 @@
-"""The demo page: translate a sentence and see the cross-attention, tag the entities of a text (Gradio).
-
-    vanilla-transformer demo outputs/demo [--ner_model outputs/ner] [--port 7860]
+"""The demo page: translate a sentence and see the cross-attention, tag the entities of a text (Gradio); served by
+`vanilla-transformer demo` (commands/demo.py) and as the app of a pushed Space (`build_app`).
 
 Models come from a local directory or a Hub id; a tab shows only when its model is given. Input problems (empty text,
 text longer than the model reads) and a model that fails to load are shown as messages in the page.
 """
 
-import argparse
 import logging
 import os
-import sys
 
-from ..console import port_number, run
 from ..loading import check_translation_model_dir, load_model, require, resolve_device
 
 logger = logging.getLogger(__name__)
@@ -59,7 +55,7 @@ class TranslationDemo:
     """Translation by `generate` (PyTorch) or CTranslate2, and the cross-attention of the result."""
 
     def __init__(self, model_name_or_path: str, ctranslate2_model: str | None = None, device: str = "cpu"):
-        from ..modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
+        from ..model.modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
         from ..tokenization import load_tokenizer
 
         check_translation_model_dir(model_name_or_path)
@@ -87,7 +83,7 @@ class TranslationDemo:
     def ctranslate2(self):
         """Loaded on first use: the exported directory if given, else converted from the PyTorch model (int8)."""
         if self._ctranslate2 is None:
-            from ..deploy.translate import CTranslate2Translator
+            from ..deploy.translators import CTranslate2Translator
 
             device = "cpu" if self.device == "cpu" else resolve_device("auto", "ctranslate2")
             self._ctranslate2 = CTranslate2Translator(self.ctranslate2_model or self.name, device=device,
@@ -98,7 +94,7 @@ class TranslationDemo:
         """{"translation", "source_tokens", "target_tokens", "attention" (L, H, T, S)} or {"message"}."""
         import torch
 
-        from ..pipeline_vanilla_transformer import beam_search_cache
+        from ..model.pipeline_vanilla_transformer import beam_search_cache
 
         message = check_text(text, self.tokenizer, self.limit, "translate")
         if message:
@@ -127,7 +123,7 @@ class TranslationDemo:
 
 def attention_figure(result: dict | None, layer: str = AVERAGE, head: str = AVERAGE):
     """A heatmap of cross-attention: output tokens (rows) attending to source tokens (columns)."""
-    from ..plot import pyplot
+    from ..commands.plot import pyplot
 
     plt = pyplot()
     if not result or "attention" not in result:
@@ -153,7 +149,7 @@ class NerDemo:
     def __init__(self, model_name_or_path: str, device: str = "cpu"):
         from transformers import pipeline
 
-        from ..modeling_vanilla_transformer import VanillaTransformerForTokenClassification
+        from ..model.modeling_vanilla_transformer import VanillaTransformerForTokenClassification
         from ..tokenization import load_tokenizer
 
         self.name = model_name_or_path
@@ -287,38 +283,3 @@ def build_app(translation_model: str | None = None, ner_model: str | None = None
                 with gr.Tab("Tag entities", id="ner"):
                     ner_tab(gr, ner_model, device, strict)
     return app
-
-
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="vanilla-transformer demo", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("model_dir", nargs="?", default=None,
-                        help="Translation model (directory or Hub id). With no model at all: outputs/demo and "
-                             "outputs/demo-ner where they exist.")
-    parser.add_argument("--translation_model", default=None, help="The same as MODEL_DIR.")
-    parser.add_argument("--ner_model", default=None, help="Named-entity tagger (directory or Hub id).")
-    parser.add_argument("--ctranslate2_model", default=None,
-                        help="An export of the translation model (export-ctranslate2) for the CTranslate2 engine; "
-                             "default: converted on first use (int8) when ctranslate2 is installed.")
-    parser.add_argument("--host", default="127.0.0.1", help="Address to serve on (default: this machine only).")
-    parser.add_argument("--port", type=port_number, default=7860)
-    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
-                        help="auto (default): a CUDA GPU where there is one, else the CPU.")
-    args = parser.parse_args(argv)
-    if args.model_dir and args.translation_model and args.model_dir != args.translation_model:
-        parser.error("give the translation model once: MODEL_DIR or --translation_model")
-    translation_model, ner_model = args.model_dir or args.translation_model, args.ner_model
-    given = bool(translation_model or ner_model)  # models named on the command line must load before serving
-    if not translation_model and not ner_model:  # what `make demo` (and train-ner --output_dir outputs/demo-ner) wrote
-        translation_model, ner_model = (d if os.path.isdir(d) else None for d in DEFAULT_MODELS)
-        if translation_model or ner_model:
-            print(f"No model given: showing {' and '.join(filter(None, (translation_model, ner_model)))}.",
-                  file=sys.stderr)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    app = build_app(translation_model, ner_model, args.ctranslate2_model, args.device, strict=given)
-    app.launch(server_name=args.host, server_port=args.port)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(run("python -m vanilla_transformer.demo.app", main))

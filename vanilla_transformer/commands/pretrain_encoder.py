@@ -1,0 +1,183 @@
+"""Pretrain the encoder on text without labels by masked language modelling (Devlin et al., 2019; in the style of
+transformers' examples/pytorch/language-modeling/run_mlm.py), then fine-tune it as a tagger:
+`run_ner.py --model_name_or_path OUTPUT_DIR ...` loads the encoder and its tokenizer and adds a new tagging head.
+
+Data: `--train_file` text files (one sentence per line, words split at whitespace; `--split_punctuation` splits
+punctuation off the words as CoNLL files are tokenized) and/or `--train_conll_file` CoNLL column files (their tokens;
+the tags are not used). Each sentence is tokenized word by word, exactly as run_ner.py does, and whole words are masked.
+A BPE with a `<mask>` token is trained on the text unless `--tokenizer_name` gives one. The architecture flags
+(`--config_name`, `--config_overrides`) must be the tagger's: fine-tuning keeps the encoder's shape.
+"""
+
+import logging
+import math
+import re
+from dataclasses import dataclass, field
+
+import torch
+from datasets import Dataset
+from transformers import DataCollatorForLanguageModeling
+
+from .. import data as vt_data
+from ..training.arguments import (
+    MlmTrainingArguments,
+    ModelArguments,
+    TokenBudgetArguments,
+    check_ranges,
+    parse_run_arguments,
+)
+from ..training.batching import check_token_budget
+from ..training.models import build_model, get_tokenizer
+from ..training.runs import finish_run, train_and_save
+from ..training.trainers import AtomicTrainer
+
+logger = logging.getLogger("run_mlm")
+
+MASK_TOKEN = "<mask>"
+
+
+@dataclass
+class DataTrainingArguments(TokenBudgetArguments):
+    train_file: list[str] | None = field(default=None, metadata={
+        "help": "Text files, one sentence per line, words separated by whitespace."})
+    train_conll_file: list[str] | None = field(default=None, metadata={
+        "help": "CoNLL column files (token first; the other columns are not used)."})
+    split_punctuation: bool = field(default=False, metadata={
+        "help": "Split punctuation off the words of --train_file lines ('bushes.' -> 'bushes .'), as CoNLL text is."})
+    validation_split_percentage: int = field(default=5, metadata={
+        "help": "Percentage of the sentences held out to report the masked-token loss and accuracy."})
+    max_seq_length: int = field(default=128, metadata={"help": "Sub-tokens kept per sentence."})
+    mlm_probability: float = field(default=0.15, metadata={"help": "Share of the words masked in each sentence."})
+    max_train_samples: int | None = field(default=None, metadata={"help": "Use only this many training sentences."})
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_ranges(self, positive=("max_seq_length", "max_train_samples"))
+        if not 0 < self.mlm_probability < 1:
+            raise ValueError(f"--mlm_probability must lie between 0 and 1, got {self.mlm_probability}.")
+        if not 0 <= self.validation_split_percentage < 100:
+            raise ValueError(f"--validation_split_percentage must lie in [0, 100), got "
+                             f"{self.validation_split_percentage}.")
+
+
+WORD = re.compile(r"\w+(?:[-'’]\w+)*|[^\w\s]")  # a word (with inner hyphens or apostrophes) or one punctuation mark
+
+
+def load_sentences(data_args) -> list[list[str]]:
+    """Every sentence of the training files as a list of words; empty lines are skipped."""
+    sentences = []
+    for path in data_args.train_file or []:
+        for line in vt_data.read_lines(path):
+            words = WORD.findall(line) if data_args.split_punctuation else line.split()
+            if words:
+                sentences.append(words)
+    for path in data_args.train_conll_file or []:
+        sentences.extend(vt_data.load_conll(path)["tokens"])
+    if not sentences:
+        raise vt_data.DataError(f"No sentences in {[*(data_args.train_file or []), *(data_args.train_conll_file or [])]}.")
+    return sentences
+
+
+class WholeWordMaskCollator(DataCollatorForLanguageModeling):
+    """Masks whole words of a "▁"-marked vocabulary: a word is a piece that starts with "▁" and the pieces after it
+    up to the next such piece or special token. Of the chosen words' pieces 80% become `<mask>`, 10% a random token
+    and 10% stay (BERT's recipe). Whole words, because the character features pool over a word: a word masked in part
+    would still show its other pieces' spelling."""
+
+    def __post_init__(self):
+        super().__post_init__()
+        tokens = self.tokenizer.convert_ids_to_tokens(list(range(len(self.tokenizer))))
+        self.special = torch.zeros(len(tokens), dtype=torch.bool)
+        self.special[self.tokenizer.all_special_ids] = True
+        self.word_start = torch.tensor([t.startswith("▁") for t in tokens]) | self.special
+
+    def torch_mask_tokens(self, inputs, special_tokens_mask=None, offset_mapping=None):
+        labels = inputs.clone()
+        special = self.special[inputs]  # (B, T)
+        positions = torch.arange(inputs.shape[1]).expand_as(inputs)
+        start = torch.where(self.word_start[inputs], positions, 0).cummax(1).values  # (B, T) where each word starts
+        chosen = torch.rand(inputs.shape, generator=self.generator) < self.mlm_probability
+        masked = chosen.gather(1, start) & ~special
+        labels[~masked] = -100
+        action = torch.rand(inputs.shape, generator=self.generator)
+        inputs[masked & (action < 0.8)] = self.tokenizer.mask_token_id
+        random_tokens = masked & (action >= 0.8) & (action < 0.9)
+        inputs[random_tokens] = torch.randint(len(self.tokenizer), inputs.shape, generator=self.generator)[random_tokens]
+        return inputs, labels
+
+
+def parse(argv):
+    """The command line, checked: (model_args, data_args, training_args, the checkpoint to resume from)."""
+    parsed = parse_run_arguments((ModelArguments, DataTrainingArguments, MlmTrainingArguments), argv, logger)
+    check_token_budget(parsed[1], parsed[2], logger)
+    if not (parsed[1].train_file or parsed[1].train_conll_file):
+        raise ValueError("Give the text to pretrain on: --train_file (one sentence per line) and/or --train_conll_file.")
+    return parsed
+
+
+def build_encoder(model_args, training_args, sentences):
+    """The tokenizer (a BPE trained on the sentences unless given, with a mask token) and the masked-LM model."""
+    tokenizer = get_tokenizer(model_args, lambda rows: (" ".join(words) for words in rows), sentences)
+    if tokenizer.mask_token is None:
+        tokenizer.add_special_tokens({"mask_token": MASK_TOKEN})
+    model = build_model(model_args, tokenizer, "masked_lm", label_smoothing=training_args.label_smoothing_factor)
+    logger.info("Model: %s parameters; %d sentences", f"{model.num_parameters():,}", len(sentences))
+    return tokenizer, model
+
+
+def tokenized_splits(sentences, tokenizer, data_args, training_args) -> dict:
+    """The sentences tokenized word by word (as run_ner.py does), with a held-out validation share."""
+    def tokenize(batch):
+        return tokenizer(batch["tokens"], is_split_into_words=True, truncation=True,
+                         max_length=data_args.max_seq_length, return_token_type_ids=False)
+
+    with training_args.main_process_first(desc="tokenization"):
+        dataset = Dataset.from_dict({"tokens": sentences}).map(tokenize, batched=True, remove_columns=["tokens"],
+                                                               desc="Tokenizing")
+    if not (data_args.validation_split_percentage and training_args.do_eval):
+        return {"train": dataset}
+    held_out = max(1, len(dataset) * data_args.validation_split_percentage // 100)
+    splits = dataset.train_test_split(test_size=held_out, seed=training_args.seed)
+    return {"train": splits["train"], "validation": splits["test"]}
+
+
+def masked_accuracy(eval_preds) -> dict:
+    """The share of masked words predicted right (the predictions are the argmax ids: preprocess_logits_for_metrics)."""
+    predictions, labels = eval_preds
+    keep = labels != -100
+    return {"accuracy": float((predictions[keep] == labels[keep]).mean())}
+
+
+def evaluate_with_perplexity(trainer) -> dict:
+    scores = trainer.evaluate()
+    scores["eval_perplexity"] = math.exp(min(scores["eval_loss"], 50.0))
+    trainer.log_metrics("eval", scores)
+    trainer.save_metrics("eval", scores)
+    return scores
+
+
+def main(argv=None):
+    model_args, data_args, training_args, resume_from = parse(argv)
+    sentences = load_sentences(data_args)[: data_args.max_train_samples]
+    tokenizer, model = build_encoder(model_args, training_args, sentences)
+    splits = tokenized_splits(sentences, tokenizer, data_args, training_args)
+    trainer = AtomicTrainer(
+        model=model,
+        args=training_args,
+        train_dataset=splits["train"] if training_args.do_train else None,
+        eval_dataset=splits.get("validation") if training_args.do_eval else None,
+        processing_class=tokenizer,
+        data_collator=WholeWordMaskCollator(tokenizer, mlm_probability=data_args.mlm_probability,
+                                            pad_to_multiple_of=8, seed=training_args.seed),
+        compute_metrics=masked_accuracy,
+        preprocess_logits_for_metrics=lambda logits, labels: logits.argmax(-1),  # not (tokens x vocabulary) floats
+        max_tokens=data_args.max_tokens,
+        eval_max_tokens=data_args.eval_max_tokens,
+    )
+    metrics = {}
+    if training_args.do_train:
+        metrics.update(train_and_save(trainer, splits["train"], resume_from))
+    if "validation" in splits and training_args.do_eval:
+        metrics.update(evaluate_with_perplexity(trainer))
+    finish_run(trainer, training_args, model, "fill-mask", data_args, len(splits["train"]), metrics, argv)
+    return metrics

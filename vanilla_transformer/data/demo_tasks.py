@@ -1,0 +1,42 @@
+"""The two generated demo tasks, deterministic given a seed: a string transduction for translation (`demo_translate`)
+and CoNLL-like sentences with person, place and organisation names for tagging."""
+
+import random
+
+from datasets import Dataset
+
+DEMO_SOURCE_LANG, DEMO_TARGET_LANG = "src", "tgt"
+DEMO_SYMBOLS = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+
+
+
+
+DEMO_NAMES = ["Anna", "Ben", "Clara", "David", "Eva", "Felix", "Greta", "Hugo", "Ida", "Jonas"]
+DEMO_SURNAMES = ["Miller", "Schmidt", "Novak", "Rossi", "Dubois", "Berg", "Costa", "Kim"]
+DEMO_PLACES = ["Berlin", "Paris", "Oslo", "Lima", "Cairo", "Tokyo", "Quebec", "Rome", "New York", "Buenos Aires"]
+DEMO_ORGS = ["Acme Corp", "Globex", "Initech", "Umbrella Inc", "Stark Industries", "Wayne Enterprises"]
+DEMO_WORDS = "the a met visited joined left saw from to with and in at today yesterday later".split()
+
+
+def make_demo_ner(num_examples: int, seed: int = 0) -> Dataset:
+    """A generated tagging task in the spirit of CoNLL: sentences of filler words with person (1-2 words), place
+    and organisation names (1-2 words) in random order; tags in IOB2."""
+    rng = random.Random(seed)
+    tokens, tags = [], []
+    for _ in range(num_examples):
+        words, labels = [], []
+        for _ in range(rng.randint(2, 4)):
+            for _ in range(rng.randint(1, 3)):
+                words.append(rng.choice(DEMO_WORDS))
+                labels.append("O")
+            kind = rng.choice(["PER", "LOC", "ORG"])
+            if kind == "PER":
+                name = [rng.choice(DEMO_NAMES)] + ([rng.choice(DEMO_SURNAMES)] if rng.random() < 0.5 else [])
+            else:
+                name = rng.choice(DEMO_PLACES if kind == "LOC" else DEMO_ORGS).split()
+            words += name
+            labels += [f"B-{kind}"] + [f"I-{kind}"] * (len(name) - 1)
+        tokens.append(words)
+        tags.append(labels)
+    return Dataset.from_dict({"tokens": tokens, "ner_tags": tags})
