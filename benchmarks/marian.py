@@ -84,7 +84,8 @@ def run_child(spec: dict) -> dict:
     tagger = task == "token_classification"
     if spec.get("engine") != "ctranslate2":
         attention = "eager" if bf16 and task == "train" else "sdpa"  # as the training commands choose on a CPU
-        model = build(("ours_tagger" if name == "ours" else name) if tagger else name, shape, spec["dropout"], attention)
+        model = build(("ours_tagger" if name == "ours" else name) if tagger else name, shape, spec["dropout"],
+                      attention)
     g = torch.Generator().manual_seed(1)
     batch = {"train": 32, "greedy": 32, "beam": 8, "token_classification": 32}[task]
     src_len, tgt_len = (128, 0) if tagger else (32, 32)
@@ -174,11 +175,11 @@ def in_process_ab(presets, tasks, engines=("pytorch",), compute_types=("int8",),
             cases = {}
             for name, model in models.items():
                 if name == "marian" or "pytorch" in engines:
-                    cases[f"{name} pytorch float32"] = lambda model=model: model.generate(
+                    cases[f"{name} pytorch float32"] = lambda model=model, src=src, beams=beams: model.generate(
                         input_ids=src, attention_mask=torch.ones_like(src), max_new_tokens=32, min_new_tokens=32,
                         num_beams=beams, do_sample=False, early_stopping=False)
             for label, translator in translators.items():
-                cases[label] = lambda translator=translator: translator.translate_batch(
+                cases[label] = lambda translator=translator, sources=sources, beams=beams: translator.translate_batch(
                     sources, beam_size=beams, min_decoding_length=32, max_decoding_length=32)
             times = {label: [] for label in cases}
             for _ in range(alternations + 1):  # the first alternation warms up
@@ -226,7 +227,7 @@ def device_inference_cases(shape: dict, device: str, task: str, compute_types, r
             label = f"{name} ctranslate2 {compute_type}"
             try:
                 translator = ctranslate2_translator(name, shape, compute_type, torch.get_num_threads(), device)
-                run = lambda: translator.translate_batch(sources, beam_size=beams, min_decoding_length=32,  # noqa: E731
+                run = lambda: translator.translate_batch(sources, beam_size=beams, min_decoding_length=32,  # noqa: E731,B023
                                                          max_decoding_length=32)
                 out[label] = batch / timed(run, device, warmup=2, reps=reps)
             except (ImportError, RuntimeError, ValueError) as error:  # no ctranslate2, or no CUDA build of it
@@ -250,7 +251,8 @@ def case_dtypes_and_engines(engines) -> tuple[list[str], list[str]]:
         import ctranslate2  # noqa: F401
     except ImportError:
         engines = [e for e in engines if e == "pytorch"]
-        print("ctranslate2 is not installed: CTranslate2 cases skipped (pip install 'vanilla-transformer[ctranslate2]')")
+        print("ctranslate2 is not installed: CTranslate2 cases skipped "
+              "(pip install 'vanilla-transformer[ctranslate2]')")
     return dtypes, list(engines)
 
 

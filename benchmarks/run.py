@@ -37,8 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "with CUDA graphs (reduce-overhead); dynamic: --tasks lengths also compiled with dynamic "
                              "shapes (slow to warm up: not a default)")
     parser.add_argument("--vocab_size", type=int, default=None,
-                        help=f"Vocabulary of every model (default {VOCAB}; 37000, the paper's shared BPE, with --device "
-                             "cuda)")
+                        help=f"Vocabulary of every model (default {VOCAB}; 37000, the paper's shared BPE, with "
+                             "--device cuda)")
     parser.add_argument("--batch_size", type=int, default=200,
                         help="--device cuda training: sentence pairs per step (with --length 64: 25,600 tokens, the "
                              "paper's batch)")
@@ -68,8 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--compute_types", nargs="+", default=["float32", "int8"], choices=["float32", "int8"],
                         help="CTranslate2 cases: only these compute types")
     parser.add_argument("--in_process", action="store_true",
-                        help="Greedy/beam only: time every case (--engines, --compute_types) alternately in ONE process "
-                             "(8 alternations) and print the medians; separates model differences from "
+                        help="Greedy/beam only: time every case (--engines, --compute_types) alternately in ONE "
+                             "process (8 alternations) and print the medians; separates model differences from "
                              "process-to-process noise")
     parser.add_argument("--dropout", type=float, default=0.0,
                         help="Dropout on every model's embeddings and sub-layer outputs (the paper trains with 0.1); "

@@ -60,7 +60,8 @@ def tagging_engines_benchmark(output: str, reps: int = 20, length: int = 32, rou
             for name, runs in results.items():
                 seconds = statistics.median([t for run in runs for t in run["times"][batch]])
                 same = float(np.mean(np.asarray(runs[0]["tags"][batch]) == np.asarray(reference[batch])))
-                rows.append(dict(engine=name, batch=int(batch), length=length, sentences_per_second=int(batch) / seconds,
+                rows.append(dict(engine=name, batch=int(batch), length=length,
+                                 sentences_per_second=int(batch) / seconds,
                                  same_tags=same))
                 print(f"tagging batch {batch:>2s} x {length} tokens  {name:20s} {int(batch) / seconds:9.1f} "
                       f"sentences/s  tags equal to PyTorch's: {same * 100:.1f}%", flush=True)

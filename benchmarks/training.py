@@ -41,9 +41,10 @@ def cpu_kernels_benchmark(output: str, preset: str = "small", rounds: int = 3, s
         model.set_attn_implementation("eager" if dtype == "bf16" else "sdpa")
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
         ids = torch.randint(4, VOCAB, (batch, length))
-        inputs = dict(input_ids=ids, attention_mask=torch.ones_like(ids), labels=torch.randint(4, VOCAB, (batch, length)))
+        labels = torch.randint(4, VOCAB, (batch, length))
+        inputs = dict(input_ids=ids, attention_mask=torch.ones_like(ids), labels=labels)
 
-        def step():
+        def step(model=model, inputs=inputs, optimizer=optimizer, dtype=dtype):
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype == "bf16"):
                 loss = model(**inputs).loss
             loss.backward()

@@ -42,8 +42,9 @@ def batch_totals(url: str) -> tuple[float, float] | None:
 async def post(reader, writer, host: str, body: bytes, path: str = "/v1/translate") -> tuple[int, bytes]:
     """One POST on a kept-alive HTTP/1.1 connection (plain asyncio streams: a client this light leaves the CPU to the
     server)."""
-    writer.write(b"POST " + path.encode() + b" HTTP/1.1\r\nHost: " + host.encode() + b"\r\nContent-Type: application/json\r\n"
-                 b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+    head = (f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n")
+    writer.write(head.encode() + body)
     await writer.drain()
     head = await reader.readuntil(b"\r\n\r\n")
     status = int(head.split(b" ", 2)[1])

@@ -120,7 +120,8 @@ class Handler(BaseHTTPRequestHandler):
         if m:
             repo = self._repo(key(m["kind"], m["repo"]))
             if repo:
-                self._send(200, [{"id": sha, "title": msg, "message": msg, "authors": [], "date": "2026-01-01T00:00:00Z"}
+                self._send(200, [{"id": sha, "title": msg, "message": msg, "authors": [],
+                                  "date": "2026-01-01T00:00:00Z"}
                                  for sha, msg, _ in reversed(repo.commits)])
             return
         m = re.fullmatch(rf"(?:/(?P<kind>spaces|datasets))?/{REPO}/resolve/{REV}/(?P<file>.+)", path)
@@ -133,7 +134,8 @@ class Handler(BaseHTTPRequestHandler):
         body = self._body()
         if path == "/api/repos/create":
             payload = json.loads(body or b"{}")
-            repo_id = payload["name"] if not payload.get("organization") else f"{payload['organization']}/{payload['name']}"
+            owner = payload.get("organization")
+            repo_id = f"{owner}/{payload['name']}" if owner else payload["name"]
             kind = payload.get("type", "model") + "s"
             if kind == "spaces" and payload.get("sdk") not in ("gradio", "streamlit", "docker", "static"):
                 return self._error(400, f"a Space needs an sdk, got {payload.get('sdk')!r}")

@@ -218,7 +218,8 @@ def test_page_in_a_browser(page, small_demo_model, small_ner_model, tmp_path):
     for text in SOURCES[:3]:
         press("translate-button", "#source textarea", text)
         expected = generate_text(small_demo_model, text)
-        wait_for(lambda: text_of("#translation textarea") == expected, what=f"the translation of {text!r}")
+        wait_for(lambda expected=expected: text_of("#translation textarea") == expected,
+                 what=f"the translation of {text!r}")
     wait_for(lambda: page.find_elements(By.CSS_SELECTOR, "#attention img, #attention canvas, #attention svg image"),
              what="the attention heatmap")
     page.save_screenshot(str(tmp_path / "translate.png"))
@@ -236,7 +237,7 @@ def test_page_in_a_browser(page, small_demo_model, small_ner_model, tmp_path):
             return [(s.find_element(By.CSS_SELECTOR, ".label").text, s.find_element(By.CSS_SELECTOR, ".text").text)
                     for s in spans]
 
-        wait_for(lambda: shown() == expected, what=f"the entities of {text!r} (expected {expected})")
+        wait_for(lambda expected=expected: shown() == expected, what=f"the entities of {text!r} (expected {expected})")
     assert "B-" in page.find_element(By.ID, "tokens").text
     page.save_screenshot(str(tmp_path / "ner.png"))
     press("ner-button", "#ner-text textarea", "")

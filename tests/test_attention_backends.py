@@ -15,8 +15,8 @@ flex_attention = pytest.importorskip("torch.nn.attention.flex_attention", reason
 
 @pytest.mark.parametrize("implementation", ["sdpa", "flex_attention"])
 def test_backend_gives_eagers_logits_and_generations(tiny_config, implementation):
-    """On a padded batch: the translation model's logits and the tagger's (at real tokens) within 1e-5 of eager's; greedy and beam
-    generation, uncached, cached and with a static cache, give eager's tokens."""
+    """On a padded batch: the translation model's logits and the tagger's (at real tokens) within 1e-5 of eager's;
+    greedy and beam generation, uncached, cached and with a static cache, give eager's tokens."""
     ids, mask, labels = batch(tiny_config)
     model = seq2seq(tiny_config)
     tagger = VanillaTransformerForTokenClassification(tiny_config).eval()

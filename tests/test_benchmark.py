@@ -17,7 +17,8 @@ try:
 except ImportError:
     CTRANSLATE2 = False
 
-KEYS = {"task", "preset", "dtype", "engine", "compute_type", "dropout", "ours", "reference", "reference_name", "unit", "ratio",
+KEYS = {"task", "preset", "dtype", "engine", "compute_type", "dropout", "ours", "reference", "reference_name", "unit",
+        "ratio",
         "reference_ctranslate2", "ratio_ctranslate2", "peak_rss_mb_ours", "peak_rss_mb_reference",
         "peak_tensor_mb_ours", "peak_tensor_mb_reference", "mfu_ours", "us_per_token_ours", "us_per_token_reference"}
 

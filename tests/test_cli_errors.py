@@ -29,7 +29,8 @@ def files(tmp_path_factory):
     for step, size in (("checkpoint-1", 4), ("checkpoint-2", 5)):  # checkpoints of different shapes
         (d / "run" / step).mkdir(parents=True)
         save_file({"w": torch.zeros(size)}, str(d / "run" / step / "model.safetensors"))
-    VanillaTransformerForTokenClassification(VanillaTransformerConfig.from_preset("tiny", num_labels=3)).save_pretrained(
+    VanillaTransformerForTokenClassification(VanillaTransformerConfig.from_preset("tiny",
+                                                                                  num_labels=3)).save_pretrained(
         d / "tagger")
     (d / "conll.txt").write_text("EU B-ORG\nrejects O\n\nbad line without tag\n", encoding="utf-8")
     translator = VanillaTransformerForConditionalGeneration(VanillaTransformerConfig.from_preset("tiny"))

@@ -109,7 +109,8 @@ def test_round_trip_and_auto_config(tmp_path):
     loaded = AutoConfig.from_pretrained(tmp_path)
     assert isinstance(loaded, VanillaTransformerConfig)
     assert loaded.to_diff_dict() == c.to_diff_dict()
-    assert set(loaded.auto_map) == {"AutoConfig", "AutoModel", "AutoModelForSeq2SeqLM", "AutoModelForTokenClassification",
+    assert set(loaded.auto_map) == {"AutoConfig", "AutoModel", "AutoModelForSeq2SeqLM",
+                                    "AutoModelForTokenClassification",
                                     "AutoModelForMaskedLM"}
 
 

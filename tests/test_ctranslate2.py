@@ -144,8 +144,8 @@ def test_every_supported_shape_decodes_like_generate(overrides, tmp_path):
     with torch.no_grad():
         ours = model.generate(**batch, max_new_tokens=12, do_sample=False)
     translator = ctranslate2.Translator(export_ctranslate2(tmp_path / "pt", tmp_path / "ct2"))
-    results = translator.translate_batch([tokenizer.convert_ids_to_tokens(ids) for ids in tokenizer(sources)["input_ids"]],
-                                         beam_size=1, max_decoding_length=12, min_decoding_length=0)
+    tokens = [tokenizer.convert_ids_to_tokens(ids) for ids in tokenizer(sources)["input_ids"]]
+    results = translator.translate_batch(tokens, beam_size=1, max_decoding_length=12, min_decoding_length=0)
     for row, result in zip(ours, results):
         tokens = [t for t in row[1:].tolist() if t != tokenizer.pad_token_id]
         tokens = tokens[:tokens.index(tokenizer.eos_token_id)] if tokenizer.eos_token_id in tokens else tokens
@@ -167,7 +167,8 @@ def test_translate_command_keeps_order_and_empty_lines(small_demo_model, tmp_pat
     exported = tmp_path / "exported"
     assert cli(["export-ctranslate2", str(small_demo_model), str(exported), "--quantization", "int8"]) == 0
     proc = subprocess.run([sys.executable, "-m", "vanilla_transformer.cli", "translate", str(exported), "--quiet"],
-                          input="abc\n\nz\n", capture_output=True, text=True, timeout=300)  # stdin -> stdout, auto engine
+                          input="abc\n\nz\n", capture_output=True, text=True,
+                          timeout=300)  # stdin -> stdout, auto engine
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == f"{data.demo_translate('abc')}\n\n{data.demo_translate('z')}\n"
     (tmp_path / "empty.txt").write_text("", encoding="utf-8")  # no lines in: none out, not an error
@@ -202,7 +203,8 @@ def test_translate_bad_input_is_named(small_demo_model, tmp_path, capsys):
     tagger = tmp_path / "tagger"
     from vanilla_transformer import VanillaTransformerForTokenClassification
 
-    VanillaTransformerForTokenClassification(VanillaTransformerConfig.from_preset("tiny", num_labels=3)).save_pretrained(tagger)
+    VanillaTransformerForTokenClassification(VanillaTransformerConfig.from_preset("tiny",
+                                                                                  num_labels=3)).save_pretrained(tagger)
     assert cli(["translate", str(tagger), "--input", "-"]) == 2
     assert "VanillaTransformerForTokenClassification, not a translation model" in capsys.readouterr().err
     assert cli(["export-ctranslate2", str(tagger), str(tmp_path / "x")]) == 2

@@ -158,7 +158,8 @@ def test_parallel_text_is_cached_and_a_changed_file_is_read_again(tmp_path):
     cache = str(tmp_path / "cache")
     first = data.load_parallel_text(str(tmp_path / "train"), "de", "en", cache_dir=cache)
     again = data.load_parallel_text(str(tmp_path / "train"), "de", "en", cache_dir=cache)
-    assert first.cache_files and [f["filename"] for f in again.cache_files] == [f["filename"] for f in first.cache_files]
+    names = [f["filename"] for f in first.cache_files]
+    assert names and [f["filename"] for f in again.cache_files] == names
     assert all(f["filename"].startswith(cache) for f in first.cache_files)  # on disk, memory-mapped
     (tmp_path / "train.en").write_text("A dog.\nThree cats.\n", encoding="utf-8")
     changed = data.load_parallel_text(str(tmp_path / "train"), "de", "en", cache_dir=cache)

@@ -98,7 +98,8 @@ COMMAND = re.compile(r"vanilla-transformer\s+(?:--debug\s+)?([a-z][a-z0-9-]*)"
 ALIASES = {"run_translation": "train-translation", "run_ner": "train-ner", "run_mlm": "pretrain-encoder",
            "multi30k": "train-translation", "wmt14_en_de": "train-translation", "conll": "train-ner"}
 FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9_]*(?:-[a-z0-9_]+)*")
-OTHER_TOOLS = re.compile(r"^\s*(?:\S+=\S+\s+)*(?:\S*/)?(torchrun|accelerate|pip|python -m (?:build|pip|pytest)|duplicates)\b")
+OTHER_TOOLS = re.compile(r"^\s*(?:\S+=\S+\s+)*(?:\S*/)?"
+                         r"(torchrun|accelerate|pip|python -m (?:build|pip|pytest)|duplicates)\b")
 
 
 def command_lines(text: str):
@@ -157,7 +158,8 @@ def flags_of():
 def test_every_documented_flag_exists(flags_of):
     """Each `--flag` written after a command in README.md, CONTRIBUTING.md or docs/ is one that command's parser
     takes (the recipes pass theirs to the training command); a flag written alone is one some command takes, or one of
-    transformers' example flags the commands refuse by name. Flags of other tools (torchrun, accelerate, pip, pytest, duplicates) are not checked."""
+    transformers' example flags the commands refuse by name. Flags of other tools (torchrun, accelerate, pip, pytest,
+    duplicates) are not checked."""
     from vanilla_transformer.training.arguments import EXAMPLE_FLAGS  # (documented as refused, with their advice)
 
     known = set().union(*flags_of.values()) | {f"--{name}" for name in EXAMPLE_FLAGS}

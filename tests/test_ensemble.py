@@ -88,7 +88,8 @@ def test_run_ner_ensemble_with(tmp_path):
     metrics = json.loads((tmp_path / "e2" / "eval_results.json").read_text())
     predictions = tmp_path / "e2" / "predictions_validation.txt"
     assert predictions.read_text().startswith("Anna ")
-    assert f1_of_predictions_file(predictions) == (pytest.approx(metrics["eval_f1"]), 3) and metrics["eval_samples"] == 3
+    assert f1_of_predictions_file(predictions) == (pytest.approx(metrics["eval_f1"]),
+                                                   3) and metrics["eval_samples"] == 3
     with pytest.raises(ValueError, match="--ensemble_with combines trained taggers"):
         train_ner.main([*files, "--model_name_or_path", dirs[0], "--ensemble_with", dirs[1], "--do_train",
                       "--output_dir", str(tmp_path / "e3")])

@@ -39,7 +39,8 @@ def test_exported_program_matches_eager(cls, dynamic, overrides):
     example = inputs(2, 9, 5 if seq2seq else None)
     shapes = None
     if dynamic:
-        batch, source, target = Dim("batch", min=1, max=64), Dim("source", min=2, max=100), Dim("target", min=2, max=100)
+        batch, source, target = Dim("batch", min=1, max=64), Dim("source", min=2, max=100), Dim("target", min=2,
+                                                                                                max=100)
         shapes = {"input_ids": {0: batch, 1: source}, "attention_mask": {0: batch, 1: source}}
         if seq2seq:
             shapes.update(decoder_input_ids={0: batch, 1: target}, use_cache=None)
@@ -52,7 +53,8 @@ def test_exported_program_matches_eager(cls, dynamic, overrides):
 
 
 class WithStaticCache(torch.nn.Module):
-    """One forward of the translation model over a fresh static decoder cache (what an exported generation step runs)."""
+    """One forward of the translation model over a fresh static decoder cache (what an exported generation step
+    runs)."""
 
     def __init__(self, model):
         super().__init__()

@@ -44,7 +44,8 @@ def test_training_steps_on_cuda_match_cpu(task):
     on the GPU and the CPU, and three SGD steps give the same losses (the GPU runs other kernels: SDPA's, the library's
     cross-entropy instead of the CPU's fused one). SGD, not Adam: Adam would blow rounding noise in gradients that are
     zero in exact arithmetic (the key projection's bias) up to full-size steps."""
-    config = VanillaTransformerConfig.from_preset("tiny", dropout=0.0, label_smoothing=0.1, use_crf=task.endswith("crf"),
+    config = VanillaTransformerConfig.from_preset("tiny", dropout=0.0, label_smoothing=0.1,
+                                                  use_crf=task.endswith("crf"),
                                                   num_labels=7)
     torch.manual_seed(0)
     cls = VanillaTransformerForConditionalGeneration if task == "seq2seq" else VanillaTransformerForTokenClassification
@@ -97,7 +98,8 @@ def test_training_step_reads_nothing_back_from_the_gpu(task):
     """Forward, loss and backward of a training step (padding, ignored labels, label smoothing, dropout on) queue
     their work without waiting for the GPU: under `torch.cuda.set_sync_debug_mode("error")` any operation that would
     read a GPU value back to the host (`.item()`, a data-dependent shape, a min/max check on the ids) raises."""
-    config = VanillaTransformerConfig.from_preset("tiny", label_smoothing=0.1, use_crf=task.endswith("crf"), num_labels=5)
+    config = VanillaTransformerConfig.from_preset("tiny", label_smoothing=0.1, use_crf=task.endswith("crf"),
+                                                  num_labels=5)
     cls = {"seq2seq": VanillaTransformerForConditionalGeneration, "masked_lm": VanillaTransformerForMaskedLM}.get(
         task, VanillaTransformerForTokenClassification)
     model = cls(config).cuda().train()
@@ -182,7 +184,8 @@ def test_translate_command_on_cuda_equals_cpu(gpu_trained_model, tmp_path):
     (tmp_path / "in.txt").write_text("\n".join(sources) + "\n")
     outputs = {}
     for device in ("cuda", "cpu"):
-        proc = cli("translate", gpu_trained_model, "--input", tmp_path / "in.txt", "--output", tmp_path / f"{device}.txt",
+        proc = cli("translate", gpu_trained_model, "--input", tmp_path / "in.txt", "--output",
+                   tmp_path / f"{device}.txt",
                    "--engine", "pytorch", "--device", device, "--quiet")
         assert proc.returncode == 0, proc.stderr
         outputs[device] = (tmp_path / f"{device}.txt").read_text().splitlines()

@@ -76,8 +76,10 @@ def test_each_shared_helper_is_defined_once():
         for node in tree.body:
             if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
                 defined[node.name].append(name)
-    for helper in ("read_lines", "write_lines", "write_text", "replaced_atomically", "conll_sentences", "resolve_device",
-                   "resolve_engine", "default_threads", "export_tokenizer", "int_at_least", "DataError", "is_tagger_dir",
+    for helper in ("read_lines", "write_lines", "write_text", "replaced_atomically", "conll_sentences",
+                   "resolve_device",
+                   "resolve_engine", "default_threads", "export_tokenizer", "int_at_least", "DataError",
+                   "is_tagger_dir",
                    "is_onnx_dir", "is_ctranslate2_dir", "port_number", "output_path", "read_json", "check_output_path",
                    "check_export_target", "run_checkpoints", "shareable_words"):
         assert len(defined[helper]) == 1, (helper, defined[helper])

@@ -92,7 +92,8 @@ def test_pretraining_learns_and_the_tagger_starts_from_it(tmp_path):
     text = cyclic_text(tmp_path / "text.txt")
     write_conll(tmp_path / "c.txt", [(["Anna", "lives", "in", "Berlin", "."], ["B-PER", "O", "O", "B-LOC", "O"])] * 5)
     out = tmp_path / "encoder"
-    metrics = pretrain_encoder.main(mlm_args(out, "--train_file", str(text), "--train_conll_file", str(tmp_path / "c.txt"),
+    metrics = pretrain_encoder.main(mlm_args(out, "--train_file", str(text), "--train_conll_file",
+                                             str(tmp_path / "c.txt"),
                                     "--max_steps", "800", "--learning_rate", "3e-3", "--warmup_steps", "20",
                                     "--validation_split_percentage", "10", "--mlm_probability", "0.2"))
     assert metrics["eval_accuracy"] > 0.6  # chance: 1 in 12 words
@@ -117,7 +118,8 @@ def test_pretraining_learns_and_the_tagger_starts_from_it(tmp_path):
 def test_pretraining_with_character_features_and_split_punctuation(tmp_path):
     text = tmp_path / "text.txt"
     text.write_text("Two young, White males are outside near many bushes.\n\nA girl (in red) climbs.\n" * 20)
-    sentences = pretrain_encoder.load_sentences(pretrain_encoder.DataTrainingArguments(train_file=[str(text)], split_punctuation=True))
+    sentences = pretrain_encoder.load_sentences(pretrain_encoder.DataTrainingArguments(train_file=[str(text)],
+                                                                                       split_punctuation=True))
     assert sentences[0] == ["Two", "young", ",", "White", "males", "are", "outside", "near", "many", "bushes", "."]
     assert sentences[1] == ["A", "girl", "(", "in", "red", ")", "climbs", "."]
     out = tmp_path / "encoder"

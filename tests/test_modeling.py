@@ -74,9 +74,11 @@ def test_hidden_states_can_be_selected_and_a_misspelt_argument_is_refused(tiny_c
     assert len(every) == len(last) == tiny_config.encoder_layers + 1
     assert all(h is None for h in last[:-1]) and torch.equal(last[-1], every[-1])
     heads = [(seq2seq(tiny_config), {"decoder_input_ids": labels.clamp(min=0)}), (model, {}),
-             (VanillaTransformerForTokenClassification(tiny_config), {}), (VanillaTransformerForMaskedLM(tiny_config), {})]
+             (VanillaTransformerForTokenClassification(tiny_config), {}),
+             (VanillaTransformerForMaskedLM(tiny_config), {})]
     for head, extra in heads:
-        with pytest.raises(TypeError, match=f"{type(head).__name__}.forward.. got an unexpected keyword argument 'label'"):
+        with pytest.raises(TypeError,
+                           match=f"{type(head).__name__}.forward.. got an unexpected keyword argument 'label'"):
             head(input_ids=ids, attention_mask=mask, label=labels, **extra)
 
 
@@ -223,7 +225,8 @@ def test_auto_classes(tiny_config, tmp_path):
     assert type(AutoModel.from_pretrained(tmp_path / "base")) is VanillaTransformerModel
     tiny_config.num_labels = 4
     VanillaTransformerForTokenClassification(tiny_config).save_pretrained(tmp_path / "tok")
-    assert type(AutoModelForTokenClassification.from_pretrained(tmp_path / "tok")) is VanillaTransformerForTokenClassification
+    loaded = AutoModelForTokenClassification.from_pretrained(tmp_path / "tok")
+    assert type(loaded) is VanillaTransformerForTokenClassification
     VanillaTransformerForMaskedLM(tiny_config).save_pretrained(tmp_path / "mlm")
     assert type(AutoModelForMaskedLM.from_pretrained(tmp_path / "mlm")) is VanillaTransformerForMaskedLM
 
@@ -262,7 +265,8 @@ REMOTE_CODE_CHILD = BLOCK_PACKAGE + textwrap.dedent("""
         pass
     from transformers import AutoModelForMaskedLM, AutoModelForSeq2SeqLM, AutoModelForTokenClassification
     path, head, inputs = sys.argv[1], sys.argv[2], torch.load(sys.argv[3])
-    cls = {"seq2seq": AutoModelForSeq2SeqLM, "masked_lm": AutoModelForMaskedLM}.get(head, AutoModelForTokenClassification)
+    cls = {"seq2seq": AutoModelForSeq2SeqLM, "masked_lm": AutoModelForMaskedLM}.get(head,
+                                                                                      AutoModelForTokenClassification)
     model = cls.from_pretrained(path, trust_remote_code=True).eval()
     assert "transformers_modules" in type(model).__module__, type(model).__module__
     with torch.no_grad():
@@ -274,7 +278,8 @@ REMOTE_CODE_CHILD = BLOCK_PACKAGE + textwrap.dedent("""
 def test_remote_code_loading_without_the_package(tmp_path, tiny_config, head):
     ids, mask, labels = batch(tiny_config)
     if head == "seq2seq":
-        model, inputs = seq2seq(tiny_config), dict(input_ids=ids, attention_mask=mask, decoder_input_ids=labels.clamp(min=0))
+        model, inputs = seq2seq(tiny_config), dict(input_ids=ids, attention_mask=mask,
+                                                   decoder_input_ids=labels.clamp(min=0))
     elif head == "masked_lm":
         tiny_config.relative_attention_max_distance, tiny_config.char_cnn_dim = 4, 8
         torch.manual_seed(0)
@@ -286,7 +291,8 @@ def test_remote_code_loading_without_the_package(tmp_path, tiny_config, head):
             tiny_config.relative_attention_max_distance, tiny_config.char_cnn_dim = 4, 8
             tiny_config.auxiliary_num_labels = [5, 2]
         torch.manual_seed(0)
-        model, inputs = VanillaTransformerForTokenClassification(tiny_config).eval(), dict(input_ids=ids, attention_mask=mask)
+        model, inputs = VanillaTransformerForTokenClassification(tiny_config).eval(), dict(input_ids=ids,
+                                                                                           attention_mask=mask)
         randomize_deviations(model)
     model.save_pretrained(tmp_path / "model")
     auto_map = json.loads((tmp_path / "model" / "config.json").read_text())["auto_map"]
@@ -299,7 +305,8 @@ def test_remote_code_loading_without_the_package(tmp_path, tiny_config, head):
     env = subprocess_env()
     env["HF_MODULES_CACHE"] = str(tmp_path / "modules")
     proc = subprocess.run([sys.executable, str(script), str(tmp_path / "model"), head[:14], str(tmp_path / "inputs.pt"),
-                           str(tmp_path / "out.pt")], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+                           str(tmp_path / "out.pt")], cwd=tmp_path, env=env, capture_output=True, text=True,
+                           timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     with torch.no_grad():
         expected = model(**inputs).logits
@@ -324,7 +331,8 @@ def test_cached_and_uncached_greedy_generation_agree(tiny_config):
 
 
 PRESET_SHAPES = [("tiny", {}), ("small", {}), ("base", {}), ("big", {}),
-                 ("small", dict(normalize_before=True, relative_attention_max_distance=4, position_embedding_type="learned",
+                 ("small", dict(normalize_before=True, relative_attention_max_distance=4,
+                                position_embedding_type="learned",
                                 tie_word_embeddings=False))]
 
 
@@ -346,7 +354,8 @@ def test_cached_generation_equals_uncached_for_every_preset(preset, overrides):
         torch.testing.assert_close(torch.stack(cached.scores), torch.stack(uncached.scores), rtol=0, atol=1e-4)
         assert isinstance(cached.cache, EncoderDecoderCache)
         assert cached.cache.get_seq_length() == cached.sequences.shape[1] - 1
-        # a static cache (fixed-size slots, the unfilled ones masked by generate's 4-D mask: what compiled decoding uses)
+        # a static cache (fixed-size slots, the unfilled ones masked by generate's 4-D mask: what compiled decoding
+        # uses)
         static = model.generate(**kwargs, cache_implementation="static")
         assert type(static.cache.self_attention_cache).__name__ == "StaticCache"
         assert torch.equal(static.sequences, uncached.sequences), search
@@ -377,7 +386,8 @@ def test_cache_is_taken_under_either_name_and_a_stray_one_is_refused(tiny_config
         model(input_ids=ids, attention_mask=mask, decoder_input_ids=dec[:, :4], cache=DynamicCache())
 
 
-CACHE_VARIANTS = {"post-LN": {}, "pre-LN": dict(normalize_before=True), "learned": dict(position_embedding_type="learned"),
+CACHE_VARIANTS = {"post-LN": {}, "pre-LN": dict(normalize_before=True),
+                  "learned": dict(position_embedding_type="learned"),
                   "relative": dict(relative_attention_max_distance=3), "untied": dict(tie_word_embeddings=False),
                   "gelu": dict(activation_function="gelu"), "unscaled": dict(scale_attention=False)}
 
@@ -420,7 +430,8 @@ def outputs_of_every_head(config, mask, decoder_mask):
     ids, _, labels = batch(config)
     decoder_ids = shift_tokens_right(labels, config.pad_token_id, config.decoder_start_token_id)
     model = seq2seq(config)
-    kwargs = dict(input_ids=ids, attention_mask=mask, decoder_input_ids=decoder_ids, decoder_attention_mask=decoder_mask)
+    kwargs = dict(input_ids=ids, attention_mask=mask, decoder_input_ids=decoder_ids,
+                  decoder_attention_mask=decoder_mask)
     outputs = [model(**kwargs).logits]
     first = model(**{**kwargs, "decoder_input_ids": decoder_ids[:, :4], "decoder_attention_mask": decoder_mask[:, :4]},
                   use_cache=True)
@@ -581,7 +592,8 @@ def test_eager_and_sdpa_agree(tiny_config, head):
     for impl in ("eager", "sdpa"):
         torch.manual_seed(0)
         if head == "seq2seq":
-            model = VanillaTransformerForConditionalGeneration._from_config(tiny_config, attn_implementation=impl).eval()
+            model = VanillaTransformerForConditionalGeneration._from_config(tiny_config,
+                                                                            attn_implementation=impl).eval()
             outs.append(model(input_ids=ids, attention_mask=mask, labels=labels).logits)
         else:
             model = VanillaTransformerForTokenClassification._from_config(tiny_config, attn_implementation=impl).eval()
@@ -611,7 +623,8 @@ def test_attention_backend_switches_after_loading(tiny_config, monkeypatch):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("impl", ["eager", "sdpa"])
 def test_fully_padded_rows_stay_finite(tiny_config, dtype, impl):
-    model = VanillaTransformerForConditionalGeneration._from_config(tiny_config, attn_implementation=impl).eval().to(dtype)
+    model = VanillaTransformerForConditionalGeneration._from_config(tiny_config,
+                                                                    attn_implementation=impl).eval().to(dtype)
     ids, mask, labels = batch(tiny_config)
     mask[0] = 0  # a row with nothing to attend to
     out = model(input_ids=ids, attention_mask=mask, labels=labels)
@@ -840,7 +853,8 @@ def test_training_step_compiles_without_graph_breaks(head):
     (backend "eager": dynamo's tracing alone, no code generation)."""
     kwargs = dict(num_labels=5, use_crf=True) if head == "tagger_crf" else {}
     config = VanillaTransformerConfig.from_preset("tiny", dropout=0.1, **kwargs)
-    cls = {"seq2seq": VanillaTransformerForConditionalGeneration, "tagger_crf": VanillaTransformerForTokenClassification,
+    cls = {"seq2seq": VanillaTransformerForConditionalGeneration,
+           "tagger_crf": VanillaTransformerForTokenClassification,
            "mlm": VanillaTransformerForMaskedLM}[head]
     model = cls(config).train()
     assert model._can_compile_fullgraph

@@ -40,7 +40,8 @@ def dist(tmp_path_factory):
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     version = vanilla_transformer.__version__
-    sdist, wheel = out / f"vanilla_transformer-{version}.tar.gz", out / f"vanilla_transformer-{version}-py3-none-any.whl"
+    name = f"vanilla_transformer-{version}"
+    sdist, wheel = out / f"{name}.tar.gz", out / f"{name}-py3-none-any.whl"
     assert sdist.is_file() and wheel.is_file(), sorted(os.listdir(out))
     return sdist, wheel
 
@@ -53,7 +54,8 @@ def test_wheel_and_sdist_hold_the_package(dist):
                    "vanilla_transformer/model_card_template.md", "vanilla_transformer/evaluation/paper_bleu.py",
                    "vanilla_transformer/evaluation/bleu_chrf/bleu_chrf.py", "vanilla_transformer/commands/serve.py"):
         assert needed in names
-    assert not [n for n in names if n.startswith(("tests/", "hub_card/", "scripts/", "benchmarks/")) or "benchmark" in n]
+    assert not [n for n in names if n.startswith(("tests/", "hub_card/", "scripts/",
+                                                  "benchmarks/")) or "benchmark" in n]
     info = next(n for n in names if n.endswith(".dist-info/METADATA"))
     metadata = zipfile.ZipFile(wheel).read(info).decode()
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)

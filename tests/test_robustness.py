@@ -227,7 +227,8 @@ def test_local_classes_never_run_code_from_the_model_directory(saved):
     """With our package installed, loading a directory uses our classes: its (possibly hostile) .py files never run."""
     _, path = saved
     (path / "modeling_vanilla_transformer.py").write_text("raise SystemExit('code from the model directory ran')\n")
-    (path / "configuration_vanilla_transformer.py").write_text("raise SystemExit('code from the model directory ran')\n")
+    (path / "configuration_vanilla_transformer.py").write_text(
+        "raise SystemExit('code from the model directory ran')\n")
     model = AutoModelForSeq2SeqLM.from_pretrained(path)
     assert type(model) is VanillaTransformerForConditionalGeneration
 

@@ -93,7 +93,8 @@ def test_a_served_api_key_is_written_nowhere(small_demo_model, tmp_path):
                 threading.Event().wait(0.1)
         for key in (API_KEY, "wrong"):
             body = json.dumps({"q": "ab12", "source": "src", "target": "tgt", "api_key": key}).encode()
-            request = urllib.request.Request(f"{url}/translate", data=body, headers={"content-type": "application/json"})
+            request = urllib.request.Request(f"{url}/translate", data=body,
+                                             headers={"content-type": "application/json"})
             try:
                 urllib.request.urlopen(request, timeout=60)
             except urllib.error.HTTPError as error:
@@ -132,16 +133,19 @@ def test_average_checkpoints_of_one_run_and_as_many_as_asked(tmp_path, capsys):
     argv = translation_args(data_dir, out, "--save_strategy", "steps", "--save_steps", "2", "--save_total_limit", "5",
                             "--do_train", "--do_eval", "false", "--do_predict", "false")
     train_translation.main(argv)
-    status, err = run_status(capsys, ["average-checkpoints", str(out), "--last", "5", "--output_dir", str(tmp_path / "a")])
+    status, err = run_status(capsys, ["average-checkpoints", str(out), "--last", "5", "--output_dir",
+                                      str(tmp_path / "a")])
     assert status == 2 and "holds 3 checkpoint(s)" in err and "--last 3" in err
-    assert run_status(capsys, ["average-checkpoints", str(out), "--last", "3", "--output_dir", str(tmp_path / "a")])[0] == 0
+    assert run_status(capsys, ["average-checkpoints", str(out), "--last", "3", "--output_dir",
+                               str(tmp_path / "a")])[0] == 0
     assert (tmp_path / "a" / "README.md").read_text(encoding="utf-8") == (out / "README.md").read_text(encoding="utf-8")
     other = tmp_path / "other"
     train_translation.main(translation_args(data_dir, other, "--save_strategy", "steps", "--save_steps", "2",
                                           "--max_steps", "8", "--seed", "2", "--do_train", "--do_eval", "false",
                                           "--do_predict", "false"))
     os.rename(other / "checkpoint-8", out / "checkpoint-8")  # a checkpoint of another run beside this run's
-    status, err = run_status(capsys, ["average-checkpoints", str(out), "--last", "2", "--output_dir", str(tmp_path / "b")])
+    status, err = run_status(capsys, ["average-checkpoints", str(out), "--last", "2", "--output_dir",
+                                      str(tmp_path / "b")])
     assert status == 2 and "checkpoint-6 belong to another run" in err
 
 

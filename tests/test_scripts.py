@@ -103,7 +103,8 @@ def test_explicit_bf16_warns_where_it_does_not_pay(tmp_path, monkeypatch, caplog
     monkeypatch.setattr(training.precision, "bf16_matmul_speedup", lambda: speedup)
     with caplog.at_level("WARNING"):
         training.arguments.parse_run_arguments(
-            (training.arguments.ModelArguments, train_translation.DataTrainingArguments, train_translation.TranslationTrainingArguments),
+            (training.arguments.ModelArguments, train_translation.DataTrainingArguments,
+             train_translation.TranslationTrainingArguments),
             ["--output_dir", str(tmp_path), "--bf16", "true"])
     assert ("pass --bf16 false" in caplog.text) == (warning is not None)
     assert warning is None or warning in caplog.text
@@ -120,7 +121,8 @@ def test_bf16_measurement_leaves_the_seed_alone():
     speedup = training.precision.bf16_matmul_speedup.__wrapped__()
     assert torch.equal(torch.rand(3), expected)
     assert (speedup > 0) == training.precision.native_bf16("cpu")
-    assert training.precision.fast_bf16("cpu") == (training.precision.bf16_matmul_speedup() >= training.precision.BF16_MIN_SPEEDUP)
+    precision = training.precision
+    assert precision.fast_bf16("cpu") == (precision.bf16_matmul_speedup() >= precision.BF16_MIN_SPEEDUP)
 
 
 def test_run_translation_on_tab_separated_pairs(tmp_path):
@@ -232,7 +234,8 @@ def test_tagger_from_translation_checkpoint(tmp_path):
     data_dir = write_parallel(tmp_path)
     train_translation.main(translation_args(data_dir, tmp_path / "mt", "--do_train"))
     encoder_before = load_file(tmp_path / "mt" / "model.safetensors")["model.encoder.layers.0.ffn.fc1.weight"]
-    train_ner.main(ner_args(tmp_path, tmp_path / "ner", "--model_name_or_path", str(tmp_path / "mt"), "--max_steps", "1",
+    train_ner.main(ner_args(tmp_path, tmp_path / "ner", "--model_name_or_path", str(tmp_path / "mt"), "--max_steps",
+                            "1",
                           "--learning_rate", "1e-9", "--do_train"))
     tagger = load_file(tmp_path / "ner" / "model.safetensors")
     assert not any(k.startswith("model.decoder") for k in tagger)
@@ -262,7 +265,8 @@ main(sys.argv[1:])
 """
 
 
-@pytest.mark.parametrize("when, visible", [("staged", ["checkpoint-10"]), ("renamed", ["checkpoint-10", "checkpoint-20"])])
+@pytest.mark.parametrize("when, visible", [("staged", ["checkpoint-10"]), ("renamed", ["checkpoint-10",
+                                                                                       "checkpoint-20"])])
 def test_resume_after_kill_during_save(tmp_path, when, visible):
     """Killed while saving checkpoint-20: before its rename only whole earlier checkpoints are visible, after it
     checkpoint-20 too; `--resume_from_checkpoint true` continues from the newest whole one to the end."""

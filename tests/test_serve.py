@@ -521,4 +521,5 @@ def test_one_server_translates_and_tags_for_concurrent_clients(small_demo_model,
         proc.wait(timeout=30)
     proc = subprocess.run([sys.executable, "-m", "vanilla_transformer.cli", "serve", str(small_demo_model), "--ner",
                            str(small_demo_model)], capture_output=True, text=True)
-    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1 and "is not a saved tagger" in proc.stderr
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+    assert "is not a saved tagger" in proc.stderr

@@ -48,7 +48,8 @@ REGISTERED = ("from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoM
 @pytest.mark.parametrize("first", [
     "import vanilla_transformer",  # us, then transformers
     "import transformers\nimport vanilla_transformer",  # transformers first: registered at once
-    "from vanilla_transformer.model.configuration_vanilla_transformer import VanillaTransformerConfig",  # our module loads it
+    # our module loads it
+    "from vanilla_transformer.model.configuration_vanilla_transformer import VanillaTransformerConfig",
     "import vanilla_transformer.model.modeling_vanilla_transformer",
     "from vanilla_transformer import VanillaTransformerForConditionalGeneration",
 ])

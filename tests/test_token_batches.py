@@ -91,7 +91,8 @@ def test_evaluation_batches_keep_the_order_and_gather_back_into_it(lengths, proc
 
 
 def test_an_evaluation_example_longer_than_the_budget_is_named():
-    with pytest.raises(ValueError, match=r"--eval_max_tokens 16 is below evaluation example 1's length \(8 input, 24 label"):
+    with pytest.raises(ValueError,
+                       match=r"--eval_max_tokens 16 is below evaluation example 1's length \(8 input, 24 label"):
         EvaluationBatches([5, 8, 3], [5, 20, 3], max_tokens=16, pad_to_multiple_of=8)
 
 

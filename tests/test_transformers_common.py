@@ -102,12 +102,14 @@ for names, classes in (("MODEL_MAPPING_NAMES", (VanillaTransformerModel, Vanilla
 class VanillaTransformerModelTester:
     """The tiny shapes of transformers' Marian/BART testers, and their masks: `ids.ne(pad_token_id)`, bool."""
 
-    def __init__(self, parent, encoder_decoder=True, overrides=None, batch_size=13, seq_length=7, vocab_size=99, hidden_size=16,
+    def __init__(self, parent, encoder_decoder=True, overrides=None, batch_size=13, seq_length=7, vocab_size=99,
+                 hidden_size=16,
                  num_hidden_layers=2, num_attention_heads=4, intermediate_size=4):
         self.parent, self.encoder_decoder, self.is_training = parent, encoder_decoder, True
         self.overrides = overrides or {}
         self.batch_size, self.seq_length, self.vocab_size = batch_size, seq_length, vocab_size
-        self.hidden_size, self.num_hidden_layers, self.num_attention_heads = hidden_size, num_hidden_layers, num_attention_heads
+        self.hidden_size, self.num_hidden_layers = hidden_size, num_hidden_layers
+        self.num_attention_heads = num_attention_heads
         self.intermediate_size = intermediate_size
         self.encoder_seq_length = self.decoder_seq_length = seq_length
 

@@ -35,7 +35,8 @@ def test_wmt14_recipe_runs_end_to_end(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     # 256 tokens a step from one process: --max_tokens 128 with 2 batches accumulated
     assert "--max_tokens 128 x 1 process(es) x 2 accumulation = 256 tokens" in proc.stdout
-    assert "Averaged 5 checkpoints (checkpoint-2, checkpoint-3, checkpoint-4, checkpoint-5, checkpoint-6)" in proc.stdout
+    averaged = ", ".join(f"checkpoint-{step}" for step in range(2, 7))
+    assert f"Averaged 5 checkpoints ({averaged})" in proc.stdout
     state = json.loads((out / "trainer_state.json").read_text())
     assert state["global_step"] == 6
     config = json.loads((out / "averaged" / "config.json").read_text())
@@ -59,7 +60,8 @@ def test_wmt14_recipe_names_a_missing_file(tmp_path):
 
 def test_compound_splitting_as_the_papers_script():
     """Moses tokens, then one `##AT##-##AT##` split per hyphen between non-spaces (tensor2tensor's get_ende_bleu.sh)."""
-    assert moses_compound_split(['Ein Test-Fall, "sagte" er.'], "de") == ['Ein Test ##AT##-##AT## Fall , " sagte " er .']
+    assert moses_compound_split(['Ein Test-Fall, "sagte" er.'],
+                                "de") == ['Ein Test ##AT##-##AT## Fall , " sagte " er .']
 
 
 def test_tokenized_bleu_rewards_what_13a_does_not_split():

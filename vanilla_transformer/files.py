@@ -107,8 +107,8 @@ def replaced_atomically(path):
 
 def write_text(path: str, text: str) -> None:
     """Write `text` to `path`: atomically (never half a file) where `path` is a regular file or new; in place where it
-    is a device or a pipe (/dev/null, /dev/stdout, a FIFO a reader waits on), which a replacement would destroy. An empty
-    path is refused (`replaced_atomically`)."""
+    is a device or a pipe (/dev/null, /dev/stdout, a FIFO a reader waits on), which a replacement would destroy. An
+    empty path is refused (`replaced_atomically`)."""
     if os.path.isdir(path):
         raise IsADirectoryError(f"{os.fspath(path)} is a directory: give a file to write to.")
     if os.path.exists(path) and not os.path.isfile(path):

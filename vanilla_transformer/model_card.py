@@ -190,7 +190,8 @@ def json_or_empty(path) -> dict:
 def _collect_results(model_dir: str, task: str):
     """[(split, metric, value)] from eval_results.json (validation) and predict_results.json (test)."""
     results = []
-    for filename, prefix, split in (("eval_results.json", "eval", "validation"), ("predict_results.json", "predict", "test")):
+    for filename, prefix, split in (("eval_results.json", "eval", "validation"), ("predict_results.json", "predict",
+                                                                                  "test")):
         values = json_or_empty(os.path.join(model_dir, filename))
         for metric, _ in TASKS[task]["metrics"]:
             if f"{prefix}_{metric}" in values:
@@ -213,7 +214,8 @@ def render_card(model_dir: str, repo_id: str | None = None) -> ModelCard:
     fmt = dict(source=languages[0], target=languages[-1], labels=", ".join(labels) or "entities")
     name = repo_id or os.path.basename(os.path.abspath(model_dir))
     results = _collect_results(model_dir, task)
-    eval_results = [EvalResult(task_type=spec["task_type"], task_name=spec["task_name"], dataset_type=info["dataset_name"],
+    eval_results = [EvalResult(task_type=spec["task_type"], task_name=spec["task_name"],
+                               dataset_type=info["dataset_name"],
                                dataset_name=info["dataset_name"], dataset_split=split, metric_type=metric,
                                metric_name=dict(spec["metrics"])[metric], metric_value=value)
                     for split, metric, value in results]

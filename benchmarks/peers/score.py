@@ -36,7 +36,8 @@ def main(argv=None):
         if len(hypotheses) != len(references):
             raise SystemExit(f"error: {hyp} has {len(hypotheses)} lines for {len(references)} references")
         checkpoint = hyp[: -len(".hyp")]
-        written = checkpoint + ".pt" if os.path.isfile(checkpoint + ".pt") else os.path.join(checkpoint, "model.safetensors")
+        written = checkpoint + ".pt" if os.path.isfile(checkpoint + ".pt") else os.path.join(checkpoint,
+                                                                                             "model.safetensors")
         rows.append({"step": step, "minutes": (os.path.getmtime(written) - start) / 60,
                      "bleu": sacrebleu.corpus_bleu(hypotheses, [references]).score})
     rows.sort(key=lambda row: row["step"])

@@ -83,7 +83,8 @@ def plot_quality_vs_time(run_dirs: list[str], out_dir: str, metric: str | None =
                              ") in trainer_state.json; train with --eval_strategy epoch.")
         ax.plot(*zip(*points), "o-", label=os.path.basename(os.path.normpath(run_dir)))
         metric = key
-    ax.set_xlabel("training minutes (evaluations excluded)"), ax.set_ylabel(f"validation {metric.removeprefix('eval_')}")
+    ax.set_xlabel("training minutes (evaluations excluded)")
+    ax.set_ylabel(f"validation {metric.removeprefix('eval_')}")
     ax.grid(alpha=0.3), ax.legend()
     return [save_figure(fig, out_dir, "quality_vs_time.png", dpi=110)]
 

@@ -74,7 +74,8 @@ def load_sentences(data_args) -> list[list[str]]:
     for path in data_args.train_conll_file or []:
         sentences.extend(vt_data.load_conll(path)["tokens"])
     if not sentences:
-        raise vt_data.DataError(f"No sentences in {[*(data_args.train_file or []), *(data_args.train_conll_file or [])]}.")
+        given = [*(data_args.train_file or []), *(data_args.train_conll_file or [])]
+        raise vt_data.DataError(f"No sentences in {given}.")
     return sentences
 
 
@@ -102,7 +103,8 @@ class WholeWordMaskCollator(DataCollatorForLanguageModeling):
         action = torch.rand(inputs.shape, generator=self.generator)
         inputs[masked & (action < 0.8)] = self.tokenizer.mask_token_id
         random_tokens = masked & (action >= 0.8) & (action < 0.9)
-        inputs[random_tokens] = torch.randint(len(self.tokenizer), inputs.shape, generator=self.generator)[random_tokens]
+        inputs[random_tokens] = torch.randint(len(self.tokenizer), inputs.shape,
+                                              generator=self.generator)[random_tokens]
         return inputs, labels
 
 
@@ -111,7 +113,8 @@ def parse(argv):
     parsed = parse_run_arguments((ModelArguments, DataTrainingArguments, MlmTrainingArguments), argv, logger)
     check_token_budget(parsed[1], parsed[2], logger)
     if not (parsed[1].train_file or parsed[1].train_conll_file):
-        raise ValueError("Give the text to pretrain on: --train_file (one sentence per line) and/or --train_conll_file.")
+        raise ValueError("Give the text to pretrain on: --train_file (one sentence per line) and/or "
+                         "--train_conll_file.")
     return parsed
 
 

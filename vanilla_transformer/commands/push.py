@@ -73,7 +73,8 @@ def write_space(directory: str, translation_model: str | None, ner_model: str | 
                      "see its cross-attention; tag the entities of a text.\n")
     card.save(os.path.join(directory, "README.md"))
     source = os.path.dirname(os.path.abspath(vanilla_transformer.__file__))
-    shutil.copytree(source, os.path.join(directory, "vanilla_transformer"), ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(source, os.path.join(directory, "vanilla_transformer"),
+                    ignore=shutil.ignore_patterns("__pycache__"))
 
 
 def push_space(space_id: str, translation_model: str | None = None, ner_model: str | None = None,

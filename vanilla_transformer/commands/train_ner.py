@@ -170,7 +170,8 @@ def build_tagger(model_args, training_args, raw, label_list, aux_label2id, demo:
                               default_vocab_size=2000 if demo else 8000)
     task_fields = {"label_smoothing": training_args.label_smoothing_factor}
     if label_list is not None:
-        task_fields.update(id2label=dict(enumerate(label_list)), label2id={label: i for i, label in enumerate(label_list)})
+        task_fields.update(id2label=dict(enumerate(label_list)), label2id={label: i for i,
+                                                                           label in enumerate(label_list)})
     if aux_label2id:
         task_fields["auxiliary_num_labels"] = [len(column) for column in aux_label2id]
     model = build_model(model_args, tokenizer, "token_classification", **task_fields)

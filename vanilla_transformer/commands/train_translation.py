@@ -116,7 +116,8 @@ def load_raw_datasets(data_args: DataTrainingArguments, model_args, training_arg
         lengths = dict(min_length=data_args.demo_min_length, max_length=data_args.demo_max_length)
         raw = DatasetDict({
             "train": vt_data.make_demo_translation(data_args.demo_train_examples, training_args.seed, **lengths),
-            "validation": vt_data.make_demo_translation(data_args.demo_eval_examples, training_args.seed + 1, **lengths),
+            "validation": vt_data.make_demo_translation(data_args.demo_eval_examples, training_args.seed + 1,
+                                                        **lengths),
             "test": vt_data.make_demo_translation(data_args.demo_eval_examples, training_args.seed + 2, **lengths),
         })
         return raw, (vt_data.DEMO_SOURCE_LANG, vt_data.DEMO_TARGET_LANG)

@@ -46,6 +46,13 @@ def load_conll(path: str) -> Dataset:
     return Dataset.from_dict(columns)
 
 
+def around(column: list, before: int, i: int, after: int, num_words: int) -> tuple[list, int]:
+    """(row i of `column` with the last `num_words` per-word items of rows [before, i) and the first `num_words` of
+    rows (i, after), how many came before)."""
+    left = [x for row in column[before:i] for x in row][-num_words:] if num_words else []
+    return left + column[i] + [x for row in column[i + 1:after] for x in row][:num_words], len(left)
+
+
 def with_document_context(dataset: Dataset, num_words: int) -> Dataset:
     """Each sentence with up to `num_words` words of the neighbouring sentences of its document on either side (in
     the spirit of FLERT, Schweter & Akbik 2020). Columns: `tokens` (context + sentence + context), `ner_tags` (context
@@ -67,17 +74,13 @@ def with_document_context(dataset: Dataset, num_words: int) -> Dataset:
             count += len(words[after])
             after += 1
 
-        def around(column):  # the last / first num_words per-word items of the neighbouring sentences + sentence i
-            left = [x for s in column[before:i] for x in s][-num_words:] if num_words else []
-            return left + column[i] + [x for s in column[i + 1:after] for x in s][:num_words], len(left)
-
-        out_words, first = around(words)
+        out_words, first = around(words, before, i, after, num_words)
         out["tokens"].append(out_words)
         out["ner_tags"].append(["O"] * first + tags[i] + ["O"] * (len(out_words) - first - len(sentence)))
         out["first"].append(first)
         out["last"].append(first + len(sentence))
         if aux:
-            out["auxiliary_tags"].append(around(aux)[0])
+            out["auxiliary_tags"].append(around(aux, before, i, after, num_words)[0])
     return Dataset.from_dict(out)
 
 

@@ -49,7 +49,8 @@ def unsupported_options(config) -> list[str]:
 
 
 def array(tensor: torch.Tensor) -> np.ndarray:
-    """A float32 copy: CTranslate2 quantises the spec's arrays in place, and `tensor.numpy()` shares the model's memory."""
+    """A float32 copy: CTranslate2 quantises the spec's arrays in place, and `tensor.numpy()` shares the model's
+    memory."""
     return tensor.detach().to(torch.float32).cpu().numpy().copy()
 
 

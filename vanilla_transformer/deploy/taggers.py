@@ -251,7 +251,8 @@ def entities(line: str, words: list[tuple[str, int, int]], tags: list[str], prob
             for start, end, kind in mention_spans(tags)]
 
 
-def line_entities(tagger: Tagger, lines: list[str], consistent: bool = False, progress: bool = False) -> list[list[dict]]:
+def line_entities(tagger: Tagger, lines: list[str], consistent: bool = False,
+                  progress: bool = False) -> list[list[dict]]:
     """The entities of each text line (`entities`); `consistent`: document consistency over paragraphs (blank lines
     between them)."""
     spans = [words_of(line) for line in lines]

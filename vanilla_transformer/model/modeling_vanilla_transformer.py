@@ -170,7 +170,8 @@ def running_segments(attention_mask: torch.Tensor) -> torch.Tensor:
     nonzero = attention_mask != 0
     count = nonzero.long().cumsum(1)  # (B, S): tokens not masked so far
     numbers = count.new_zeros(attention_mask.shape[0], attention_mask.shape[1] + 1).scatter(  # (any mask dtype)
-        1, torch.where(nonzero, count, 0), torch.where(nonzero, attention_mask.long(), 0))  # (B, S + 1): k-th unmasked's
+        1, torch.where(nonzero, count, 0), torch.where(nonzero, attention_mask.long(),
+                                                       0))  # (B, S + 1): k-th unmasked's
     return numbers.gather(1, count)  # (B, S)
 
 
@@ -656,7 +657,8 @@ def token_loss(logits: torch.Tensor, labels: torch.Tensor, num_items_in_batch=No
     each token the same as one big batch would.
     """
     if labels.shape != logits.shape[:-1]:
-        raise ValueError(f"labels have shape {tuple(labels.shape)} but the logits have shape {tuple(logits.shape[:-1])}.")
+        raise ValueError(f"labels have shape {tuple(labels.shape)} but the logits have shape "
+                         f"{tuple(logits.shape[:-1])}.")
     labels = labels.to(logits.device)
     return cross_entropy(logits, labels, item_count(labels, num_items_in_batch, logits.device), label_smoothing)
 

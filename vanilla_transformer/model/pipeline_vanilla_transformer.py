@@ -54,12 +54,14 @@ class VanillaTranslationPipeline(Pipeline):
 
     def _forward(self, inputs, **generate_kwargs):
         batch = inputs["input_ids"].shape[0]
-        output_ids = self.model.generate(**inputs, **generate_kwargs, **beam_search_cache(self.model, **generate_kwargs))
+        output_ids = self.model.generate(**inputs, **generate_kwargs, **beam_search_cache(self.model,
+                                                                                          **generate_kwargs))
         return {"output_ids": output_ids.reshape(batch, -1, output_ids.shape[-1])}  # (B, num_return_sequences, L)
 
     def postprocess(self, model_outputs):
         return [
-            {"translation_text": self.tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)}
+            {"translation_text": self.tokenizer.decode(ids, skip_special_tokens=True,
+                                                       clean_up_tokenization_spaces=False)}
             for ids in model_outputs["output_ids"][0]
         ]
 

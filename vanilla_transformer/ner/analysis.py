@@ -65,7 +65,8 @@ def seen_unseen_report(predictions_path: str, train_path: str) -> dict:
 
 
 def format_report(report: dict) -> str:
-    lines = ["| entities | type | precision | recall | F1 | gold | predicted |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines = ["| entities | type | precision | recall | F1 | gold | predicted |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
     for group in ("all", "seen", "unseen"):
         for kind, s in sorted(report.get(group, {}).items(), key=lambda item: (item[0] != "ALL", item[0])):
             lines.append(f"| {group} | {kind} | {s['precision']:.4f} | {s['recall']:.4f} | {s['f1']:.4f} | "

@@ -16,8 +16,8 @@ class TokenClassificationEnsemble(nn.Module):
     """A product of experts of `VanillaTransformerForTokenClassification` models trained on the same labels with the
     same tokenizer: each token's scores are the mean of the members' log-probabilities, or with CRF heads the mean of
     their emission scores decoded by a CRF whose start, transition and end scores are the members' means (the
-    geometric mean of the members' sequence distributions, up to normalisation). Called like a member; starts in eval mode, where
-    `logits` are the CRF max-marginals (argmax = the Viterbi path of the combined CRF)."""
+    geometric mean of the members' sequence distributions, up to normalisation). Called like a member; starts in eval
+    mode, where `logits` are the CRF max-marginals (argmax = the Viterbi path of the combined CRF)."""
 
     main_input_name = "input_ids"
 

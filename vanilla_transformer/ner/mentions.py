@@ -5,7 +5,8 @@ def mention_spans(tags: list[str]) -> list[tuple[int, int, str]]:
     """IOB2 tags -> entity mentions (start, end, type), end exclusive."""
     spans = []
     for i, tag in enumerate(tags):
-        if tag.startswith("B-") or (tag.startswith("I-") and (not spans or spans[-1][1] != i or spans[-1][2] != tag[2:])):
+        continues = spans and spans[-1][1] == i and spans[-1][2] == tag[2:]
+        if tag.startswith("B-") or (tag.startswith("I-") and not continues):
             spans.append((i, i + 1, tag[2:]))
         elif tag.startswith("I-"):
             spans[-1] = (spans[-1][0], i + 1, spans[-1][2])

@@ -233,7 +233,7 @@ class TokenBudgetStream(torch.utils.data.IterableDataset):
         """Lists of `buffer` examples (the last one shorter), the stream read again and again."""
         while True:
             stream, empty = iter(self.examples), True
-            for chunk in iter(lambda: list(itertools.islice(stream, self.buffer)), []):
+            while chunk := list(itertools.islice(stream, self.buffer)):
                 empty = False
                 yield chunk
             if empty:

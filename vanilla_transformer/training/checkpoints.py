@@ -32,7 +32,8 @@ def run_checkpoints(run_dir: str) -> list[str]:
     if not os.path.isdir(run_dir):
         return []
     steps = [(int(m.group(1)), name) for name in os.listdir(run_dir)
-             if (m := re.fullmatch(rf"{PREFIX_CHECKPOINT_DIR}-(\d+)", name)) and os.path.isdir(os.path.join(run_dir, name))]
+             if (m := re.fullmatch(rf"{PREFIX_CHECKPOINT_DIR}-(\d+)", name)) and os.path.isdir(os.path.join(run_dir,
+                                                                                                            name))]
     return [os.path.join(run_dir, name) for _, name in sorted(steps)]
 
 

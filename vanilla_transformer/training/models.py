@@ -64,7 +64,8 @@ def tokenizer_cache_path(rows, vocab_size: int, samples: int) -> str | None:
 
     from .. import __version__
 
-    key = Hasher.hash([[f, os.path.getsize(f), os.path.getmtime(f)] for f in files] + [vocab_size, samples, __version__])
+    key = Hasher.hash([[f, os.path.getsize(f), os.path.getmtime(f)] for f in files] + [vocab_size, samples,
+                                                                                       __version__])
     return os.path.join(os.path.dirname(files[0]), f"vanilla-transformer-bpe-{key}")
 
 
@@ -115,7 +116,8 @@ def build_config(model_args: ModelArguments, tokenizer, default_preset: str = "s
     if name in PRESETS:
         return VanillaTransformerConfig.from_preset(name, **{**special, **task_fields, **overrides})
     if not os.path.exists(name):
-        raise ValueError(f"--config_name {name!r} is neither a preset {sorted(PRESETS)} nor an existing file or directory.")
+        raise ValueError(f"--config_name {name!r} is neither a preset {sorted(PRESETS)} nor an existing file or "
+                         "directory.")
     config = VanillaTransformerConfig.from_pretrained(name)
     return VanillaTransformerConfig(**{**config.to_dict(), **special, **task_fields, **overrides})
 

@@ -33,5 +33,6 @@ class SeqevalF1(evaluate.Metric):
                             "f1": float(values["f1-score"]), "number": int(values["support"])}
         micro = report["micro avg"]
         scores.update(overall_precision=float(micro["precision"]), overall_recall=float(micro["recall"]),
-                      overall_f1=float(micro["f1-score"]), overall_accuracy=float(accuracy_score(references, predictions)))
+                      overall_f1=float(micro["f1-score"]), overall_accuracy=float(accuracy_score(references,
+                                                                                                 predictions)))
         return scores
