@@ -7,6 +7,7 @@ naming the file and line.
 """
 
 import codecs
+import json
 import os
 import re
 import shutil
@@ -76,6 +77,19 @@ def read_lines(path: str | None, allow_empty: bool = False) -> list[str]:
         line = len(split_lines(raw[: error.start].decode("utf-8") + "x"))
         raise DataError(f"{name}, line {line}: bytes that are not UTF-8 ({error.reason}).") from None
     return split_lines(text)
+
+
+def read_json(path, advice: str = "", mapping: bool = False):
+    """A JSON file's contents; one that is not valid JSON (truncated, corrupted), or with `mapping` not a JSON object,
+    is an OSError naming it, `advice` ("; export it again ...") ending the message."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            values = json.load(f)
+    except (ValueError, UnicodeDecodeError, RecursionError) as error:
+        raise OSError(f"{path} is truncated or corrupted (not valid JSON: {error}){advice}.") from None
+    if mapping and not isinstance(values, dict):
+        raise OSError(f"{path} is damaged: it holds a JSON {type(values).__name__}, not an object{advice}.")
+    return values
 
 
 def check_output_path(path, what: str = "the output path") -> str:

@@ -2,14 +2,13 @@
 device; a damaged or missing file is an error that names it."""
 
 import copy
-import json
 import os
 import sys
 from dataclasses import dataclass
 
 from safetensors import SafetensorError
 
-from .files import check_output_path
+from .files import check_output_path, read_json
 
 
 def looks_local(name_or_path) -> bool:
@@ -17,19 +16,6 @@ def looks_local(name_or_path) -> bool:
     text = os.fspath(name_or_path)
     return (os.path.exists(text) or text.startswith((".", "/", "~")) or text.count("/") > 1
             or (os.path.sep != "/" and os.path.sep in text))
-
-
-def read_json(path, advice: str = "", mapping: bool = False):
-    """A JSON file's contents; one that is not valid JSON (truncated, corrupted), or with `mapping` not a JSON object,
-    is an OSError naming it, `advice` ("; export it again ...") ending the message."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            values = json.load(f)
-    except (ValueError, UnicodeDecodeError, RecursionError) as error:
-        raise OSError(f"{path} is truncated or corrupted (not valid JSON: {error}){advice}.") from None
-    if mapping and not isinstance(values, dict):
-        raise OSError(f"{path} is damaged: it holds a JSON {type(values).__name__}, not an object{advice}.")
-    return values
 
 
 def check_json_files(directory, names, advice: str = "", mapping: bool = True) -> None:

@@ -12,8 +12,7 @@ import sys
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
-from .files import write_text
-from .loading import read_json
+from .files import read_json, write_text
 
 TEMPLATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "model_card_template.md")
 CARD_INFO = "card_info.json"

@@ -12,8 +12,7 @@ import os
 import shutil
 
 from ..console import output_path
-from ..files import replaced_atomically
-from ..loading import read_json
+from ..files import read_json, replaced_atomically
 from ..model_card import CARD_INFO
 
 WEIGHTS = "model.safetensors"

@@ -9,10 +9,10 @@ Each writes PNG files (default: next to the input, or --out DIR) and prints thei
 """
 
 import argparse
-import json
 import os
 
 from ..console import output_path, positive_int
+from ..files import read_json
 from ..loading import load_model
 
 
@@ -62,8 +62,7 @@ def read_log_history(run_dir: str) -> list[dict]:
     path = os.path.join(run_dir, "trainer_state.json")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path} not found: plot a directory a training run wrote.")
-    with open(path) as f:
-        return json.load(f)["log_history"]
+    return read_json(path, mapping=True).get("log_history", [])
 
 
 QUALITY_METRICS = ("eval_bleu", "eval_f1")

@@ -9,7 +9,27 @@ DEMO_SOURCE_LANG, DEMO_TARGET_LANG = "src", "tgt"
 DEMO_SYMBOLS = "0123456789abcdefghijklmnopqrstuvwxyz"
 
 
+def demo_translate(source: str) -> str:
+    """The demo task's rule: upper-case letters, digit d -> 9 - d, reverse, double the first element.
+    `123456qwer` -> `RREWQ345678`."""
+    mapped = [str(9 - int(c)) if c.isdigit() else c.upper() for c in reversed(source)]
+    return mapped[0] + "".join(mapped)
 
+
+def make_demo_translation(num_examples: int, seed: int = 0, min_length: int = 1, max_length: int = 48) -> Dataset:
+    """Random strings of `min_length`-`max_length` symbols (lengths uniform; digits and lowercase letters, skewed
+    frequencies: symbol k has weight 1 / (k + 1)) and their `demo_translate` targets; deterministic given the seed."""
+    if num_examples <= 0:
+        raise ValueError(f"num_examples must be positive, got {num_examples}.")
+    if not 1 <= min_length <= max_length:
+        raise ValueError(f"Demo string lengths need 1 <= min_length <= max_length, got {min_length} and {max_length}.")
+    rng = random.Random(seed)
+    weights = [1.0 / (k + 1) for k in range(len(DEMO_SYMBOLS))]
+    rows = []
+    for _ in range(num_examples):
+        source = "".join(rng.choices(DEMO_SYMBOLS, weights, k=rng.randint(min_length, max_length)))
+        rows.append({DEMO_SOURCE_LANG: source, DEMO_TARGET_LANG: demo_translate(source)})
+    return Dataset.from_dict({"translation": rows})
 
 
 DEMO_NAMES = ["Anna", "Ben", "Clara", "David", "Eva", "Felix", "Greta", "Hugo", "Ida", "Jonas"]

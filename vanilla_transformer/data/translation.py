@@ -11,7 +11,7 @@ import shutil
 
 from datasets import Dataset, IterableDataset, concatenate_datasets, load_dataset
 
-from ..files import ENCODING, DataError, check_utf8, read_lines, require_file, write_text
+from ..files import ENCODING, DataError, check_utf8, read_json, read_lines, require_file, write_text
 
 logger = logging.getLogger(__name__)
 
@@ -47,8 +47,7 @@ def cache_is_stale(lines: Dataset, path: str) -> bool:
     recorded = os.path.join(os.path.dirname(lines.cache_files[0]["filename"]), "vanilla-transformer-source.json")
     signature = file_signature(path)
     if os.path.isfile(recorded):
-        with open(recorded) as f:
-            return json.load(f) != signature
+        return read_json(recorded) != signature
     write_text(recorded, json.dumps(signature))
     return False
 

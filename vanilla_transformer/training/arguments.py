@@ -2,7 +2,6 @@
 (`PaperTrainingArguments` and one subclass per command), token budgets, and the run prologue that parses them."""
 
 import ast
-import json
 import logging
 import os
 import sys
@@ -11,6 +10,7 @@ from dataclasses import dataclass, field, fields, replace
 from transformers import HfArgumentParser, Seq2SeqTrainingArguments, TrainingArguments, set_seed
 from transformers.trainer_utils import SaveStrategy, SchedulerType
 
+from ..files import read_json
 from ..model.configuration_vanilla_transformer import PRESETS, VanillaTransformerConfig
 from . import precision
 from .checkpoints import check_output_dir, last_checkpoint
@@ -257,8 +257,7 @@ def parse_run_arguments(dataclass_types, argv=None, logger=None, defaults_for=No
     parser = HfArgumentParser(dataclass_types)
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) == 1 and args[0].endswith(".json"):
-        with open(args[0], encoding="utf-8") as f:
-            values = json.load(f)
+        values = read_json(args[0], mapping=True)
         if precision.accelerator_type() is None:
             values.setdefault("use_cpu", True)
         values.update(default_stages({name: values[name] for name in STAGES if name in values}))

@@ -2,13 +2,14 @@
 resuming, and the one to resume from."""
 
 import copy
-import json
 import os
 import re
 import shutil
 
 from transformers import TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint, rotate_checkpoints
+
+from ..files import read_json
 
 
 def last_checkpoint(training_args):
@@ -66,13 +67,9 @@ def check_output_dir(training_args, resume_from) -> None:
 def check_checkpoint_files(checkpoint: str) -> None:
     """A damaged checkpoint file (trainer state, weights) is an error naming it, before training starts."""
     state = os.path.join(checkpoint, "trainer_state.json")
-    try:
-        with open(state, encoding="utf-8") as f:
-            json.load(f)
-    except FileNotFoundError:
-        raise ValueError(f"{state} is missing: {checkpoint} is not a whole checkpoint.") from None
-    except (ValueError, UnicodeDecodeError) as error:
-        raise ValueError(f"{state} is truncated or corrupted ({error}).") from None
+    if not os.path.isfile(state):
+        raise ValueError(f"{state} is missing: {checkpoint} is not a whole checkpoint.")
+    read_json(state, mapping=True)
     weights = os.path.join(checkpoint, "model.safetensors")
     if os.path.isfile(weights):
         from safetensors import SafetensorError, safe_open
