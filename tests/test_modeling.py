@@ -529,28 +529,33 @@ def test_beam_search_and_sampling(tiny_config):
 
 
 def test_beam_search_reorders_only_the_self_attention_cache(tiny_config):
-    """A BeamSearchCache (`beam_search_cache`, as our pipeline, translator and trainer pass it) skips the
+    """`generate`'s beam search runs over a BeamSearchCache (`beam_search_cache`), which skips the
     cross-attention keys/values (shared by a sentence's beams): same beams and scores as transformers' default
     EncoderDecoderCache, which reorders everything, and as beam search without a cache, on a padded batch of different
     sentences. Nothing to add where there is no beam search or the caller chose a cache."""
+    from transformers import GenerationConfig
     from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
-    from vanilla_transformer.model.pipeline_vanilla_transformer import BeamSearchCache, beam_search_cache
+    from vanilla_transformer.model.modeling_vanilla_transformer import BeamSearchCache, beam_search_cache
 
     model = seq2seq(tiny_config)
     ids, mask, _ = batch(tiny_config)
     kwargs = dict(input_ids=ids, attention_mask=mask, num_beams=4, num_return_sequences=2, max_new_tokens=10,
                   min_new_tokens=10, output_scores=True, return_dict_in_generate=True)
-    ours = model.generate(**kwargs, **beam_search_cache(model, **kwargs))
+    ours = model.generate(**kwargs)
     assert type(ours.cache) is BeamSearchCache
-    default = model.generate(**kwargs)
+    decoder = model.config.get_text_config(decoder=True)
+    default = model.generate(**kwargs, cache=EncoderDecoderCache(DynamicCache(config=decoder),
+                                                                 DynamicCache(config=decoder)))
     assert type(default.cache) is EncoderDecoderCache
     uncached = model.generate(**kwargs, use_cache=False)
     for other in (default, uncached):
         assert torch.equal(ours.sequences, other.sequences)
         torch.testing.assert_close(ours.sequences_scores, other.sequences_scores, rtol=0, atol=1e-5)
     cache = EncoderDecoderCache(DynamicCache(config=model.config), DynamicCache(config=model.config))
-    for chosen in (dict(num_beams=1), dict(use_cache=False), dict(cache_implementation="static"), dict(cache=cache)):
+    greedy = GenerationConfig(**{**model.generation_config.to_dict(), "num_beams": 1})
+    for chosen in (dict(num_beams=1), dict(use_cache=False), dict(cache_implementation="static"), dict(cache=cache),
+                   dict(generation_config=greedy)):
         assert beam_search_cache(model, **{**kwargs, **chosen}) == {}
 
 

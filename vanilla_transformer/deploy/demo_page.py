@@ -94,8 +94,6 @@ class TranslationDemo:
         """{"translation", "source_tokens", "target_tokens", "attention" (L, H, T, S)} or {"message"}."""
         import torch
 
-        from ..model.pipeline_vanilla_transformer import beam_search_cache
-
         message = check_text(text, self.tokenizer, self.limit, "translate")
         if message:
             return {"message": message}
@@ -109,7 +107,7 @@ class TranslationDemo:
             else:
                 kwargs = dict(num_beams=int(num_beams), max_new_tokens=int(max_new_tokens), max_length=None,
                               do_sample=False)  # the slider replaces max_length
-                generated = self.model.generate(**enc, **kwargs, **beam_search_cache(self.model, **kwargs))
+                generated = self.model.generate(**enc, **kwargs)
             # The attention of the shown translation: one teacher-forced pass; row i is where the decoder looked while
             # producing output token i (from the tokens before it).
             out = self.model(**enc, decoder_input_ids=generated[:, :-1], output_attentions=True)

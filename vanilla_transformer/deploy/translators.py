@@ -65,8 +65,6 @@ class PyTorchTranslator:
         `num_beams` at least `n`)."""
         import torch
 
-        from ..model.pipeline_vanilla_transformer import beam_search_cache  # here: not for CTranslate2
-
         batch = self.tokenizer(sentences, return_tensors="pt", padding=True, truncation=True,
                                return_token_type_ids=False).to(self.model.device)
         kwargs = dict(self.generate_kwargs)
@@ -78,7 +76,7 @@ class PyTorchTranslator:
             kwargs.update(num_beams=max(n, kwargs["num_beams"]), num_return_sequences=n)
         start = time.perf_counter()
         with torch.inference_mode():
-            output = self.model.generate(**batch, **kwargs, **beam_search_cache(self.model, **kwargs))
+            output = self.model.generate(**batch, **kwargs)
         self.engine_seconds += time.perf_counter() - start
         texts = self.tokenizer.batch_decode(output, skip_special_tokens=True, clean_up_tokenization_spaces=False)
         return [texts[i:i + n] for i in range(0, len(texts), n)]

@@ -739,6 +739,31 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
         )
 
 
+class BeamSearchCache(EncoderDecoderCache):
+    """A decoder cache for beam search. Each sentence's beams share its encoder output, so the cross-attention keys and
+    values are already in beam order and only the self-attention cache is reordered (EncoderDecoderCache reorders
+    both: a copy of every encoder key and value at every step, about a tenth of the time of a CPU beam search)."""
+
+    def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
+        self.self_attention_cache.reorder_cache(beam_idx)
+
+
+def beam_search_cache(model, **generate_kwargs) -> dict:
+    """What `generate` adds to its keyword arguments to give beam search a BeamSearchCache. Empty when `kwargs` (or the
+    generation config they pass, else the model's) ask for no beams, no cache, a cache of another kind, or pass a
+    cache."""
+    config = generate_kwargs.get("generation_config") or model.generation_config
+
+    def setting(name):
+        return generate_kwargs.get(name, getattr(config, name))
+
+    if ((setting("num_beams") or 1) <= 1 or setting("use_cache") is False or setting("cache_implementation")
+            or generate_kwargs.get("cache") is not None or generate_kwargs.get("past_key_values") is not None):
+        return {}
+    decoder = model.config.get_text_config(decoder=True)  # what generate's own cache is built from
+    return {"cache": BeamSearchCache(DynamicCache(config=decoder), DynamicCache(config=decoder))}
+
+
 class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedModel, GenerationMixin):
     """Encoder-decoder + output projection to the vocabulary (section 3.4), for translation and `generate()`."""
 
@@ -758,6 +783,10 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
 
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor):
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
+
+    def generate(self, *args, **kwargs):
+        """`GenerationMixin.generate`, its beam search over a `BeamSearchCache` (unless the call chooses the cache)."""
+        return super().generate(*args, **kwargs, **beam_search_cache(self, **kwargs))
 
     @can_return_tuple
     @deprecate_kwarg("past_key_values", version="5.40.0", new_name="cache")

@@ -1,4 +1,4 @@
-"""The translation pipeline (transformers 5 removed its own) and the cache beam search decodes with.
+"""The translation pipeline (transformers 5 removed its own).
 
 The model file imports this file relatively (when first asked for the pipeline), so `save_pretrained` copies it beside
 the weights, and config.json's `custom_pipelines` names the pipeline as
@@ -6,33 +6,7 @@ the weights, and config.json's `custom_pipelines` names the pipeline as
 where our package is not installed.
 """
 
-import torch
-from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 from transformers.pipelines import Pipeline
-
-
-class BeamSearchCache(EncoderDecoderCache):
-    """A decoder cache for beam search. Each sentence's beams share its encoder output, so the cross-attention keys and
-    values are already in beam order and only the self-attention cache is reordered (EncoderDecoderCache reorders
-    both: a copy of every encoder key and value at every step, about a tenth of the time of a CPU beam search)."""
-
-    def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
-        self.self_attention_cache.reorder_cache(beam_idx)
-
-
-def beam_search_cache(model, **generate_kwargs) -> dict:
-    """What to add to `generate`'s keyword arguments to give its beam search a BeamSearchCache:
-    `model.generate(**inputs, **kwargs, **beam_search_cache(model, **kwargs))`. Empty when `kwargs` (or the model's
-    generation config) ask for no beams, no cache, a cache of another kind, or pass a cache."""
-
-    def setting(name):
-        return generate_kwargs.get(name, getattr(model.generation_config, name))
-
-    if ((setting("num_beams") or 1) <= 1 or setting("use_cache") is False or setting("cache_implementation")
-            or generate_kwargs.get("cache") is not None or generate_kwargs.get("past_key_values") is not None):
-        return {}
-    decoder = model.config.get_text_config(decoder=True)  # what generate's own cache is built from
-    return {"cache": BeamSearchCache(DynamicCache(config=decoder), DynamicCache(config=decoder))}
 
 
 class VanillaTranslationPipeline(Pipeline):
@@ -54,8 +28,7 @@ class VanillaTranslationPipeline(Pipeline):
 
     def _forward(self, inputs, **generate_kwargs):
         batch = inputs["input_ids"].shape[0]
-        output_ids = self.model.generate(**inputs, **generate_kwargs, **beam_search_cache(self.model,
-                                                                                          **generate_kwargs))
+        output_ids = self.model.generate(**inputs, **generate_kwargs)
         return {"output_ids": output_ids.reshape(batch, -1, output_ids.shape[-1])}  # (B, num_return_sequences, L)
 
     def postprocess(self, model_outputs):
