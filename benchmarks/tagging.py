@@ -78,7 +78,7 @@ def tagging_batches_benchmark(output: str, reps: int = 20, rounds: int = 3) -> l
     percentile 34, at most 110); both ways alternate in this process, `rounds` x `reps` calls each; the median."""
     import math
 
-    from vanilla_transformer.deploy.taggers import CALL_WORDS, Tagger
+    from vanilla_transformer.deploy.taggers import CALL_COST_WORDS, Tagger
 
     rng = random.Random(0)
 
@@ -89,7 +89,7 @@ def tagging_batches_benchmark(output: str, reps: int = 20, rounds: int = 3) -> l
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         tagger = Tagger(save_conll_tagger(tmp), device="cpu")
-        ways = {"one padded batch": None, "length-cut batches": CALL_WORDS}
+        ways = {"one padded batch": None, "length-cut batches": CALL_COST_WORDS}
         for size in (1, 8, 16, 32):
             batches = [[sentence() for _ in range(size)] for _ in range(reps)]
             times, tags = {way: [] for way in ways}, {}

@@ -86,17 +86,17 @@ def test_a_sentence_longer_than_the_positions_is_tagged_whole_in_windows(small_n
 
 def test_batches_of_similar_lengths_cost_least_and_tag_as_one_at_a_time(small_ner_model):
     """On a CPU the length-sorted windows are cut into consecutive batches of at most batch_size that minimize the
-    padded words computed plus CALL_WORDS a call (checked against every possible cut); on a GPU full batches. The
+    padded words computed plus CALL_COST_WORDS a call (checked against every possible cut); on a GPU full batches. The
     tags are those of each sentence tagged alone."""
     import itertools
     import random
 
-    from vanilla_transformer.deploy.taggers import CALL_WORDS
+    from vanilla_transformer.deploy.taggers import CALL_COST_WORDS
 
     tagger = Tagger(small_ner_model, device="cpu", batch_size=4)
 
     def cost(spans, lengths):
-        return sum(CALL_WORDS + (b - a) * lengths[b - 1] for a, b in spans)
+        return sum(CALL_COST_WORDS + (b - a) * lengths[b - 1] for a, b in spans)
 
     rng = random.Random(0)
     for _ in range(30):
@@ -109,10 +109,10 @@ def test_batches_of_similar_lengths_cost_least_and_tag_as_one_at_a_time(small_ne
         assert cost(spans, lengths) == min(cost(c, lengths) for c in every if all(b - a <= 4 for a, b in c))
     assert tagger.batches([5, 5, 5, 400]) == [(0, 3), (3, 4)]  # the long one alone: padding the others costs more
     assert len(tagger.batches([5] * 9)) == 3  # equal lengths: as few calls as fit
-    assert Tagger(small_ner_model, device="cpu").call_words == CALL_WORDS
+    assert Tagger(small_ner_model, device="cpu").call_words == CALL_COST_WORDS
     tagger.call_words = None  # a GPU's: full batches
     assert tagger.batches([5, 5, 5, 400, 400]) == [(0, 4), (4, 5)]
-    tagger.call_words = CALL_WORDS
+    tagger.call_words = CALL_COST_WORDS
     sentences = [(LINE.split() * rng.randint(1, 6))[: rng.randint(1, 40)] for _ in range(11)]
     alone = Tagger(small_ner_model, device="cpu", batch_size=1)
     assert [t for t, _ in tagger(sentences)] == [t for t, _ in alone(sentences)]

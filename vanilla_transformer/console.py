@@ -119,3 +119,10 @@ def print_file_stats(stats: dict, as_json: bool) -> None:
           "sentences/s", file=sys.stderr)
     if as_json:
         print(json.dumps(stats), file=sys.stderr)
+
+
+def sentence_progress(total: int, shown: bool):
+    """A progress bar of `total` sentences on stderr (a context manager with `.update(n)`), silent unless `shown`."""
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, unit="sentence", file=sys.stderr, disable=not shown)

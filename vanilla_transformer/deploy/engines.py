@@ -81,7 +81,7 @@ class TaggerEngine(Engine):
         from .taggers import Tagger
 
         self.tagger = Tagger(self.model_dir, device=self.device)
-        return self.tagger.pieces
+        return self.tagger.piece_tokenizer
 
     def process(self, texts: list[str], options: tuple) -> list[list[dict]]:
         from .taggers import line_entities

@@ -11,11 +11,11 @@ positions is tagged whole, in windows of consecutive words that fit.
 import json
 import os
 import re
-import sys
 import time
 
 import numpy as np
 
+from ..console import sentence_progress
 from ..files import conll_sentences, file_stats, read_lines, write_lines
 from ..loading import (
     ONNX_META,
@@ -35,7 +35,7 @@ from ..loading import (
 from ..ner.mentions import document_consistency, mention_spans
 
 FORMATS = ("text", "conll")
-CALL_WORDS = 128  # a model call's fixed cost on a CPU, in words computed (benchmark.py --tasks tagging-batches)
+CALL_COST_WORDS = 128  # a model call's fixed cost on a CPU, in words computed (benchmark.py --tasks tagging-batches)
 REEXPORT = reexport("export-onnx")
 # CoNLL-2003's tokenization: abbreviations (U.S.), numbers with separators (3.5, 1,000), an apostrophe starting a word
 # ('s), hyphenated words (Sino-Japanese), and every other punctuation mark on its own
@@ -116,10 +116,10 @@ class Tagger:
             self.device = resolve_device(device, engine)
             self.onnx = OnnxTagger(model_dir)
             self.scores, self.labels = self.onnx.scores, self.onnx.meta["labels"]
-            self.pieces, settings = export_tokenizer(model_dir, "export-onnx")
-            self.pad = special_token_id(self.pieces, settings, "pad_token", "<pad>") or 0
+            self.piece_tokenizer, settings = export_tokenizer(model_dir, "export-onnx")
+            self.pad = special_token_id(self.piece_tokenizer, settings, "pad_token", "<pad>") or 0
             self.window = self.onnx.meta["max_position_embeddings"] - self.special_tokens()
-            self.call_words = CALL_WORDS
+            self.call_words = CALL_COST_WORDS
             return
         self.load_pytorch(model_dir, ensemble_with, device)
 
@@ -150,18 +150,19 @@ class Tagger:
         self.scores, self.model, self.tokenizer = scores, model, tokenizer
         self.labels = [model.config.id2label[i] for i in range(model.config.num_labels)]
         # the same pieces as the tokenizer's own calls give, on a copy that `tag` alone uses (`tag_windows` pads)
-        self.pieces, self.pad = own_tokenizer(tokenizer.backend_tokenizer), tokenizer.pad_token_id or 0
+        self.piece_tokenizer, self.pad = own_tokenizer(tokenizer.backend_tokenizer), tokenizer.pad_token_id or 0
         self.window = model.config.max_position_embeddings - self.special_tokens()  # word pieces a window holds
-        self.call_words = CALL_WORDS if self.device == "cpu" else None
+        self.call_words = CALL_COST_WORDS if self.device == "cpu" else None
 
     def special_tokens(self) -> int:
-        return len(self.pieces.encode("a").ids) - len(self.pieces.encode("a", add_special_tokens=False).ids)
+        encode = self.piece_tokenizer.encode
+        return len(encode("a").ids) - len(encode("a", add_special_tokens=False).ids)
 
     def windows(self, words: list[str]) -> list[tuple[int, int]]:
         """Spans of consecutive words whose pieces fit the model's positions, covering `words`."""
         if sum(len(word.encode()) + 1 for word in words) <= self.window:  # a piece holds a byte at least (+ a marker)
             return [(0, len(words))]  # (fits for sure: no tokenizer pass)
-        pieces = [max(1, len(e.ids)) for e in self.pieces.encode_batch(words, add_special_tokens=False)]
+        pieces = [max(1, len(e.ids)) for e in self.piece_tokenizer.encode_batch(words, add_special_tokens=False)]
         spans, start, used = [], 0, 0
         for i, n in enumerate(pieces):
             if used + n > self.window and i > start:
@@ -172,7 +173,7 @@ class Tagger:
 
     def tag_windows(self, windows: list[list[str]]) -> list[tuple[list[str], list[float]]]:
         """(tags, probabilities) of each window's words, from each word's first piece; the windows in one batch."""
-        encodings = self.pieces.encode_batch(windows, is_pretokenized=True)
+        encodings = self.piece_tokenizer.encode_batch(windows, is_pretokenized=True)
         length = max(len(e.ids) for e in encodings)
         input_ids = np.full((len(windows), length), self.pad, np.int64)  # (B, T)
         attention_mask = np.zeros((len(windows), length), np.int64)
@@ -224,20 +225,13 @@ class Tagger:
         jobs.sort(key=lambda job: job[2] - job[1])  # similar lengths batched together: less padding
         self.sentences += sum(1 for words in sentences if words)
         results = [([], []) for _ in sentences]
-        bar = None
-        if progress:
-            from tqdm.auto import tqdm
-
-            bar = tqdm(total=len(jobs), unit="sentence", file=sys.stderr)
         pieces = {}
-        for start, end in self.batches([b - a for _, a, b in jobs]):
-            chunk = jobs[start:end]
-            for job, tagged in zip(chunk, self.tag_windows([sentences[i][a:b] for i, a, b in chunk])):
-                pieces[job] = tagged
-            if bar is not None:
+        with sentence_progress(len(jobs), progress) as bar:
+            for start, end in self.batches([b - a for _, a, b in jobs]):
+                chunk = jobs[start:end]
+                for job, tagged in zip(chunk, self.tag_windows([sentences[i][a:b] for i, a, b in chunk])):
+                    pieces[job] = tagged
                 bar.update(len(chunk))
-        if bar is not None:
-            bar.close()
         for (i, start, end) in sorted(pieces):
             results[i][0].extend(pieces[i, start, end][0])
             results[i][1].extend(pieces[i, start, end][1])

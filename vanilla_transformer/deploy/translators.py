@@ -5,10 +5,10 @@ input line; empty lines stay empty and are not sent to the model.
 """
 
 import os
-import sys
 import tempfile
 import time
 
+from ..console import sentence_progress
 from ..files import file_stats, read_lines, write_lines
 from ..loading import (
     TRANSLATOR,
@@ -196,19 +196,12 @@ def translate_lines(translate, lines: list[str], batch_size: int = 64, progress:
         raise ValueError(f"batch_size must be positive, got {batch_size}.")
     outputs = [""] * len(lines)
     todo = sorted((i for i, line in enumerate(lines) if line.strip()), key=lambda i: len(lines[i]))
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=len(todo), unit="sentence", file=sys.stderr)
-    for start in range(0, len(todo), batch_size):
-        chunk = todo[start:start + batch_size]
-        for i, text in zip(chunk, translate([lines[i].strip() for i in chunk])):
-            outputs[i] = text.replace("\n", " ")
-        if bar is not None:
+    with sentence_progress(len(todo), progress) as bar:
+        for start in range(0, len(todo), batch_size):
+            chunk = todo[start:start + batch_size]
+            for i, text in zip(chunk, translate([lines[i].strip() for i in chunk])):
+                outputs[i] = text.replace("\n", " ")
             bar.update(len(chunk))
-    if bar is not None:
-        bar.close()
     return outputs
 
 

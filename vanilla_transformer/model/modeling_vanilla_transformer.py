@@ -47,7 +47,7 @@ MODEL_KWARGS = set(TransformersKwargs.__annotations__)  # what a forward passes 
 # Input checks: bad input gets a clear error here, not a trace from deep inside torch.
 
 
-def reads_values(tensor: torch.Tensor) -> bool:
+def may_read_values(tensor: torch.Tensor) -> bool:
     """Whether a forward may read a tensor's values on the host (a check, a choice): never while compiled or exported
     (no data-dependent branches), and on an accelerator not while training (each read waits for the device)."""
     return not torch.compiler.is_compiling() and (tensor.device.type == "cpu" or not torch.is_grad_enabled())
@@ -62,7 +62,7 @@ def check_token_ids(name: str, ids: torch.Tensor, vocab_size: int) -> None:
         raise ValueError(f"{name} must have shape (batch, length), got {tuple(ids.shape)}.")
     if ids.shape[0] == 0 or ids.shape[1] == 0:
         raise ValueError(f"{name} is empty: shape {tuple(ids.shape)}.")
-    if not reads_values(ids):  # (training on a GPU: the tokenizer's ids are checked against the config before)
+    if not may_read_values(ids):  # (training on a GPU: the tokenizer's ids are checked against the config before)
         return
     lo, hi = int(ids.min()), int(ids.max())
     if lo < 0 or hi >= vocab_size:
@@ -218,7 +218,7 @@ def numbers_sequences(attention_mask: torch.Tensor | None) -> bool:
     over a rule does not trace with dynamic shapes); else by its values where they can be read, and always compiled."""
     if attention_mask is None or attention_mask.dtype == torch.bool or torch.compiler.is_exporting():
         return False
-    return not reads_values(attention_mask) or bool((attention_mask > 1).any())
+    return not may_read_values(attention_mask) or bool((attention_mask > 1).any())
 
 
 def mask_function(attention_mask: torch.Tensor | None, key_segments: torch.Tensor | None,
@@ -368,8 +368,8 @@ class VanillaTransformerFeedForward(nn.Module):
 
 # Files name each layer norm after its sub-layer (`self_attn_sublayer.layer_norm`), as checkpoint files always have:
 # transformers renames them on loading and back on saving, so a file written by any release loads in any other.
-FILE_NAMES = (r"\.(self_attn|encoder_attn|ffn)_sublayer\.layer_norm\.", r".\1_layer_norm.")  # (file, module)
-register_checkpoint_conversion_mapping(VanillaTransformerConfig.model_type, [WeightRenaming(*FILE_NAMES)],
+SAVED_LAYER_NORMS = (r"\.(self_attn|encoder_attn|ffn)_sublayer\.layer_norm\.", r".\1_layer_norm.")  # (file, module)
+register_checkpoint_conversion_mapping(VanillaTransformerConfig.model_type, [WeightRenaming(*SAVED_LAYER_NORMS)],
                                        overwrite=True)
 
 
@@ -389,8 +389,8 @@ class VanillaTransformerLayer(GradientCheckpointingLayer):
     @staticmethod
     def rename_file_names(module, state_dict: dict, prefix: str, *args) -> None:
         """The renaming above, for a plain `load_state_dict` of a file's weights (Trainer resuming a run)."""
-        for key in [key for key in state_dict if key.startswith(prefix) and re.search(FILE_NAMES[0], key)]:
-            state_dict[re.sub(*FILE_NAMES, key)] = state_dict.pop(key)
+        for key in [key for key in state_dict if key.startswith(prefix) and re.search(SAVED_LAYER_NORMS[0], key)]:
+            state_dict[re.sub(*SAVED_LAYER_NORMS, key)] = state_dict.pop(key)
 
     def norm_input(self, layer_norm: nn.LayerNorm, x: torch.Tensor) -> torch.Tensor:
         return layer_norm(x) if self.normalize_before else x  # pre-LN: the sub-layer sees normalised input
@@ -879,7 +879,7 @@ class VanillaTransformerEncoderModel(VanillaTransformerPreTrainedModel):
 def check_label_ids(ids: torch.Tensor, num_labels: int, name: str) -> None:
     """Raise a ValueError naming the first id of `ids` that is neither -100 nor in [0, num_labels). Not while training
     on a GPU (a host sync per step; the labels come from the label list the config was built from)."""
-    if not reads_values(ids):
+    if not may_read_values(ids):
         return
     invalid = (ids != -100) & ((ids < 0) | (ids >= num_labels))
     if invalid.any():
