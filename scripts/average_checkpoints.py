@@ -7,7 +7,7 @@ The same as `vanilla-transformer average-checkpoints --help` once the package is
 import sys
 
 from vanilla_transformer.commands.average_checkpoints import main
-from vanilla_transformer.console import run
+from vanilla_transformer.console import run_command
 
 if __name__ == "__main__":
-    sys.exit(run("python scripts/average_checkpoints.py", main))
+    sys.exit(run_command("python scripts/average_checkpoints.py", main))

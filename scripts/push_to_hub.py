@@ -7,7 +7,7 @@ The same as `vanilla-transformer push --help` once the package is installed (`pi
 import sys
 
 from vanilla_transformer.commands.push import main
-from vanilla_transformer.console import run
+from vanilla_transformer.console import run_command
 
 if __name__ == "__main__":
-    sys.exit(run("python scripts/push_to_hub.py", main))
+    sys.exit(run_command("python scripts/push_to_hub.py", main))

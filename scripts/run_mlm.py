@@ -8,7 +8,7 @@ The same as `vanilla-transformer pretrain-encoder --help` once the package is in
 import sys
 
 from vanilla_transformer.commands.pretrain_encoder import main
-from vanilla_transformer.console import run
+from vanilla_transformer.console import run_command
 
 if __name__ == "__main__":
-    sys.exit(run("python scripts/run_mlm.py", main))
+    sys.exit(run_command("python scripts/run_mlm.py", main))

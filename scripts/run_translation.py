@@ -7,7 +7,7 @@ The same as `vanilla-transformer train-translation --help` once the package is i
 import sys
 
 from vanilla_transformer.commands.train_translation import main
-from vanilla_transformer.console import run
+from vanilla_transformer.console import run_command
 
 if __name__ == "__main__":
-    sys.exit(run("python scripts/run_translation.py", main))
+    sys.exit(run_command("python scripts/run_translation.py", main))

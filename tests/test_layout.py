@@ -1,5 +1,6 @@
 """The package's house rules, read from its source: no import cycle (function-level imports included), no function
-over 80 lines, one definition of each shared helper, and benchmarks outside the installed package."""
+over 80 lines, one definition of each helper (by name and by shape), no two modules of one name, the commands in one
+folder, and benchmarks outside the installed package."""
 
 import ast
 import os
@@ -70,19 +71,41 @@ def test_no_function_over_80_lines():
     assert not long, long
 
 
-def test_each_shared_helper_is_defined_once():
-    defined = defaultdict(list)
+# What each command module (and each training command's step) defines under the same name, by design
+COMMAND_PROTOCOL = {"main", "build_parser", "parse", "DataTrainingArguments", "demo_defaults", "load_raw_datasets",
+                    "tokenize_splits", "prediction_writer", "__getattr__"}
+
+
+def test_each_helper_is_defined_once():
+    """No function or class name is defined at the top of two modules (but the commands' own protocol), and no two
+    functions anywhere have the same body: a helper written twice is found by its name or by its shape."""
+    defined, shapes = defaultdict(list), defaultdict(list)
     for name, tree in modules().items():
         for node in tree.body:
-            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 defined[node.name].append(name)
-    for helper in ("read_lines", "write_lines", "write_text", "replaced_atomically", "conll_sentences",
-                   "resolve_device",
-                   "resolve_engine", "default_threads", "export_tokenizer", "int_at_least", "DataError",
-                   "is_tagger_dir",
-                   "is_onnx_dir", "is_ctranslate2_dir", "port_number", "output_path", "read_json", "check_output_path",
-                   "check_export_target", "run_checkpoints", "shareable_words"):
-        assert len(defined[helper]) == 1, (helper, defined[helper])
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                body = [s for s in node.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+                if sum(1 for s in body for _ in ast.walk(s)) >= 30:  # more than a line or two
+                    shapes[ast.dump(ast.Module(body=body, type_ignores=[]))].append(f"{name}.{node.name}")
+    assert not {n: m for n, m in defined.items() if len(m) > 1 and n not in COMMAND_PROTOCOL}
+    assert not [where for where in shapes.values() if len(where) > 1]
+
+
+def test_no_two_modules_share_a_name_and_the_commands_live_together():
+    from vanilla_transformer.commands import COMMANDS
+
+    names = defaultdict(list)
+    for dotted in modules():
+        names[dotted.rpartition(".")[2]].append(dotted)
+    assert not {n: m for n, m in names.items() if len(m) > 1 and n != "__main__"}
+    commands = {m.rpartition(".")[2] for m in modules() if m.startswith("vanilla_transformer.commands.")}
+    assert commands == {module for module, _ in COMMANDS.values()}
+    for dotted, tree in modules().items():  # no other module builds a command line
+        if not dotted.startswith("vanilla_transformer.commands") and dotted != "vanilla_transformer.cli":
+            calls = [node.func for node in ast.walk(tree) if isinstance(node, ast.Call)]
+            assert not [f for f in calls if isinstance(f, ast.Attribute) and f.attr == "ArgumentParser"], dotted
 
 
 def test_renames_into_place_live_in_one_helper():

@@ -10,7 +10,7 @@ import importlib
 import sys
 
 from .commands import COMMANDS
-from .console import run
+from .console import run_command
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -37,7 +37,7 @@ def dispatch(argv: list[str]):
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     command = next((arg for arg in argv if not arg.startswith("-")), None)
-    return run(f"vanilla-transformer {command}" if command else "vanilla-transformer", dispatch, argv)
+    return run_command(f"vanilla-transformer {command}" if command else "vanilla-transformer", dispatch, argv)
 
 
 if __name__ == "__main__":

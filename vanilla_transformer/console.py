@@ -70,7 +70,7 @@ def user_errors() -> tuple[type[Exception], ...]:
     return ValueError, StrictDataclassError, OSError, ImportError
 
 
-def run(program: str, function, argv=None) -> int:
+def run_command(program: str, function, argv=None) -> int:
     """`function(argv)` with a user's mistake answered as one error line (exit status 2); returns the exit status (0
     for a function that returns None, 1 for False)."""
     debug, argv = take_debug(sys.argv[1:] if argv is None else list(argv))

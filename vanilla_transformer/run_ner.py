@@ -4,7 +4,7 @@
 import sys
 
 from .commands.train_ner import main
-from .console import run
+from .console import run_command
 
 if __name__ == "__main__":
-    sys.exit(run("python -m vanilla_transformer.run_ner", main))
+    sys.exit(run_command("python -m vanilla_transformer.run_ner", main))

@@ -45,7 +45,7 @@ def tagger_of(request: Request):
     return engine_of(request, "ner")
 
 
-async def run(request: Request, engine, texts: list[str], options: tuple) -> list:
+async def submit(request: Request, engine, texts: list[str], options: tuple) -> list:
     """`texts` (none empty) through `engine`'s batcher under the limits: each one's output, in order."""
     settings = request.app.state.settings
     if len(texts) > settings.max_sentences:
@@ -75,10 +75,10 @@ async def translate(request: Request, source: str, target: str, texts: list[str]
     route = request.app.state.pairs.checked_route(source, target)
     engines = [engine_of(request, engine.name) for engine in route]  # every leg ready before the first runs
     for engine in engines[:-1]:
-        done = await run(request, engine, texts, (num_beams, max_new_tokens, 1))
+        done = await submit(request, engine, texts, (num_beams, max_new_tokens, 1))
         texts = [best.replace("\n", " ") for best, *_ in done]
     todo = [i for i, text in enumerate(texts) if text.strip()]  # a pivot's empty translation stays empty
-    done = await run(request, engines[-1], [texts[i].strip() for i in todo], (num_beams, max_new_tokens, n))
+    done = await submit(request, engines[-1], [texts[i].strip() for i in todo], (num_beams, max_new_tokens, n))
     outputs = [[""] for _ in texts]
     for i, hypotheses in zip(todo, done):
         outputs[i] = [hypothesis.replace("\n", " ") for hypothesis in hypotheses]

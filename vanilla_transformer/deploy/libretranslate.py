@@ -251,7 +251,7 @@ def safe_filename(name: str) -> str:
 
 
 @router.post("/translate_file")
-async def translate_file(request: Request):
+async def translate_uploaded_file(request: Request):
     """LibreTranslate's `/translate_file`: a .txt or .html `file` (UTF-8), `source` (or "auto"), `target` ->
     `{"translatedFileUrl"}`, fetched once from `/download_file/...` within `--file_ttl` seconds."""
     fields = await fields_of(request)

@@ -6,7 +6,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .batcher import ServeError
-from .dispatch import check_access, read_body, run, tagger_of, translate
+from .dispatch import check_access, read_body, submit, tagger_of, translate
 from .prometheus import CONTENT_TYPE
 
 router = APIRouter()
@@ -78,7 +78,7 @@ async def v1_ner(request: Request):
     engine = tagger_of(request)
     # the texts as sent (entity offsets point into them); the empty ones have no entities
     todo = [i for i, text in enumerate(body.sentences) if text.strip()]
-    found = await run(request, engine, [body.sentences[i] for i in todo], ())
+    found = await submit(request, engine, [body.sentences[i] for i in todo], ())
     entities = [[] for _ in body.sentences]
     for i, each in zip(todo, found):
         entities[i] = each

@@ -49,7 +49,21 @@ def padded_lengths(source_lengths, target_lengths, max_tokens: int, pad_to_multi
     return source, target
 
 
-class TokenBudgetBatchSampler:
+class EpochBatches:
+    """Batches made once (`batch(i)`, `__len__`: the subclass's), visited each epoch in a new order drawn from
+    (seed, epoch) when shuffled (`set_epoch`, which the Trainer calls); the subclass sets seed, shuffle and epoch."""
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
+
+    def __iter__(self):
+        order = (np.random.default_rng([self.seed, self.epoch]).permutation(len(self)) if self.shuffle
+                 else range(len(self)))
+        for i in order:
+            yield self.batch(i)
+
+
+class TokenBudgetBatchSampler(EpochBatches):
     """Batches of whole examples holding at most `max_tokens` padded tokens on each side: batch size x longest source
     <= max_tokens, and the same for the targets (fairseq's --max-tokens), lengths counted after padding to a multiple
     of `pad_to_multiple_of`. Examples are sorted by length (ties in a seeded random order) and cut into batches once,
@@ -72,20 +86,11 @@ class TokenBudgetBatchSampler:
         self.starts = np.asarray(starts, dtype=np.int64)  # numpy, not lists: small also for 10M pairs
         self.seed, self.shuffle, self.epoch = seed, shuffle, 0
 
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = int(epoch)
-
     def __len__(self) -> int:
         return len(self.starts) - 1
 
     def batch(self, i: int) -> list[int]:
         return self.order[self.starts[i]:self.starts[i + 1]].tolist()
-
-    def __iter__(self):
-        order = (np.random.default_rng([self.seed, self.epoch]).permutation(len(self)) if self.shuffle
-                 else range(len(self)))
-        for i in order:
-            yield self.batch(i)
 
 
 def pack_rows(source_lengths, target_lengths, length: int, seed: int = 0, open_rows: int = 1024):
@@ -124,7 +129,7 @@ def default_packing_length(longest: int, max_tokens: int, d_model: int) -> int:
     return max(-(-int(longest) // 8) * 8, min(max_tokens, d_model // 2, 256))
 
 
-class PackedBatchSampler:
+class PackedBatchSampler(EpochBatches):
     """Training batches of `rows` packed rows of `length` tokens (`pack_rows`), the same shape every step: the rows
     are packed once and dealt, in a seeded random order, into batches (the last one topped up with empty rows by
     the collator); each epoch visits the batches in a new order drawn from (seed, epoch), every example once. Yields
@@ -136,9 +141,6 @@ class PackedBatchSampler:
         self.row_order = np.random.default_rng([seed, 2**29]).permutation(len(self.starts) - 1)
         self.seed, self.shuffle, self.epoch = seed, shuffle, 0
 
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = int(epoch)
-
     def __len__(self) -> int:
         return -(-(len(self.starts) - 1) // self.rows)
 
@@ -147,12 +149,6 @@ class PackedBatchSampler:
         for slot, row in enumerate(self.row_order[i * self.rows:(i + 1) * self.rows]):
             keys += [(slot, int(e)) for e in self.members[self.starts[row]:self.starts[row + 1]]]
         return keys
-
-    def __iter__(self):
-        order = (np.random.default_rng([self.seed, self.epoch]).permutation(len(self)) if self.shuffle
-                 else range(len(self)))
-        for i in order:
-            yield self.batch(i)
 
 
 class RowsOf(torch.utils.data.Dataset):
