@@ -175,6 +175,11 @@ def running_segments(attention_mask: torch.Tensor) -> torch.Tensor:
     return numbers.gather(1, count)  # (B, S)
 
 
+class VanillaTransformerTiedCopy(nn.Embedding):
+    """A stack's token table where the model ties it to its `shared` matrix: replaced by it after initialisation, so
+    created without drawing random numbers (`skip_init`) and left alone by `_init_weights` (seeds keep results)."""
+
+
 class VanillaTransformerEmbedding(nn.Module):
     """Token embedding x sqrt(d_model) (section 3.4) + positions (section 3.5) -> dropout (section 5.4).
 
@@ -185,8 +190,8 @@ class VanillaTransformerEmbedding(nn.Module):
     def __init__(self, config: VanillaTransformerConfig):
         super().__init__()
         shape = (config.vocab_size, config.d_model, config.pad_token_id)
-        # tied: a copy the model's `shared` matrix replaces, created without drawing random numbers (seeds keep results)
-        self.embed_tokens = skip_init(nn.Embedding, *shape) if config.tie_word_embeddings else nn.Embedding(*shape)
+        tied = config.tie_word_embeddings
+        self.embed_tokens = skip_init(VanillaTransformerTiedCopy, *shape) if tied else nn.Embedding(*shape)
         self.embed_positions = VanillaTransformerPositionalEmbedding(config)
         self.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
         self.dropout = config.dropout
@@ -213,7 +218,7 @@ class VanillaTransformerEmbedding(nn.Module):
 
 def numbers_sequences(attention_mask: torch.Tensor | None) -> bool:
     """Whether a 2-D mask may number packed sequences (1, 1, 1, 2, 2, 0; `position_ids_of`) rather than mark padding
-    with 0/1, so that attention needs `mask_function`'s per-pair rule: never for a bool mask, nor under `torch.export`
+    with 0/1, so that attention needs `mask_arguments`' per-pair rule: never for a bool mask, nor under `torch.export`
     (an exported graph reads a 2-D mask as 0/1 padding: packed rows are a training input, and masking_utils' `vmap`
     over a rule does not trace with dynamic shapes); else by its values where they can be read, and always compiled."""
     if attention_mask is None or attention_mask.dtype == torch.bool or torch.compiler.is_exporting():
@@ -221,14 +226,14 @@ def numbers_sequences(attention_mask: torch.Tensor | None) -> bool:
     return not may_read_values(attention_mask) or bool((attention_mask > 1).any())
 
 
-def mask_function(attention_mask: torch.Tensor | None, key_segments: torch.Tensor | None,
-                  query_segments: torch.Tensor | None = None):
-    """The rule transformers' `masking_utils` builds each backend's mask from (its `and_mask_function`), for a 2-D
-    `attention_mask` (batch, keys) that numbers packed sequences (`numbers_sequences`): a key of segment 0 (padding) is
-    never seen, and a query of `query_segments` sees only its own segment's keys. None for a mask of padding alone: the
-    caller passes the mask itself, and masking_utils builds its own padding mask (faster, no `vmap`)."""
+def mask_arguments(attention_mask: torch.Tensor | None, key_segments: torch.Tensor | None,
+                   query_segments: torch.Tensor | None = None) -> dict:
+    """What transformers' `masking_utils` builds each backend's mask from, for a 2-D `attention_mask` (batch, keys):
+    the mask itself where it marks padding alone (masking_utils builds its own padding mask: faster, no `vmap`), else,
+    where it numbers packed sequences (`numbers_sequences`), a rule (its `and_mask_function`): a key of segment 0
+    (padding) is never seen, and a query of `query_segments` sees only its own segment's keys."""
     if key_segments is None or not numbers_sequences(attention_mask):
-        return None
+        return {"attention_mask": attention_mask, "and_mask_function": None}
 
     def allowed(batch, head, query, key):  # (a padding query, segment 0, sees every key that is not padding)
         key_segment = key_segments[batch, key]
@@ -237,7 +242,7 @@ def mask_function(attention_mask: torch.Tensor | None, key_segments: torch.Tenso
         query_segment = query_segments[batch, query]
         return (key_segment != 0) & ((query_segment == key_segment) | (query_segment == 0))
 
-    return allowed
+    return {"attention_mask": None, "and_mask_function": allowed}
 
 
 def eager_attention_forward(
@@ -468,16 +473,15 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
         after the x sqrt(d_model) scaling (section 3.4) token vectors have unit-variance components; the padding row
         is zero. Never N(0, 1) embeddings with tied weights: the logits explode and fp32 denormals slow every step."""
         if isinstance(module, (nn.Linear, nn.Conv1d)):
-            if module is getattr(self, "classifier", None) or any(
-                    module is head for head in getattr(self, "auxiliary_classifiers", ())):
+            if isinstance(module, VanillaTransformerClassifier):
                 init.normal_(module.weight, mean=0.0, std=self.config.init_std)
             else:
                 init.xavier_uniform_(module.weight)
             if module.bias is not None:
                 init.zeros_(module.bias)
+        elif isinstance(module, VanillaTransformerTiedCopy):
+            return
         elif isinstance(module, nn.Embedding):
-            if module is getattr(self, "embed_tokens", None) and self.config.tie_word_embeddings:
-                return  # a stack's copy of `shared`: tied to it after initialisation
             init.normal_(module.weight, mean=0.0, std=self.config.d_model**-0.5)
             if module.padding_idx is not None and not getattr(module.weight, "_is_hf_initialized", False):
                 init.zeros_(module.weight[module.padding_idx])
@@ -560,8 +564,9 @@ class VanillaTransformerEncoder(VanillaTransformerStack):
         device = (input_ids if input_ids is not None else inputs_embeds).device
         positions = position_ids_of(attention_mask, length, device=device)
         hidden = self.embed(input_ids, inputs_embeds, positions, length, word_features=word_features)
-        rule = mask_function(attention_mask, attention_mask, attention_mask)  # (checked above: (batch, length))
-        mask = create_bidirectional_mask(self.config, hidden, None if rule else attention_mask, and_mask_function=rule)
+        # (attention_mask checked above: (batch, length))
+        mask = create_bidirectional_mask(self.config, hidden, **mask_arguments(attention_mask, attention_mask,
+                                                                                attention_mask))
         bias = self.relative_bias(hidden, length) if self.relative_bias is not None else None
         for layer in self.layers:
             hidden = layer(hidden, mask, bias, **kwargs)  # tensors positional (reentrant gradient checkpointing)
@@ -628,13 +633,12 @@ class VanillaTransformerDecoder(VanillaTransformerStack):
             segments = running_segments(attention_mask)
             positions = position_ids_of(segments, segments.shape[-1], device=device)[:, -length:]
         hidden = self.embed(input_ids, inputs_embeds, positions, past_length + length)
-        rule = mask_function(attention_mask, segments, segments)
-        self_mask = create_causal_mask(self.config, hidden, None if rule else attention_mask, self_cache,
-                                       and_mask_function=rule)
-        rule = mask_function(encoder_attention_mask, encoder_attention_mask,
-                             segments[:, -length:] if segments is not None else None)
-        cross_mask = create_bidirectional_mask(self.config, hidden, None if rule else encoder_attention_mask,
-                                               encoder_hidden_states, and_mask_function=rule)
+        self_mask = create_causal_mask(self.config, hidden, cache=self_cache,
+                                       **mask_arguments(attention_mask, segments, segments))
+        query_segments = segments[:, -length:] if segments is not None else None
+        cross_mask = create_bidirectional_mask(self.config, hidden, encoder_hidden_states=encoder_hidden_states,
+                                               **mask_arguments(encoder_attention_mask, encoder_attention_mask,
+                                                                query_segments))
         key_length = self_cache.get_mask_sizes(length, 0)[0] if self_cache is not None else length
         bias = self.relative_bias(hidden, key_length, past_length) if self.relative_bias is not None else None
         for layer in self.layers:  # tensors positional (reentrant gradient checkpointing)
@@ -911,6 +915,11 @@ def tagging_loss_and_scores(logits, labels, attention_mask, crf, training: bool,
     return loss, logits
 
 
+class VanillaTransformerClassifier(nn.Linear):
+    """A tagging head's projection to its labels, drawn N(0, init_std) (the projections inside the model are
+    Xavier-uniform)."""
+
+
 class VanillaTransformerForTokenClassification(VanillaTransformerPreTrainedModel):
     """The encoder + dropout + a linear layer over `num_labels` tags per token (named-entity recognition); with
     `config.use_crf`, a CRF on top: trained by its sequence likelihood; in eval mode `logits` are its max-marginals
@@ -927,11 +936,11 @@ class VanillaTransformerForTokenClassification(VanillaTransformerPreTrainedModel
         self.num_labels = config.num_labels
         self.model = VanillaTransformerEncoderModel(config)
         self.dropout = config.classifier_dropout if config.classifier_dropout is not None else config.dropout
-        self.classifier = nn.Linear(config.d_model, config.num_labels)
+        self.classifier = VanillaTransformerClassifier(config.d_model, config.num_labels)
         self.crf = VanillaTransformerCRF(config) if config.use_crf else None
         # Multi-task learning (not in the paper): auxiliary taggers trained beside the main one, unused in prediction.
         self.auxiliary_classifiers = nn.ModuleList(
-            nn.Linear(config.d_model, n) for n in (config.auxiliary_num_labels or ()))
+            VanillaTransformerClassifier(config.d_model, n) for n in (config.auxiliary_num_labels or ()))
         self.post_init()
 
     def get_input_embeddings(self):
