@@ -31,7 +31,7 @@ from ..training.models import build_model, get_tokenizer
 from ..training.runs import finish_run, train_and_save
 from ..training.trainers import AtomicTrainer
 
-logger = logging.getLogger("run_mlm")
+logger = logging.getLogger(__name__)
 
 MASK_TOKEN = "<mask>"
 

@@ -31,7 +31,7 @@ from ..training.models import TaggingDataCollator, build_model, get_tokenizer
 from ..training.runs import evaluate_splits, finish_run, limit_splits, train_and_save
 from ..training.trainers import AtomicTrainer
 
-logger = logging.getLogger("run_ner")
+logger = logging.getLogger(__name__)
 
 DEMO_CONFIG_OVERRIDES = "d_model=128,encoder_layers=2,encoder_ffn_dim=256,max_position_embeddings=256"
 

@@ -33,7 +33,7 @@ from ..training.precision import fast_bf16
 from ..training.runs import evaluate_splits, finish_run, limit_splits, train_and_save
 from ..training.trainers import AtomicSeq2SeqTrainer
 
-logger = logging.getLogger("run_translation")
+logger = logging.getLogger(__name__)
 
 # The built-in demo task's defaults (docs/results.md: >= 99% exact match on held-out strings of 1-48 symbols after 1800
 # steps, a few minutes on 2 cores; `demo_defaults` adds --bf16: true where a bf16 matrix product measures faster than

@@ -17,11 +17,9 @@ import numpy as np
 import torch
 
 try:
-    import ctranslate2
     from ctranslate2.converters.converter import Converter
     from ctranslate2.specs import common_spec, transformer_spec
 except ImportError:  # an optional extra: say how to get it when it is used
-    ctranslate2 = None
     Converter = object
 
 from ..files import replaced_atomically

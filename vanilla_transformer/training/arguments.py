@@ -34,8 +34,8 @@ class ModelArguments:
         "help": "At most this many training examples, evenly spaced over the split, train that BPE."})
     attn_implementation: str | None = field(default=None, metadata={
         "help": "'sdpa', 'eager' or 'flex_attention' (block-sparse kernels compiled from the masks; trains on GPUs "
-                "only). Default: eager when training in bf16 on a CPU (torch's SDPA backward in bf16 makes a whole "
-                "training step there about 1.5x slower), sdpa elsewhere."})
+                "only). Default: eager when training in bf16 on a CPU (torch's SDPA backward in bf16 is slow "
+                "there: docs/design.md), sdpa elsewhere."})
     trust_remote_code: bool = field(default=False, metadata={"help": "Allow code from the model's Hub repository."})
     cache_dir: str | None = field(default=None, metadata={
         "help": "Where to cache Hub downloads and the Arrow files of local data (default: HF_HOME's caches)."})

@@ -48,10 +48,9 @@ def bf16_matmul_speedup() -> float:
 
 def fast_bf16(device_type: str | None = None) -> bool:
     """Whether bf16 autocast pays here: the recipes' and the demo's default for `--bf16`. On a CPU a native bf16
-    kernel is not enough, the product must also run at least BF16_MIN_SPEEDUP times faster than fp32: a 2-core Xeon
-    with AVX512-BF16 but no AMX ran it at 0.61x fp32 and the Multi30k recipe's steps 1.36x slower in bf16, where a
-    2-core AMD EPYC (Zen 5, AVX512-BF16) trained the recipes 1.8-2.3x faster in bf16 (docs/results.md, "bf16 or
-    fp32"). `device_type` None: the accelerator the Trainer will pick, else the CPU."""
+    kernel is not enough, the product must also run at least BF16_MIN_SPEEDUP times faster than fp32 (CPUs with bf16
+    instructions that run it slower than fp32 train slower in bf16: docs/results.md, "bf16 or fp32"). `device_type`
+    None: the accelerator the Trainer will pick, else the CPU."""
     device_type = device_type or accelerator_type() or "cpu"
     if device_type != "cpu":
         return native_bf16(device_type)
