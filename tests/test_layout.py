@@ -6,6 +6,8 @@ import ast
 import os
 from collections import defaultdict
 
+import pytest
+
 from conftest import ROOT
 
 PACKAGE = os.path.join(ROOT, "vanilla_transformer")
@@ -122,3 +124,14 @@ def test_renames_into_place_live_in_one_helper():
 def test_benchmarks_live_outside_the_package():
     assert not [name for name in modules() if "benchmark" in name]
     assert os.path.isfile(os.path.join(ROOT, "benchmarks", "run.py"))
+
+
+def test_ruff_finds_nothing():
+    """The lint configuration in pyproject.toml ([tool.ruff]) holds for the whole tree (`make lint`)."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("ruff", reason="ruff comes with the test extra")
+    proc = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", ROOT], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stdout[-4000:]
