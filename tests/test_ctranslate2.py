@@ -1,6 +1,7 @@
 """Deployment: export to CTranslate2 and the `vanilla-transformer translate` command, on a small model trained on the
 demo task (the same tokens as `generate`, quantised models as good, the PyTorch model untouched, bad input named)."""
 
+import json
 import os
 import subprocess
 import sys
@@ -124,9 +125,9 @@ def test_options_ctranslate2_cannot_run_are_refused_by_name(overrides):
 @pytest.mark.parametrize("overrides", [{}, dict(normalize_before=True, position_embedding_type="learned",
                                                 tie_word_embeddings=False, scale_embedding=False,
                                                 encoder_attention_heads=2, activation_function="gelu")])
-def test_every_supported_shape_decodes_like_generate(overrides, tmp_path):
-    """Random (untrained, but not degenerate) weights: post-LN and pre-LN, learned positions, untied embeddings,
-    no embedding scale, different head counts, GELU - the same greedy tokens from both engines."""
+def random_model(path, **overrides):
+    """A tiny translation model with random (untrained, but not degenerate) weights and its tokenizer, saved in
+    `path`; returns (model, tokenizer, texts)."""
     from vanilla_transformer.tokenization import train_tokenizer
 
     texts = ["".join(chr(97 + (i * j) % 11) for j in range(5 + i % 20)) for i in range(200)]
@@ -137,8 +138,15 @@ def test_every_supported_shape_decodes_like_generate(overrides, tmp_path):
     with torch.no_grad():
         for param in model.parameters():
             param.add_(0.3 * torch.randn_like(param))
-    model.save_pretrained(tmp_path / "pt")
-    tokenizer.save_pretrained(tmp_path / "pt")
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return model, tokenizer, texts
+
+
+def test_every_supported_shape_decodes_like_generate(overrides, tmp_path):
+    """Random weights: post-LN and pre-LN, learned positions, untied embeddings, no embedding scale, different head
+    counts, GELU - the same greedy tokens from both engines."""
+    model, tokenizer, texts = random_model(tmp_path / "pt", **overrides)
     sources = texts[:24]
     batch = tokenizer(sources, return_tensors="pt", padding=True, return_token_type_ids=False)
     with torch.no_grad():
@@ -152,6 +160,60 @@ def test_every_supported_shape_decodes_like_generate(overrides, tmp_path):
         names = [tokenizer.convert_ids_to_tokens(t) if t < len(tokenizer) else f"<unused{t - len(tokenizer)}>"
                  for t in tokens]
         assert result.hypotheses[0] == names
+
+
+def test_both_engines_decode_with_the_models_beams_and_length_penalty(tmp_path):
+    """The beams and length penalty of a model's generation_config.json (what the training command and tune-decoding
+    save) are how `translate` decodes by default on both engines: the export carries the file, and CTranslate2's
+    length penalty means what transformers' does - the same translations, for penalties that change them."""
+    _, _, texts = random_model(tmp_path / "pt")
+    sources, outputs = texts[:64], {}
+    for penalty in (0.2, 2.5):
+        config_path = tmp_path / "pt" / "generation_config.json"
+        config = json.loads(config_path.read_text())
+        config_path.write_text(json.dumps({**config, "num_beams": 4, "length_penalty": penalty}))
+        exported = export_ctranslate2(tmp_path / "pt", tmp_path / f"ct2-{penalty}")
+        assert json.loads(open(os.path.join(exported, "generation_config.json")).read())["length_penalty"] == penalty
+        for engine, model_dir in (("pytorch", tmp_path / "pt"), ("ctranslate2", exported)):
+            outputs[engine, penalty] = translate_lines(make_translator(model_dir, engine, max_new_tokens=12), sources)
+        same = sum(a == b for a, b in zip(outputs["pytorch", penalty], outputs["ctranslate2", penalty]))
+        assert same >= 0.95 * len(sources), (penalty, same)
+    for engine in ("pytorch", "ctranslate2"):  # the penalty matters here
+        assert outputs[engine, 0.2] != outputs[engine, 2.5]
+        assert (sum(map(len, outputs[engine, 2.5])) > sum(map(len, outputs[engine, 0.2])))
+
+
+def test_tune_decoding_chooses_on_the_tuning_split_and_saves(small_demo_model, tmp_path, capsys):
+    """`tune-decoding` scores each setting with sacreBLEU on the files given, keeps the best (the first of a tie),
+    and writes it into generation_config.json only with --save, keeping the file's other fields."""
+    import shutil
+
+    model = tmp_path / "model"
+    shutil.copytree(small_demo_model, model)
+    pairs = data.make_demo_translation(40, seed=5, max_length=10)["translation"]
+    (tmp_path / "tune.src").write_text("".join(p["src"] + "\n" for p in pairs), encoding="utf-8")
+    (tmp_path / "tune.tgt").write_text("".join(p["tgt"] + "\n" for p in pairs), encoding="utf-8")
+    before = json.loads((model / "generation_config.json").read_text())
+    argv = ["tune-decoding", str(model), "--source", str(tmp_path / "tune.src"), "--reference",
+            str(tmp_path / "tune.tgt"), "--num_beams", "1", "2", "--length_penalty", "0.5", "1.5", "--engine",
+            "pytorch", "--output", str(tmp_path / "scores.json")]
+    assert cli(argv) == 0
+    result = json.loads((tmp_path / "scores.json").read_text())
+    assert [(s["num_beams"], s["length_penalty"]) for s in result["scores"]] == [(1, 0.5), (1, 1.5), (2, 0.5),
+                                                                                  (2, 1.5)]
+    best = max(s["bleu"] for s in result["scores"])
+    assert result["chosen"] == next(s for s in result["scores"] if s["bleu"] == best)
+    assert json.loads((model / "generation_config.json").read_text()) == before  # not saved unasked
+    assert cli([*argv, "--save"]) == 0
+    after = json.loads((model / "generation_config.json").read_text())
+    assert (after.get("num_beams", 1), after.get("length_penalty", 1.0)) == (result["chosen"]["num_beams"],
+                                                                             result["chosen"]["length_penalty"])
+    assert {k: v for k, v in after.items() if k not in ("num_beams", "length_penalty")} == \
+        {k: v for k, v in before.items() if k not in ("num_beams", "length_penalty")}
+    assert "chosen: num_beams" in capsys.readouterr().out
+    (tmp_path / "short.tgt").write_text("x\n", encoding="utf-8")
+    assert cli([*argv[:5], str(tmp_path / "short.tgt")]) == 2
+    assert "has 40 lines but" in capsys.readouterr().err
 
 
 def test_translate_command_keeps_order_and_empty_lines(small_demo_model, tmp_path, capsys):

@@ -14,6 +14,7 @@ COMMANDS = {  # command -> (module in this package, help)
     "split-pairs": ("split_pairs", "Hold out a tuning split of parallel text files, by line pair."),
     "translate": ("translate", "Translate a text file, one sentence per line."),
     "tag": ("tag", "Tag named entities in a text or CoNLL file."),
+    "tune-decoding": ("tune_decoding", "Choose the beam size and length penalty on a tuning split (and save them)."),
     "score": ("score", "sacreBLEU and the paper's tokenized, compound-split BLEU of a translation file."),
     "ner-report": ("ner_report", "Tagging scores on entities seen in training vs unseen, per type."),
     "export-ctranslate2": ("export_ctranslate2", "Export a saved translation model to CTranslate2."),

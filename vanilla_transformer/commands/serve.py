@@ -5,8 +5,9 @@ Endpoints:
 - LibreTranslate's API, so its clients work unchanged: `POST /translate` (`q`, `source` or "auto", `target`, `format`
   "text" or "html", `alternatives`), `POST /detect`, `GET /languages`, `POST /translate_file` + `GET /download_file/..`,
   `GET /frontend/settings`, `GET /spec`, `POST /suggest` (disabled: 403), `GET /health` (`{"status": "ok"}`);
-- `POST /v1/translate`: `{"sentences": [...], "source", "target", "num_beams": 1, "num_return_sequences": 1,
-  "max_new_tokens": null}` -> `{"translations": [...]}` (source and target may be left out with one pair served);
+- `POST /v1/translate`: `{"sentences": [...], "source", "target", "num_beams": null, "num_return_sequences": 1,
+  "max_new_tokens": null}` (null: as the model's generation config says) -> `{"translations": [...]}` (source and
+  target may be left out with one pair served);
 - `POST /v1/ner` (a tagger): `{"sentences": [...]}` -> `{"entities": [[...], ...]}`, each text's entities as
   `vanilla-transformer tag` writes them;
 - `GET /v1/health`: each model's state (200 once all are loaded, 503 before); `GET /metrics`: Prometheus text format.

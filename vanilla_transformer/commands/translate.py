@@ -19,7 +19,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_file_arguments(parser, "translate", batch_size=64)
     add_engine_argument(parser, "translation", "auto: CTranslate2 for an exported directory, PyTorch otherwise; "
                                                "ctranslate2 on a saved PyTorch model converts it on the fly.")
-    parser.add_argument("--num_beams", type=positive_int, default=1, help="Beam size (1: greedy).")
+    parser.add_argument("--num_beams", type=positive_int, default=None,
+                        help="Beam size (1: greedy; default: the model's generation config, with its length penalty).")
     parser.add_argument("--max_new_tokens", type=positive_int, default=None,
                         help="Longest translation in tokens (default: the model's generation config; 256 for "
                              "CTranslate2).")

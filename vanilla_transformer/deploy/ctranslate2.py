@@ -81,9 +81,12 @@ class VanillaTransformerConverter(Converter):
         return model_spec(*self.load())
 
     def convert(self, output_dir, vmap=None, quantization=None, force=False):
-        """`Converter.convert`, then the tokenizer saved next to the CTranslate2 model."""
+        """`Converter.convert`, then the tokenizer and the generation config (how to decode: beams, length penalty)
+        saved next to the CTranslate2 model."""
         output_dir = super().convert(output_dir, vmap=vmap, quantization=quantization, force=force)
-        self.load()[1].save_pretrained(output_dir)
+        model, tokenizer = self.load()
+        tokenizer.save_pretrained(output_dir)
+        model.generation_config.save_pretrained(output_dir)
         return output_dir
 
 

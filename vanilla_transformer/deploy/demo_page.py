@@ -201,7 +201,8 @@ def translate_tab(gr, name, ctranslate2_model=None, device="cpu", strict=False):
         with gr.Column():
             source = gr.Textbox(label="Source text", lines=3, elem_id="source")
             with gr.Row():
-                beams = gr.Slider(1, 8, value=1, step=1, label="Beam size", elem_id="num-beams")
+                beams = gr.Slider(1, 8, value=min(8, demo.model.generation_config.num_beams or 1), step=1,
+                                  label="Beam size", elem_id="num-beams")
                 max_new = gr.Slider(1, 256, value=min(256, demo.model.generation_config.max_length or 128), step=1,
                                     label="Maximum length (tokens)", elem_id="max-new-tokens")
             engine = gr.Radio(demo.engines, value="PyTorch", label="Engine", elem_id="engine")

@@ -65,13 +65,14 @@ async def submit(request: Request, engine, texts: list[str], options: tuple) -> 
         raise ServeError(504, f"no answer within {settings.request_timeout:g} s (--request_timeout)") from None
 
 
-async def translate(request: Request, source: str, target: str, texts: list[str], n: int = 1, num_beams: int = 1,
-                    max_new_tokens: int | None = None) -> list[list[str]]:
+async def translate(request: Request, source: str, target: str, texts: list[str], n: int = 1,
+                    num_beams: int | None = None, max_new_tokens: int | None = None) -> list[list[str]]:
     """The `n` best translations of each text (none empty), best first, from `source` into `target`: through the
-    pair's model, or through a pivot language (the first model's best translation is the second one's input)."""
-    limit = request.app.state.settings.max_beams
-    if max(num_beams, n) > limit:
-        raise ServeError(400, f"num_beams {max(num_beams, n)} is over the limit of {limit} (--max_beams)")
+    pair's model, or through a pivot language (the first model's best translation is the second one's input).
+    `num_beams` None: each model's own (its generation config), at least `n`."""
+    limit, asked = request.app.state.settings.max_beams, max(num_beams or 1, n)
+    if asked > limit:
+        raise ServeError(400, f"num_beams {asked} is over the limit of {limit} (--max_beams)")
     route = request.app.state.pairs.checked_route(source, target)
     engines = [engine_of(request, engine.name) for engine in route]  # every leg ready before the first runs
     for engine in engines[:-1]:

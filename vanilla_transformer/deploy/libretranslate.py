@@ -120,7 +120,7 @@ async def translated(request: Request, texts: list[str], source: str, target: st
     flat = [sentence for each in pieces for sentence in sentences(each)]
     n, done, step = alternatives + 1, [], chunk or max(1, len(flat))
     for start in range(0, len(flat), step):
-        done += await translate(request, source, target, flat[start:start + step], n, n)
+        done += await translate(request, source, target, flat[start:start + step], n)
     hypotheses = iter(done)
     out = []
     for each in pieces:

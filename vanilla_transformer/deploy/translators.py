@@ -1,5 +1,7 @@
 """Translate text files with a trained model, served by PyTorch (`generate`) or by CTranslate2.
 
+Both engines decode as the model's generation_config.json says (its beams and length penalty: what the training
+command evaluated with, or what `tune-decoding` chose), unless a call asks otherwise; an export carries that file.
 Lines are translated in batches sorted by length (less padding) and written back in input order, one output line per
 input line; empty lines stay empty and are not sent to the model.
 """
@@ -37,8 +39,8 @@ class PyTorchTranslator:
 
     workers, engine_seconds = 1, 0.0  # batches it runs at once; seconds in `generate`
 
-    def __init__(self, model_dir, num_beams: int = 1, max_new_tokens: int | None = None, device: str = "cpu",
-                 threads: int = 0):
+    def __init__(self, model_dir, num_beams: int | None = None, max_new_tokens: int | None = None,
+                 device: str = "cpu", threads: int = 0):
         import torch
 
         from ..model.modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
@@ -49,7 +51,9 @@ class PyTorchTranslator:
         self.tokenizer = load_tokenizer(model_dir)
         self.backend = self.tokenizer.backend_tokenizer
         self.model = load_model(VanillaTransformerForConditionalGeneration, model_dir).to(device).eval()
-        self.generate_kwargs = dict(num_beams=num_beams, do_sample=False)
+        self.generate_kwargs = dict(do_sample=False)  # the beams and length penalty: the model's generation config
+        if num_beams is not None:
+            self.generate_kwargs["num_beams"] = num_beams
         if max_new_tokens is not None:
             # max_length=None: the limit replaces the saved generation_config.max_length (no "both set" warning)
             self.generate_kwargs.update(max_new_tokens=max_new_tokens, max_length=None)
@@ -58,6 +62,10 @@ class PyTorchTranslator:
                  max_new_tokens: int | None = None) -> list[str]:
         """Translations of `sentences`; `num_beams` / `max_new_tokens` override the translator's for this call."""
         return [best for best, *_ in self.hypotheses(sentences, 1, num_beams, max_new_tokens)]
+
+    def set_decoding(self, num_beams: int, length_penalty: float) -> None:
+        """Decode every later call with these beams and length penalty."""
+        self.generate_kwargs.update(num_beams=num_beams, length_penalty=length_penalty)
 
     def hypotheses(self, sentences: list[str], n: int, num_beams: int | None = None,
                    max_new_tokens: int | None = None) -> list[list[str]]:
@@ -73,7 +81,8 @@ class PyTorchTranslator:
         if max_new_tokens is not None:
             kwargs.update(max_new_tokens=max_new_tokens, max_length=None)
         if n > 1:
-            kwargs.update(num_beams=max(n, kwargs["num_beams"]), num_return_sequences=n)
+            beams = kwargs.get("num_beams", self.model.generation_config.num_beams)
+            kwargs.update(num_beams=max(n, beams), num_return_sequences=n)
         start = time.perf_counter()
         with torch.inference_mode():
             output = self.model.generate(**batch, **kwargs)
@@ -94,8 +103,9 @@ class CTranslate2Translator:
 
     engine_seconds = 0.0
 
-    def __init__(self, model_dir, num_beams: int = 1, max_new_tokens: int | None = None, compute_type: str = "default",
-                 threads: int = 0, device: str = "cpu", parallel: bool = False, workers: int = 1):
+    def __init__(self, model_dir, num_beams: int | None = None, max_new_tokens: int | None = None,
+                 compute_type: str = "default", threads: int = 0, device: str = "cpu", parallel: bool = False,
+                 workers: int = 1):
         ctranslate2 = require("ctranslate2")
         model_dir, self._tmp = os.fspath(model_dir), None
         if not is_ctranslate2_dir(model_dir):
@@ -128,7 +138,9 @@ class CTranslate2Translator:
         if max_new_tokens is not None and self.longest is not None and max_new_tokens > self.longest:
             raise ValueError(f"--max_new_tokens {max_new_tokens} is over this export's limit of {self.longest} new "
                              f"tokens (its position table has {positions} rows: the model's max_position_embeddings).")
-        self.options = dict(beam_size=num_beams, min_decoding_length=0,
+        decoding = decoding_options(model_dir)
+        self.options = dict(beam_size=num_beams or decoding["beam_size"], length_penalty=decoding["length_penalty"],
+                            min_decoding_length=0,
                             max_decoding_length=self.new_tokens(max_new_tokens or 256),
                             max_input_length=min(limit, positions) if self.longest else limit)
         # straight through the Rust tokenizer, also without the Python wrapper's per-token conversions (measured:
@@ -159,6 +171,10 @@ class CTranslate2Translator:
         """Translations of `sentences`; `num_beams` / `max_new_tokens` override the translator's for this call."""
         return [best for best, *_ in self.hypotheses(sentences, 1, num_beams, max_new_tokens)]
 
+    def set_decoding(self, num_beams: int, length_penalty: float) -> None:
+        """Decode every later call with these beams and length penalty."""
+        self.options.update(beam_size=num_beams, length_penalty=length_penalty)
+
     def hypotheses(self, sentences: list[str], n: int, num_beams: int | None = None,
                    max_new_tokens: int | None = None) -> list[list[str]]:
         """The `n` best translations of each sentence, best first (`num_hypotheses`; the beam at least `n`)."""
@@ -169,6 +185,16 @@ class CTranslate2Translator:
             options["max_batch_size"] = -(-len(sentences) // self.workers)
         return [[self.backend.decode(ids, skip_special_tokens=True) for ids in hypotheses]
                 for hypotheses in self.translate_ids(sentences, n, **options)]
+
+
+def decoding_options(export_dir) -> dict:
+    """CTranslate2's beam size and length penalty from the export's generation_config.json (written by
+    export-ctranslate2 from the model's), else transformers' defaults: 1 beam, length penalty 1. The two length
+    penalties mean the same: a hypothesis' summed log-probability over its length (the end token counted) to the
+    power `length_penalty`."""
+    path = os.path.join(export_dir, "generation_config.json")
+    values = read_json(path, REEXPORT, mapping=True) if os.path.isfile(path) else {}
+    return {"beam_size": int(values.get("num_beams") or 1), "length_penalty": float(values.get("length_penalty", 1.0))}
 
 
 def make_translator(model_dir, engine: str = "auto", device: str = "cpu", **kwargs):

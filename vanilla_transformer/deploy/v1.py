@@ -17,7 +17,7 @@ class TranslateRequest(BaseModel):
     sentences: list[str] = Field(min_length=1)
     source: str | None = None
     target: str | None = None
-    num_beams: int = Field(1, ge=1)
+    num_beams: int | None = Field(None, ge=1)
     num_return_sequences: int = Field(1, ge=1)
     max_new_tokens: int | None = Field(None, ge=1, le=1024)
     api_key: str | None = None
@@ -62,8 +62,8 @@ async def v1_translate(request: Request):
     source, target = default_pair(request, body.source, body.target)
     todo = [i for i, text in enumerate(body.sentences) if text.strip()]  # empty sentences are not sent
     n = body.num_return_sequences
-    done = await translate(request, source, target, [body.sentences[i].strip() for i in todo], n,
-                           max(body.num_beams, n), body.max_new_tokens)
+    done = await translate(request, source, target, [body.sentences[i].strip() for i in todo], n, body.num_beams,
+                           body.max_new_tokens)
     outputs = [[""] * n for _ in body.sentences]
     for i, hypotheses in zip(todo, done):
         outputs[i] = hypotheses

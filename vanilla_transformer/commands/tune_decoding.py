@@ -1,0 +1,93 @@
+"""`vanilla-transformer tune-decoding MODEL_DIR --source TUNE.SRC --reference TUNE.TGT`: the beam size and length
+penalty that translate a tuning split best (sacreBLEU), chosen without looking at validation; `--save` writes them
+into MODEL_DIR/generation_config.json, which `generate`, the pipeline, `translate` (both engines), `serve` and the
+demo decode with (an export of the model carries the file: export again after saving, or tune the export itself).
+
+    vanilla-transformer tune-decoding outputs/multi30k --source split/tune.de --reference split/tune.en \\
+      --num_beams 4 --length_penalty 0.6 0.8 1.0 1.2 1.4 --save
+
+Prints a line per setting and the choice (the best BLEU; a tie goes to the setting listed first); `--output` also
+writes them as JSON.
+"""
+
+import argparse
+import itertools
+import json
+import os
+
+from ..console import add_device_argument, add_engine_argument, output_path, positive_int
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("model_dir", help="Saved translation model, or a directory exported by export-ctranslate2.")
+    parser.add_argument("--source", required=True, help="The tuning split's source sentences, one a line.")
+    parser.add_argument("--reference", required=True, help="Their reference translations, line for line.")
+    parser.add_argument("--num_beams", type=positive_int, nargs="+", default=[4], help="Beam sizes to try (default 4).")
+    parser.add_argument("--length_penalty", type=float, nargs="+", default=[0.6, 0.8, 1.0, 1.2, 1.4],
+                        help="Length penalties to try (default 0.6 0.8 1.0 1.2 1.4; 1: the mean log-probability "
+                             "per token, larger favours longer translations).")
+    parser.add_argument("--save", action="store_true",
+                        help="Write the choice into MODEL_DIR/generation_config.json (default: only print it).")
+    parser.add_argument("--output", type=output_path, default=None, help="Also write every score to this JSON file.")
+    parser.add_argument("--batch_size", type=positive_int, default=64, help="Sentences per batch (default 64).")
+    add_engine_argument(parser, "translation", "auto: CTranslate2 for an exported directory, PyTorch otherwise.")
+    add_device_argument(parser)
+    return parser
+
+
+def tune(translate, sources: list[str], references: list[str], settings, batch_size: int = 64) -> list[dict]:
+    """sacreBLEU of `translate` (a translator of deploy/translators.py) on `sources` for each (beams, length penalty)
+    of `settings`."""
+    import sacrebleu
+
+    from ..deploy.translators import translate_lines
+
+    scores = []
+    for num_beams, length_penalty in settings:
+        translate.set_decoding(num_beams, length_penalty)
+        hypotheses = translate_lines(translate, sources, batch_size)
+        bleu = sacrebleu.metrics.BLEU().corpus_score(hypotheses, [references]).score
+        scores.append({"num_beams": num_beams, "length_penalty": length_penalty, "bleu": bleu})
+        print(f"num_beams {num_beams}, length_penalty {length_penalty}: sacreBLEU {bleu:.2f}", flush=True)
+    return scores
+
+
+def save_decoding(model_dir: str, num_beams: int, length_penalty: float) -> str:
+    """The choice written into `model_dir`'s generation_config.json (the rest of the file kept; written atomically)."""
+    from transformers import GenerationConfig
+
+    from ..files import read_json, write_text
+
+    path = os.path.join(model_dir, "generation_config.json")
+    values = read_json(path, mapping=True) if os.path.isfile(path) else {}
+    config = GenerationConfig.from_dict(values)
+    config.update(num_beams=num_beams, length_penalty=length_penalty)
+    config.validate(strict=True)
+    write_text(path, config.to_json_string(use_diff=True))
+    return path
+
+
+def main(argv=None) -> dict:
+    args = build_parser().parse_args(argv)
+    from ..deploy.translators import make_translator
+    from ..files import read_lines, write_text
+    from ..loading import no_progress_bars
+
+    sources, references = read_lines(args.source), read_lines(args.reference)
+    if len(sources) != len(references):
+        raise ValueError(f"{args.source} has {len(sources)} lines but {args.reference} has {len(references)}: one "
+                         "reference a line.")
+    no_progress_bars()
+    translate = make_translator(args.model_dir, args.engine, args.device)
+    scores = tune(translate, sources, references, itertools.product(args.num_beams, args.length_penalty),
+                  args.batch_size)
+    best = max(scores, key=lambda s: s["bleu"])  # (the first of equal scores)
+    print(f"chosen: num_beams {best['num_beams']}, length_penalty {best['length_penalty']} "
+          f"(sacreBLEU {best['bleu']:.2f} on {args.source})")
+    result = {"scores": scores, "chosen": best}
+    if args.save:
+        print(f"written into {save_decoding(args.model_dir, best['num_beams'], best['length_penalty'])}")
+    if args.output:
+        write_text(args.output, json.dumps(result, indent=2))
+    return result
