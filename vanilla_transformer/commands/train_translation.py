@@ -69,8 +69,14 @@ class DataTrainingArguments(TokenBudgetArguments):
     max_train_samples: int | None = field(default=None, metadata={"help": "Use only this many training pairs."})
     max_eval_samples: int | None = field(default=None, metadata={"help": "Use only this many validation pairs."})
     max_predict_samples: int | None = field(default=None, metadata={"help": "Use only this many test pairs."})
-    num_beams: int | None = field(default=None, metadata={"help": "Beams for evaluation/prediction (default 1)."})
-    length_penalty: float = field(default=1.0, metadata={"help": "Beam search length penalty."})
+    num_beams: int | None = field(default=None, metadata={
+        "help": "Beams for evaluation/prediction, saved in the model's generation config (default: a loaded model's "
+                "own, else 1)."})
+    length_penalty: float | None = field(default=None, metadata={
+        "help": "Beam search length penalty, saved with --num_beams (default: a loaded model's own, else 1.0)."})
+    ensemble_with: list[str] | None = field(default=None, metadata={
+        "help": "Evaluation and prediction only: further trained translation models (directories or Hub ids, same "
+                "tokenizer) decoding with --model_name_or_path's as one, their log-probabilities averaged."})
     demo_train_examples: int = field(default=40000, metadata={"help": "Demo task: training pairs generated."})
     demo_eval_examples: int = field(default=500, metadata={"help": "Demo task: held-out pairs generated."})
     demo_min_length: int = field(default=1, metadata={"help": "Demo task: shortest source string."})
@@ -195,10 +201,23 @@ def build_translator(model_args, data_args, training_args, raw, languages, demo:
     model = build_model(model_args, tokenizer, "seq2seq", label_smoothing=training_args.label_smoothing_factor)
     gen = model.generation_config  # what Seq2SeqTrainer generates with unless --generation_* say otherwise
     gen.max_length = training_args.generation_max_length or data_args.max_target_length
-    gen.num_beams = training_args.generation_num_beams or data_args.num_beams or 1
-    gen.length_penalty = data_args.length_penalty
+    gen.num_beams = training_args.generation_num_beams or data_args.num_beams or gen.num_beams or 1
+    if data_args.length_penalty is not None:
+        gen.length_penalty = data_args.length_penalty
     logger.info("Model: %s parameters, config %s", f"{model.num_parameters():,}", model.config.to_diff_dict())
     return tokenizer, model
+
+
+def ensemble(model, tokenizer, paths, model_args, training_args):
+    """`model` (loaded from --model_name_or_path) and the translation models at `paths` as one ensemble."""
+    from ..translation_ensemble import translation_ensemble
+
+    if training_args.do_train or not model_args.model_name_or_path:
+        raise ValueError("--ensemble_with combines trained translation models: give --model_name_or_path and "
+                         "--do_eval and/or --do_predict, without --do_train.")
+    return translation_ensemble(model, tokenizer, paths, cache_dir=model_args.cache_dir,
+                                trust_remote_code=model_args.trust_remote_code,
+                                attn_implementation=model_args.attn_implementation)
 
 
 class PairFeatures:
@@ -307,6 +326,8 @@ def main(argv=None):
     demo = not (data_args.dataset_name or data_args.train_file or data_args.validation_file or data_args.test_file)
     raw, languages = read_data(data_args, model_args, training_args)
     tokenizer, model = build_translator(model_args, data_args, training_args, raw, languages, demo)
+    if data_args.ensemble_with:
+        model = ensemble(model, tokenizer, data_args.ensemble_with, model_args, training_args)
     features = PairFeatures(tokenizer, data_args.max_source_length, data_args.max_target_length, languages)
     tokenized, orders = tokenize_splits(raw, data_args, training_args, features)
     scores = TranslationScores(tokenizer, demo)

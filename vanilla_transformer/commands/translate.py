@@ -27,6 +27,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--compute_type", default="default",
                         help="CTranslate2 only: int8, int8_float32, float32, ... (default: the export's type); on a "
                              "GPU float16, int8_float16, bfloat16.")
+    parser.add_argument("--ensemble_with", nargs="+", default=None, metavar="MODEL_DIR",
+                        help="More saved translation models (same tokenizer): translate with the ensemble of all, the "
+                             "members' log-probabilities averaged at each step (PyTorch engine).")
     add_device_argument(parser)
     parser.add_argument("--threads", type=non_negative_int, default=0,
                         help="CPU threads (default 0: all cores). CTranslate2 translates that many batches at once, "
@@ -43,5 +46,6 @@ def main(argv=None) -> None:
         no_progress_bars()
     stats = translate_file(args.model_dir, args.input, args.output, engine=args.engine, batch_size=args.batch_size,
                            progress=not args.quiet, num_beams=args.num_beams, max_new_tokens=args.max_new_tokens,
-                           compute_type=args.compute_type, device=args.device, threads=args.threads)
+                           compute_type=args.compute_type, device=args.device, threads=args.threads,
+                           ensemble_with=args.ensemble_with or ())
     print_file_stats(stats, args.stats)

@@ -40,7 +40,7 @@ class PyTorchTranslator:
     workers, engine_seconds = 1, 0.0  # batches it runs at once; seconds in `generate`
 
     def __init__(self, model_dir, num_beams: int | None = None, max_new_tokens: int | None = None,
-                 device: str = "cpu", threads: int = 0):
+                 device: str = "cpu", threads: int = 0, ensemble_with=()):
         import torch
 
         from ..model.modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
@@ -51,6 +51,10 @@ class PyTorchTranslator:
         self.tokenizer = load_tokenizer(model_dir)
         self.backend = self.tokenizer.backend_tokenizer
         self.model = load_model(VanillaTransformerForConditionalGeneration, model_dir).to(device).eval()
+        if ensemble_with:  # the models decode as one (translation_ensemble.py)
+            from ..translation_ensemble import translation_ensemble
+
+            self.model = translation_ensemble(self.model, self.tokenizer, ensemble_with)
         self.generate_kwargs = dict(do_sample=False)  # the beams and length penalty: the model's generation config
         if num_beams is not None:
             self.generate_kwargs["num_beams"] = num_beams
@@ -206,6 +210,9 @@ def make_translator(model_dir, engine: str = "auto", device: str = "cpu", **kwar
         raise ValueError(f"{found.path!r} is an ONNX export of a tagger, not a translation model ({TRANSLATOR}).")
     model_dir, engine = found.path, found.engine
     kwargs["device"] = resolve_device(device, engine)
+    if engine != "pytorch" and kwargs.pop("ensemble_with", None):
+        raise ValueError("--ensemble_with: an ensemble decodes with the PyTorch engine (--engine pytorch, saved "
+                         "models); CTranslate2 runs one model.")
     if engine == "pytorch":
         kwargs.pop("compute_type", None)
         kwargs.pop("parallel", None)

@@ -1,0 +1,157 @@
+"""Ensembles of trained translation models, for evaluation, prediction and `translate` (not in the paper, which
+averages checkpoints of one run instead, section 6.1; models trained apart share no weights that could be averaged).
+
+At each decoding step every member reads its own encoder output and its own cache, and the ensemble's scores are the
+mean of the members' log-probabilities; greedy and beam search run over that mean (a product of experts, as the
+tagger ensemble of `ner/ensemble.py`).
+"""
+
+import copy
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import GenerationMixin, PreTrainedModel
+from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput
+
+from .model.configuration_vanilla_transformer import VanillaTransformerConfig
+from .model.modeling_vanilla_transformer import BeamSearchCache, VanillaTransformerForConditionalGeneration
+
+SHARED = ("vocab_size", "pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id")
+
+
+class TranslationEnsembleCache(EncoderDecoderCache):
+    """One decoder cache per member, held as one: what generate asks of a cache (its length, reordering beams,
+    selecting or repeating rows) is done to every member's; introspection reads the first member's."""
+
+    def __init__(self, members: list[EncoderDecoderCache]):
+        super().__init__(members[0].self_attention_cache, members[0].cross_attention_cache)
+        self.members = members
+
+    def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
+        for member in self.members:
+            member.reorder_cache(beam_idx)
+
+    def crop(self, tokens_to_remove: int) -> None:
+        for member in self.members:
+            member.crop(tokens_to_remove)
+
+    def batch_repeat_interleave(self, repeats: int) -> None:
+        for member in self.members:
+            member.batch_repeat_interleave(repeats)
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        for member in self.members:
+            member.batch_select_indices(indices)
+
+    def reset(self) -> None:
+        for member in self.members:
+            member.reset()
+
+
+class TranslationEnsembleEncoder(nn.Module):
+    """Every member's encoder over the same source: their outputs side by side on the last axis, (B, S, sum of the
+    members' d_model), so that generate expands them for beams as one tensor."""
+
+    def __init__(self, members):
+        super().__init__()
+        self.encoders = nn.ModuleList(member.get_encoder() for member in members)
+
+    def forward(self, input_ids=None, attention_mask=None, inputs_embeds=None, **kwargs) -> BaseModelOutput:
+        if inputs_embeds is not None:
+            raise ValueError("An ensemble reads input_ids: its members embed them each in their own way.")
+        hidden = [encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+                  for encoder in self.encoders]
+        return BaseModelOutput(last_hidden_state=torch.cat(hidden, dim=-1))
+
+
+class TranslationEnsemble(PreTrainedModel, GenerationMixin):
+    """`VanillaTransformerForConditionalGeneration` models trained with one tokenizer, generating as one: called
+    and generating like a member (its `generation_config` is the first member's), its logits the mean of the members'
+    log-probabilities. Built for evaluation and prediction: it starts, and stays, in eval mode."""
+
+    config_class = VanillaTransformerConfig
+    main_input_name = "input_ids"
+
+    def __init__(self, members):
+        members = list(members)
+        if not members:
+            raise ValueError("An ensemble needs at least one translation model, got none.")
+        for i, member in enumerate(members):
+            if not isinstance(member, VanillaTransformerForConditionalGeneration):
+                raise TypeError(f"Ensemble member {i} is a {type(member).__name__}, not a "
+                                "VanillaTransformerForConditionalGeneration.")
+            for name in SHARED:
+                if getattr(member.config, name) != getattr(members[0].config, name):
+                    raise ValueError(f"Ensemble member {i} has {name}={getattr(member.config, name)!r} but member 0 "
+                                     f"has {getattr(members[0].config, name)!r}; members must share the tokenizer.")
+        super().__init__(copy.deepcopy(members[0].config))
+        self.members = nn.ModuleList(members)
+        self.encoder = TranslationEnsembleEncoder(members)
+        self.widths = [member.config.d_model for member in members]
+        self.generation_config = copy.deepcopy(members[0].generation_config)
+        self.eval()
+
+    def get_encoder(self):
+        return self.encoder
+
+    def forward(self, input_ids=None, attention_mask=None, decoder_input_ids=None, decoder_attention_mask=None,
+                encoder_outputs=None, cache=None, labels=None, use_cache=None, **kwargs) -> Seq2SeqLMOutput:
+        """A member's arguments; `cache` a `TranslationEnsembleCache` (or None). With `labels`, the loss is the
+        cross-entropy of the ensemble's distribution (the softmax of its logits)."""
+        if encoder_outputs is None:
+            encoder_outputs = self.encoder(input_ids=input_ids, attention_mask=attention_mask)
+        hidden = encoder_outputs[0].split(self.widths, dim=-1)  # each member's own encoder output
+        caches = cache.members if cache is not None else [None] * len(self.members)
+        if labels is not None:
+            use_cache = False
+            if decoder_input_ids is None:
+                decoder_input_ids = self.members[0].prepare_decoder_input_ids_from_labels(labels)
+        log_probs, member_caches = [], []
+        for member, encoded, member_cache in zip(self.members, hidden, caches):
+            out = member(attention_mask=attention_mask, decoder_input_ids=decoder_input_ids,
+                         decoder_attention_mask=decoder_attention_mask,
+                         encoder_outputs=BaseModelOutput(last_hidden_state=encoded), cache=member_cache,
+                         use_cache=use_cache)
+            log_probs.append(out.logits.float().log_softmax(-1))  # (B, T, V)
+            member_caches.append(out.cache)
+        logits = torch.stack(log_probs).mean(0)
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=-100)
+        if use_cache is not False and cache is None and all(c is not None for c in member_caches):
+            cache = TranslationEnsembleCache(member_caches)
+        return Seq2SeqLMOutput(loss=loss, logits=logits, cache=cache if use_cache is not False else None)
+
+    def generate(self, *args, **kwargs):
+        """`GenerationMixin.generate` with one cache per member (each reordering only its self-attention keys and
+        values under beam search, as a member's own `generate` does), unless the call chooses the cache."""
+        config = kwargs.get("generation_config") or self.generation_config
+        if (kwargs.get("cache") is None and kwargs.get("use_cache", config.use_cache) is not False
+                and not kwargs.get("cache_implementation", config.cache_implementation)):
+            kwargs["cache"] = TranslationEnsembleCache([member_cache(member) for member in self.members])
+        return super().generate(*args, **kwargs)
+
+
+def member_cache(member) -> EncoderDecoderCache:
+    decoder = member.config.get_text_config(decoder=True)
+    return BeamSearchCache(DynamicCache(config=decoder), DynamicCache(config=decoder))
+
+
+def translation_ensemble(model, tokenizer, paths, **kwargs) -> TranslationEnsemble:
+    """`model` (whose tokenizer is `tokenizer`) and the translation models saved at `paths` as one ensemble, on
+    `model`'s device; `kwargs` go to `from_pretrained` of the tokenizers and models. Members must share the
+    tokenizer."""
+    from transformers import AutoTokenizer
+
+    from .loading import load_model
+
+    members = [model]
+    for path in paths:
+        tokenizer_kwargs = {k: v for k, v in kwargs.items() if k in ("cache_dir", "trust_remote_code")}
+        if AutoTokenizer.from_pretrained(path, **tokenizer_kwargs).get_vocab() != tokenizer.get_vocab():
+            raise ValueError(f"The tokenizer of {str(path)!r} differs from that of the first model; ensemble members "
+                             "must share one tokenizer.")
+        members.append(load_model(VanillaTransformerForConditionalGeneration, path, **kwargs).to(model.device))
+    return TranslationEnsemble(members)
