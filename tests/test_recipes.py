@@ -29,18 +29,24 @@ CONLL_QUICK = ["--num_train_epochs", "3", "--warmup_steps", "200", "--eval_strat
 CONLL_QUICK_MIN_F1, CONLL_QUICK_MIN_MEMBER_F1 = 0.66, 0.65
 
 
-def run_recipe(script, out, *extra, **env_vars):
+def run_recipe(script, out, *extra, scores="eval_results.json", **env_vars):
     env = {**os.environ, "PY": sys.executable, **env_vars}
     proc = subprocess.run(["bash", os.path.join(ROOT, "recipes", script), SHARED_DATA, str(out), *extra], cwd=ROOT,
                           env=env, capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    return json.loads((out / "eval_results.json").read_text())
+    return json.loads((out / scores).read_text())
 
 
 @pytest.mark.skipif(not os.path.isdir(os.path.join(SHARED_DATA, "multi30k")), reason="shared data absent")
 def test_multi30k_quick_recipe(tmp_path):
-    metrics = run_recipe("multi30k.sh", tmp_path / "m30k", *MULTI30K_QUICK)
+    out = tmp_path / "m30k"
+    metrics = run_recipe("multi30k.sh", out, *MULTI30K_QUICK, LENGTH_PENALTIES="1.0")  # (the tuning split's)
     assert metrics["eval_bleu"] >= MULTI30K_QUICK_MIN_BLEU and metrics["eval_chrf"] >= MULTI30K_QUICK_MIN_CHRF, metrics
+    # trained and tuned on the training file's two parts; validation scored once, at the end
+    assert sum(1 for _ in open(out / "split" / "tune.de")) == 1015 and metrics["eval_samples"] == 300
+    validation = json.loads((out / "validation" / "eval_results.json").read_text())
+    assert validation["eval_samples"] == 1014 and validation["eval_bleu"] >= MULTI30K_QUICK_MIN_BLEU, validation
+    assert json.loads((out / "tune_decoding.json").read_text())["chosen"]["length_penalty"] == 1.0
 
 
 @pytest.mark.skipif(not os.path.isdir(os.path.join(SHARED_DATA, "conll2003")), reason="shared data absent")
