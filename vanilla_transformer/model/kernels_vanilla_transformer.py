@@ -42,19 +42,21 @@ def keep_mask_shape(x, p):
 
 
 def apply_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
-    """`F.dropout(x, p, training)`, with `keep_mask`'s mask on CPUs (the scale exact for the rounded p)."""
+    """`F.dropout(x, p, training)`, with `keep_mask`'s mask on CPUs (the scale exact for the rounded p), drawn by the
+    operator in eager and compiled mode alike."""
     if not training or p == 0.0:
         return x
     if x.device.type != "cpu":
         return F.dropout(x, p, training=True)
-    keep = keep_mask_op(x, p) if torch.compiler.is_compiling() else keep_mask(x, p)
-    return x * keep * (65536 / (65536 - round(p * 65536)))
+    return x * keep_mask_op(x, p) * (65536 / (65536 - round(p * 65536)))
 
 
 def cross_entropy(logits: torch.Tensor, labels: torch.Tensor, count, label_smoothing: float = 0.0) -> torch.Tensor:
     """`F.cross_entropy(logits.float(), labels, ignore_index=-100, reduction="sum", label_smoothing=...) / count`.
-    On CPUs fused (`FusedCrossEntropy`, compiled: `loss_and_gradient_op`); on GPUs torch's, a few large kernels
-    without host syncs (the fused row chunks are sized for a CPU cache: thousands of small launches there)."""
+    On CPUs fused: eager, `FusedCrossEntropy`, which hands its one gradient to autograd scaled in place (no
+    gradient-sized product for the usual `loss.backward()`); compiled, `loss_and_gradient_op`, whose traced backward
+    cannot look at the incoming gradient. On GPUs torch's, a few large kernels without host syncs (the fused row
+    chunks are sized for a CPU cache: thousands of small launches there)."""
     if logits.device.type != "cpu":
         return plain_cross_entropy(logits, labels, count, label_smoothing)
     if torch.compiler.is_compiling():
