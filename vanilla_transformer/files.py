@@ -32,11 +32,11 @@ def split_lines(text: str) -> list[str]:
     return lines
 
 
-def require_file(path: str) -> None:
-    """A DataError unless `path` is a file that is not empty."""
+def require_file(path: str, allow_empty: bool = False) -> None:
+    """A DataError unless `path` is a file (and, unless `allow_empty`, not an empty one)."""
     if not os.path.isfile(path):
         raise DataError(f"{path}: file not found.")
-    if os.path.getsize(path) == 0:
+    if not allow_empty and os.path.getsize(path) == 0:
         raise DataError(f"{path}: file is empty.")
 
 
@@ -62,11 +62,10 @@ def read_lines(path: str | None, allow_empty: bool = False) -> list[str]:
     `allow_empty`) or bytes that are not UTF-8 raise `DataError` naming the file (and line)."""
     stdin = path in (None, "-")
     name = "<stdin>" if stdin else path
-    if not stdin and not os.path.isfile(path):
-        raise DataError(f"{path}: file not found.")
     if stdin:
         raw = sys.stdin.buffer.read()
     else:
+        require_file(path, allow_empty=True)  # (emptiness below: a file of blank lines is empty too)
         with open(path, "rb") as f:
             raw = f.read()
     if not allow_empty and not raw.strip():
