@@ -16,7 +16,7 @@ import socket
 import sys
 import time
 
-from vanilla_transformer.demo import build_app
+from vanilla_transformer.deploy.demo_page import build_app
 
 
 def wait_for(condition, what: str, timeout: float = 120.0):

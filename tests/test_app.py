@@ -20,7 +20,7 @@ from conftest import ROOT, free_port  # noqa: E402
 from vanilla_transformer import cli  # noqa: E402
 from vanilla_transformer.commands import push
 from vanilla_transformer.data import DEMO_SOURCE_LANG, make_demo_ner, make_demo_translation  # noqa: E402
-from vanilla_transformer.demo import app as demo_app  # noqa: E402
+from vanilla_transformer.deploy import demo_page as demo_app  # noqa: E402
 from vanilla_transformer.model.modeling_vanilla_transformer import (  # noqa: E402
     VanillaTransformerForConditionalGeneration,
     VanillaTransformerForTokenClassification,

@@ -22,7 +22,7 @@ PACKAGE = "vanilla-transformer"
 SPACE_EXTRAS = ("demo", "ctranslate2")
 SPACE_APP = '''"""The vanilla-transformer demo page (written by `vanilla-transformer push --space`)."""
 
-from vanilla_transformer.demo import build_app
+from vanilla_transformer.deploy.demo_page import build_app
 
 build_app(translation_model={translation!r}, ner_model={ner!r}).launch()
 '''
@@ -57,7 +57,7 @@ def write_space(directory: str, translation_model: str | None, ner_model: str | 
 
     import vanilla_transformer
 
-    from ..demo.page import require_gradio
+    from ..deploy.demo_page import require_gradio
 
     gradio = require_gradio()
 
