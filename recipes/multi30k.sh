@@ -4,7 +4,7 @@
 # split-pairs`, seed 0), the model trains on the rest and is evaluated on the tuning split, where `tune-decoding` also
 # chooses the length penalty of beam search (saved in the model's generation_config.json); validation is scored once,
 # at the end, with that choice.
-# Usage: [LENGTH_PENALTIES="0.6 ..."] recipes/multi30k.sh [DATA_DIR] [OUTPUT_DIR] [extra run_translation.py flags...]
+# Usage: [LENGTH_PENALTIES="0.4 ..."] recipes/multi30k.sh [DATA_DIR] [OUTPUT_DIR] [extra run_translation.py flags...]
 # DATA_DIR holds multi30k/{train,validation}.{de,en} (default ../shared/data). Writes OUTPUT_DIR/split/{train,tune}.*,
 # the model, tokenizer and model card in OUTPUT_DIR with its tuning-split metrics (eval_results.json: sacreBLEU cased,
 # detokenized, 13a, beam search) and translations, the decoding choice (tune_decoding.json), and the validation
@@ -43,7 +43,7 @@ PACKING=${PACKING:-$("$PY" -c 'import torch; print(str(torch.cuda.is_available()
   --output_dir "$OUT" "$@"
 
 # The length penalty of beam search, chosen on the tuning split and saved with the model
-read -r -a PENALTIES <<< "${LENGTH_PENALTIES:-0.6 0.8 1.0 1.2 1.4}"
+read -r -a PENALTIES <<< "${LENGTH_PENALTIES:-0.4 0.6 0.8 1.0}"  # (above 1 the engines part: tune_decoding.py)
 "$PY" -m vanilla_transformer.cli tune-decoding "$OUT" --source "$SPLIT/tune.de" --reference "$SPLIT/tune.en" \
   --num_beams 4 --length_penalty "${PENALTIES[@]}" --engine pytorch --save --output "$OUT/tune_decoding.json"
 # validation: once, at the end, decoded as the model's generation config now says

@@ -169,22 +169,22 @@ def test_the_console_command_prints_no_trace_unless_debug(files):
         assert debug.returncode == 1 and "Traceback" in debug.stderr and "has shape (5,)" in debug.stderr
 
 
-@pytest.mark.parametrize("module,argv,named", [
-    ("run_translation", ["--max_source_length", "0"], "--max_source_length must be at least 1, got 0"),
-    ("run_ner", ["--train_file", "/no/such.conll", "--do_train"], "/no/such.conll: file not found"),
-    ("average_checkpoints", ["/no/such/run", "--output_dir", "x"], "is not a directory"),
+@pytest.mark.parametrize("module,argv,named,program", [
+    ("vanilla_transformer.run_translation", ["--max_source_length", "0", "--output_dir", "out"],
+     "--max_source_length must be at least 1, got 0", "python -m vanilla_transformer.run_translation"),
+    ("vanilla_transformer.run_ner", ["--train_file", "/no/such.conll", "--do_train", "--output_dir", "out"],
+     "/no/such.conll: file not found", "python -m vanilla_transformer.run_ner"),
+    ("vanilla_transformer", ["average-checkpoints", "/no/such/run", "--output_dir", "x"], "is not a directory",
+     "vanilla-transformer average-checkpoints"),
 ])
-def test_python_m_launches_answer_a_mistake_with_one_line(module, argv, named, tmp_path):
-    """`python -m vanilla_transformer.MODULE` (what torchrun -m runs) ends a user's mistake as the console command
-    does: one error line naming it, exit status 2, no trace."""
-    proc = subprocess.run([sys.executable, "-m", f"vanilla_transformer.{module}", *argv, "--output_dir",
-                           str(tmp_path / "out")] if module != "average_checkpoints" else
-                          [sys.executable, "-m", f"vanilla_transformer.{module}", *argv],
-                          capture_output=True, text=True, cwd=tmp_path, timeout=300,
-                          env={**os.environ, "HF_HUB_OFFLINE": "1"})
+def test_python_m_launches_answer_a_mistake_with_one_line(module, argv, named, program, tmp_path):
+    """`python -m vanilla_transformer.run_*` (what torchrun -m runs) and `python -m vanilla_transformer COMMAND` end a
+    user's mistake as the console command does: one error line naming it, exit status 2, no trace."""
+    proc = subprocess.run([sys.executable, "-m", module, *argv], capture_output=True, text=True, cwd=tmp_path,
+                          timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
     last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith(f"python -m vanilla_transformer.{module}: error: ") and named in last, last
+    assert last.startswith(f"{program}: error: ") and named in last, last
 
 
 def test_a_bug_keeps_its_trace(monkeypatch, files):

@@ -232,17 +232,18 @@ def test_a_hub_dataset_with_a_loading_script_is_one_clear_error(monkeypatch):
     """datasets 4 and newer refuse a Hub dataset that needs a loading script (`conll2003` under that name), with a
     RuntimeError; `--dataset_name` answers with a ValueError saying what to give instead. Other errors pass through."""
     from vanilla_transformer import data
+    from vanilla_transformer.data import hub
 
     def refuse(name, *args, **kwargs):
         raise RuntimeError(f"Dataset scripts are no longer supported, but found {name}.py")
 
-    monkeypatch.setattr(data, "load_dataset", refuse)
+    monkeypatch.setattr(hub, "load_dataset", refuse)
     with pytest.raises(ValueError, match="--dataset_name conll2003: this Hub dataset needs a loading script"):
         data.hub_dataset("conll2003")
 
     def fail(name, *args, **kwargs):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(data, "load_dataset", fail)
+    monkeypatch.setattr(hub, "load_dataset", fail)
     with pytest.raises(RuntimeError, match="disk full"):
         data.hub_dataset("x")

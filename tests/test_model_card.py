@@ -24,7 +24,7 @@ def argv0(monkeypatch):
 
 
 def test_console_command_is_recorded_as_typed(argv0):
-    argv0("vanilla-transformer train-translation")  # what cli.run_passthrough sets
+    argv0("vanilla-transformer train-translation")  # what cli.dispatch sets
     command = invoked_command(["--output_dir", "out dir", "--config_overrides", "dropout=0.3"])
     assert command == "vanilla-transformer train-translation --output_dir 'out dir' --config_overrides dropout=0.3"
     assert shlex.split(command)[3] == "out dir"
@@ -49,10 +49,10 @@ def test_several_processes_are_recorded_with_torchrun(argv0, monkeypatch, tmp_pa
 def test_secrets_and_absolute_paths_are_not_recorded(argv0, tmp_path, monkeypatch):
     """The value of every flag naming a secret is redacted (both spellings, `--max_tokens` is no secret); an absolute
     path is relative inside the current directory, a placeholder outside it; `python -m` is recorded as typed."""
-    from vanilla_transformer.commands import train_translation
+    from vanilla_transformer import run_translation  # the module `python -m` runs
 
     monkeypatch.chdir(tmp_path)
-    argv0(train_translation.__file__)
+    argv0(run_translation.__file__)
     command = invoked_command(["--hub_token", "hf_abc", "--api_key=k", "--max_tokens", "4096", "--train_file",
                                str(tmp_path / "data" / "train"), "--validation_file=/srv/corpora/wmt/valid"])
     assert command == ("python -m vanilla_transformer.run_translation --hub_token '<HUB_TOKEN>' '--api_key=<API_KEY>' "

@@ -554,9 +554,10 @@ def test_beam_search_reorders_only_the_self_attention_cache(tiny_config):
         torch.testing.assert_close(ours.sequences_scores, other.sequences_scores, rtol=0, atol=1e-5)
     cache = EncoderDecoderCache(DynamicCache(config=model.config), DynamicCache(config=model.config))
     greedy = GenerationConfig(**{**model.generation_config.to_dict(), "num_beams": 1})
-    for chosen in (dict(num_beams=1), dict(use_cache=False), dict(cache_implementation="static"), dict(cache=cache),
-                   dict(generation_config=greedy)):
+    for chosen in (dict(num_beams=1), dict(use_cache=False), dict(cache_implementation="static"), dict(cache=cache)):
         assert beam_search_cache(model, **{**kwargs, **chosen}) == {}
+    without_beams = {k: v for k, v in kwargs.items() if k != "num_beams"}
+    assert beam_search_cache(model, **without_beams, generation_config=greedy) == {}
 
 
 def test_hooked_projections_take_effect(tiny_config):

@@ -122,7 +122,7 @@ def invoked_command(argv=None) -> str:
     several processes ran it; each argument quoted for the shell where needed, and no secret or absolute path in it
     (`shareable_words`)."""
     program, args = sys.argv[0], list(sys.argv[1:] if argv is None else argv)
-    if program.startswith("vanilla-transformer "):  # set by the console command (cli.run_passthrough)
+    if program.startswith("vanilla-transformer "):  # set by the console command (cli.dispatch)
         words = program.split()
     elif os.path.dirname(os.path.abspath(program)) == os.path.dirname(os.path.abspath(__file__)):  # python -m
         words = ["python", "-m", f"{__package__}.{os.path.splitext(os.path.basename(program))[0]}"]

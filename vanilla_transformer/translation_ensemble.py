@@ -54,6 +54,8 @@ class TranslationEnsembleEncoder(nn.Module):
     """Every member's encoder over the same source: their outputs side by side on the last axis, (B, S, sum of the
     members' d_model), so that generate expands them for beams as one tensor."""
 
+    main_input_name = "input_ids"
+
     def __init__(self, members):
         super().__init__()
         self.encoders = nn.ModuleList(member.get_encoder() for member in members)
@@ -73,6 +75,9 @@ class TranslationEnsemble(PreTrainedModel, GenerationMixin):
 
     config_class = VanillaTransformerConfig
     main_input_name = "input_ids"
+    # the members attend, each as its own class allows
+    _supports_sdpa = VanillaTransformerForConditionalGeneration._supports_sdpa
+    _supports_flex_attn = VanillaTransformerForConditionalGeneration._supports_flex_attn
 
     def __init__(self, members):
         members = list(members)

@@ -19,6 +19,7 @@ from datasets import Dataset
 from transformers import DataCollatorForLanguageModeling
 
 from .. import data as vt_data
+from ..files import read_lines
 from ..training.arguments import (
     MlmTrainingArguments,
     ModelArguments,
@@ -67,7 +68,7 @@ def load_sentences(data_args) -> list[list[str]]:
     """Every sentence of the training files as a list of words; empty lines are skipped."""
     sentences = []
     for path in data_args.train_file or []:
-        for line in vt_data.read_lines(path):
+        for line in read_lines(path):
             words = WORD.findall(line) if data_args.split_punctuation else line.split()
             if words:
                 sentences.append(words)

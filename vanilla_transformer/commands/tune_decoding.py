@@ -4,7 +4,7 @@ into MODEL_DIR/generation_config.json, which `generate`, the pipeline, `translat
 demo decode with (an export of the model carries the file: export again after saving, or tune the export itself).
 
     vanilla-transformer tune-decoding outputs/multi30k --source split/tune.de --reference split/tune.en \\
-      --num_beams 4 --length_penalty 0.6 0.8 1.0 1.2 1.4 --save
+      --num_beams 4 --length_penalty 0.4 0.6 0.8 1.0 --save
 
 Prints a line per setting and the choice (the best BLEU; a tie goes to the setting listed first); `--output` also
 writes them as JSON.
@@ -24,9 +24,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--source", required=True, help="The tuning split's source sentences, one a line.")
     parser.add_argument("--reference", required=True, help="Their reference translations, line for line.")
     parser.add_argument("--num_beams", type=positive_int, nargs="+", default=[4], help="Beam sizes to try (default 4).")
-    parser.add_argument("--length_penalty", type=float, nargs="+", default=[0.6, 0.8, 1.0, 1.2, 1.4],
-                        help="Length penalties to try (default 0.6 0.8 1.0 1.2 1.4; 1: the mean log-probability "
-                             "per token, larger favours longer translations).")
+    parser.add_argument("--length_penalty", type=float, nargs="+", default=[0.4, 0.6, 0.8, 1.0],
+                        help="Length penalties to try (default 0.4 0.6 0.8 1.0; 1: the mean log-probability per "
+                             "token, larger favours longer translations; above 1 the PyTorch and CTranslate2 "
+                             "engines translate differently).")
     parser.add_argument("--save", action="store_true",
                         help="Write the choice into MODEL_DIR/generation_config.json (default: only print it).")
     parser.add_argument("--output", type=output_path, default=None, help="Also write every score to this JSON file.")
@@ -80,8 +81,9 @@ def main(argv=None) -> dict:
                          "reference a line.")
     no_progress_bars()
     translate = make_translator(args.model_dir, args.engine, args.device)
-    scores = tune(translate, sources, references, itertools.product(args.num_beams, args.length_penalty),
-                  args.batch_size)
+    settings = dict.fromkeys((beams, penalty if beams > 1 else 1.0)  # (greedy search has no length penalty)
+                             for beams, penalty in itertools.product(args.num_beams, args.length_penalty))
+    scores = tune(translate, sources, references, settings, args.batch_size)
     best = max(scores, key=lambda s: s["bleu"])  # (the first of equal scores)
     print(f"chosen: num_beams {best['num_beams']}, length_penalty {best['length_penalty']} "
           f"(sacreBLEU {best['bleu']:.2f} on {args.source})")

@@ -87,6 +87,8 @@ class PyTorchTranslator:
         if n > 1:
             beams = kwargs.get("num_beams", self.model.generation_config.num_beams)
             kwargs.update(num_beams=max(n, beams), num_return_sequences=n)
+        if kwargs.get("num_beams", self.model.generation_config.num_beams) == 1:
+            kwargs["length_penalty"] = 1.0  # (greedy search has none; a saved one would be refused)
         start = time.perf_counter()
         with torch.inference_mode():
             output = self.model.generate(**batch, **kwargs)
@@ -193,9 +195,10 @@ class CTranslate2Translator:
 
 def decoding_options(export_dir) -> dict:
     """CTranslate2's beam size and length penalty from the export's generation_config.json (written by
-    export-ctranslate2 from the model's), else transformers' defaults: 1 beam, length penalty 1. The two length
-    penalties mean the same: a hypothesis' summed log-probability over its length (the end token counted) to the
-    power `length_penalty`."""
+    export-ctranslate2 from the model's), else transformers' defaults: 1 beam, length penalty 1. Both engines rank a
+    finished hypothesis by its summed log-probability over its length to the power `length_penalty`, and translate
+    alike up to a penalty of 1; above it transformers' beam search, which does not stop at the first finished beam,
+    finds longer translations than CTranslate2's."""
     path = os.path.join(export_dir, "generation_config.json")
     values = read_json(path, REEXPORT, mapping=True) if os.path.isfile(path) else {}
     return {"beam_size": int(values.get("num_beams") or 1), "length_penalty": float(values.get("length_penalty", 1.0))}

@@ -69,7 +69,10 @@ def check_checkpoint_files(checkpoint: str) -> None:
     state = os.path.join(checkpoint, "trainer_state.json")
     if not os.path.isfile(state):
         raise ValueError(f"{state} is missing: {checkpoint} is not a whole checkpoint.")
-    read_json(state, mapping=True)
+    try:
+        read_json(state, mapping=True)
+    except OSError as error:
+        raise ValueError(str(error)) from None
     weights = os.path.join(checkpoint, "model.safetensors")
     if os.path.isfile(weights):
         from safetensors import SafetensorError, safe_open
