@@ -64,7 +64,7 @@ def corpus_report(prefix: str, source_lang: str, target_lang: str, sizes, workdi
         folder = os.path.join(workdir, f"{pairs}")
         os.makedirs(folder, exist_ok=True)
         recombined_corpus(prefix, source_lang, target_lang, pairs, os.path.join(folder, "train"))
-        command = [sys.executable, "-m", "vanilla_transformer.commands.train_translation",
+        command = [sys.executable, "-m", "vanilla_transformer.run_translation",
                    "--train_file", os.path.join(folder, "train"), "--source_lang", source_lang,
                    "--target_lang", target_lang, "--config_name", "small", "--max_tokens", str(max_tokens),
                    "--max_steps", str(steps), "--do_train", "--save_strategy", "no", "--report_to", "none",

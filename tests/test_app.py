@@ -281,7 +281,7 @@ def test_space_pushed_and_run(hub, tmp_path, small_demo_model):
     requirements = (space / "requirements.txt").read_text().split()
     assert {r.split("==")[0] for r in requirements} >= {"torch", "transformers", "gradio", "ctranslate2"}
     assert all("==" in r for r in requirements), requirements
-    assert (space / "vanilla_transformer" / "demo" / "app.py").is_file()
+    assert (space / "vanilla_transformer" / "deploy" / "demo_page.py").is_file()
 
     # The Space's app.py, run as the Space runs it (its own copy of the package), serves translations
     port = free_port()
