@@ -75,7 +75,7 @@ def test_no_function_over_80_lines():
 
 # What each command module (and each training command's step) defines under the same name, by design
 COMMAND_PROTOCOL = {"main", "build_parser", "parse", "DataTrainingArguments", "demo_defaults", "load_raw_datasets",
-                    "ensemble", "tokenize_splits", "prediction_writer", "__getattr__"}
+                    "tokenize_splits", "prediction_writer", "__getattr__"}
 
 
 def test_each_helper_is_defined_once():

@@ -66,6 +66,22 @@ def load_model(cls, path, **kwargs):
                       "(transformers' report above names them): the files are of different models.") from None
 
 
+def ensemble_members(model, tokenizer, paths, cls, what: str, **kwargs) -> list:
+    """`model` (whose tokenizer is `tokenizer`) and the `cls` models saved at `paths`, on `model`'s device: the
+    members of an ensemble (`what` names them in errors), which must share the tokenizer. `kwargs` go to
+    `from_pretrained` of the tokenizers and models."""
+    from transformers import AutoTokenizer
+
+    members = [model]
+    for path in paths:
+        tokenizer_kwargs = {k: v for k, v in kwargs.items() if k in ("cache_dir", "trust_remote_code")}
+        if AutoTokenizer.from_pretrained(path, **tokenizer_kwargs).get_vocab() != tokenizer.get_vocab():
+            raise ValueError(f"The tokenizer of {str(path)!r} differs from that of the first {what}; ensemble members "
+                             "must share one tokenizer.")
+        members.append(load_model(cls, path, **kwargs).to(model.device))
+    return members
+
+
 def no_progress_bars() -> None:
     """No progress bars from here on, the Hub's and transformers' ("Loading weights"; it takes the Hub's setting when
     it loads): `--quiet`, and servers, whose logs are read as lines. Imports neither where they are not loaded yet."""

@@ -148,15 +148,7 @@ def translation_ensemble(model, tokenizer, paths, **kwargs) -> TranslationEnsemb
     """`model` (whose tokenizer is `tokenizer`) and the translation models saved at `paths` as one ensemble, on
     `model`'s device; `kwargs` go to `from_pretrained` of the tokenizers and models. Members must share the
     tokenizer."""
-    from transformers import AutoTokenizer
+    from .loading import ensemble_members
 
-    from .loading import load_model
-
-    members = [model]
-    for path in paths:
-        tokenizer_kwargs = {k: v for k, v in kwargs.items() if k in ("cache_dir", "trust_remote_code")}
-        if AutoTokenizer.from_pretrained(path, **tokenizer_kwargs).get_vocab() != tokenizer.get_vocab():
-            raise ValueError(f"The tokenizer of {str(path)!r} differs from that of the first model; ensemble members "
-                             "must share one tokenizer.")
-        members.append(load_model(VanillaTransformerForConditionalGeneration, path, **kwargs).to(model.device))
-    return TranslationEnsemble(members)
+    return TranslationEnsemble(ensemble_members(model, tokenizer, paths, VanillaTransformerForConditionalGeneration,
+                                                "model", **kwargs))

@@ -18,7 +18,7 @@ from ..evaluation import load_metric
 from ..files import write_lines
 from ..ner import mentions
 from ..ner.augmentation import MentionReplacement
-from ..ner.ensemble import TokenClassificationEnsemble, ensemble_of
+from ..ner.ensemble import ensemble_of
 from ..training.arguments import (
     ModelArguments,
     NerTrainingArguments,
@@ -28,7 +28,7 @@ from ..training.arguments import (
 )
 from ..training.batching import check_token_budget
 from ..training.models import TaggingDataCollator, build_model, get_tokenizer
-from ..training.runs import evaluate_splits, finish_run, limit_splits, train_and_save
+from ..training.runs import ensemble_loading, evaluate_splits, finish_run, limit_splits, train_and_save
 from ..training.trainers import AtomicTrainer
 
 logger = logging.getLogger(__name__)
@@ -110,15 +110,6 @@ def label_list_from(train_tags, other_splits: dict) -> list[str]:
                              "training data or map them (e.g. to O) before running.")
     return labels
 
-
-def ensemble(model, tokenizer, paths, model_args, training_args) -> TokenClassificationEnsemble:
-    """`model` (loaded from --model_name_or_path) and the taggers at `paths` as one ensemble."""
-    if training_args.do_train or not model_args.model_name_or_path:
-        raise ValueError("--ensemble_with combines trained taggers: give --model_name_or_path and --do_eval and/or "
-                         "--do_predict, without --do_train.")
-    return ensemble_of(model, tokenizer, paths, cache_dir=model_args.cache_dir,
-                       trust_remote_code=model_args.trust_remote_code,
-                       attn_implementation=model_args.attn_implementation)
 
 
 def demo_defaults(args: list[str]) -> list[str]:
@@ -304,7 +295,8 @@ def main(argv=None):
     raw, aux_label2id = auxiliary_labels(raw, data_args)
     tokenizer, model, label_list = build_tagger(model_args, training_args, raw, label_list, aux_label2id, demo)
     if data_args.ensemble_with:
-        model = ensemble(model, tokenizer, data_args.ensemble_with, model_args, training_args)
+        model = ensemble_of(model, tokenizer, data_args.ensemble_with,
+                            **ensemble_loading(model_args, training_args, "taggers"))
     features = TaggingFeatures(tokenizer, data_args.max_seq_length, label_list, aux_label2id)
     raw = limit_splits(raw, data_args)
     tokenized, in_context = tokenize_splits(raw, data_args, training_args, features)

@@ -30,7 +30,7 @@ from ..training.arguments import (
 from ..training.batching import check_token_budget, sequence_lengths
 from ..training.models import build_model, get_tokenizer
 from ..training.precision import fast_bf16
-from ..training.runs import evaluate_splits, finish_run, limit_splits, train_and_save
+from ..training.runs import ensemble_loading, evaluate_splits, finish_run, limit_splits, train_and_save
 from ..training.trainers import AtomicSeq2SeqTrainer
 
 logger = logging.getLogger(__name__)
@@ -208,17 +208,6 @@ def build_translator(model_args, data_args, training_args, raw, languages, demo:
     return tokenizer, model
 
 
-def ensemble(model, tokenizer, paths, model_args, training_args):
-    """`model` (loaded from --model_name_or_path) and the translation models at `paths` as one ensemble."""
-    from ..translation_ensemble import translation_ensemble
-
-    if training_args.do_train or not model_args.model_name_or_path:
-        raise ValueError("--ensemble_with combines trained translation models: give --model_name_or_path and "
-                         "--do_eval and/or --do_predict, without --do_train.")
-    return translation_ensemble(model, tokenizer, paths, cache_dir=model_args.cache_dir,
-                                trust_remote_code=model_args.trust_remote_code,
-                                attn_implementation=model_args.attn_implementation)
-
 
 class PairFeatures:
     """Arrow batches of pairs -> `input_ids` and `labels`. Its hash (what it reads) names the tokenized-data cache:
@@ -327,7 +316,10 @@ def main(argv=None):
     raw, languages = read_data(data_args, model_args, training_args)
     tokenizer, model = build_translator(model_args, data_args, training_args, raw, languages, demo)
     if data_args.ensemble_with:
-        model = ensemble(model, tokenizer, data_args.ensemble_with, model_args, training_args)
+        from ..translation_ensemble import translation_ensemble
+
+        model = translation_ensemble(model, tokenizer, data_args.ensemble_with,
+                                     **ensemble_loading(model_args, training_args, "translation models"))
     features = PairFeatures(tokenizer, data_args.max_source_length, data_args.max_target_length, languages)
     tokenized, orders = tokenize_splits(raw, data_args, training_args, features)
     scores = TranslationScores(tokenizer, demo)

@@ -3,10 +3,10 @@ run instead, section 6.1; independently trained models do not share weights that
 
 import torch
 from torch import nn
-from transformers import AutoModelForTokenClassification, AutoTokenizer
+from transformers import AutoModelForTokenClassification
 from transformers.modeling_outputs import TokenClassifierOutput
 
-from ..loading import load_model
+from ..loading import ensemble_members
 from ..model.kernels_vanilla_transformer import apply_dropout
 from ..model.modeling_vanilla_transformer import VanillaTransformerForTokenClassification, tagging_loss_and_scores
 from ..model.ner_vanilla_transformer import VanillaTransformerCRF
@@ -62,11 +62,5 @@ class TokenClassificationEnsemble(nn.Module):
 def ensemble_of(model, tokenizer, paths, **kwargs) -> TokenClassificationEnsemble:
     """`model` (whose tokenizer is `tokenizer`) and the taggers saved at `paths` as one ensemble; `kwargs` go to
     `from_pretrained` of the tokenizers and models. Members must share the tokenizer."""
-    members = [model]
-    for path in paths:
-        tokenizer_kwargs = {k: v for k, v in kwargs.items() if k in ("cache_dir", "trust_remote_code")}
-        if AutoTokenizer.from_pretrained(path, **tokenizer_kwargs).get_vocab() != tokenizer.get_vocab():
-            raise ValueError(f"The tokenizer of {str(path)!r} differs from that of the first tagger; ensemble members "
-                             "must share one tokenizer.")
-        members.append(load_model(AutoModelForTokenClassification, path, **kwargs))
-    return TokenClassificationEnsemble(members)
+    return TokenClassificationEnsemble(ensemble_members(model, tokenizer, paths, AutoModelForTokenClassification,
+                                                        "tagger", **kwargs))

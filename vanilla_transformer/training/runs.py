@@ -120,3 +120,14 @@ def close_process_group(trainer) -> None:
     trainer.accelerator.free_memory()  # its references to the wrapper, then a garbage collection
     if wrapper() is None:
         torch.distributed.destroy_process_group()
+
+
+def ensemble_loading(model_args, training_args, what: str) -> dict:
+    """The `from_pretrained` arguments of `--ensemble_with`'s members. An ensemble combines trained models (`what`)
+    for evaluation and prediction: a run that trains, or names no `--model_name_or_path`, is refused."""
+    if training_args.do_train or not model_args.model_name_or_path:
+        raise ValueError(f"--ensemble_with combines trained {what}: give --model_name_or_path and --do_eval and/or "
+                         "--do_predict, without --do_train.")
+    return dict(cache_dir=model_args.cache_dir, trust_remote_code=model_args.trust_remote_code,
+                attn_implementation=model_args.attn_implementation)
+
