@@ -71,7 +71,7 @@ class TranslationEngine(Engine):
 
 
 class TaggerEngine(Engine):
-    """A tagger (`deploy.tag.Tagger`, PyTorch or an ONNX export): `process(texts, ())` -> each text's entities, as
+    """A tagger (`deploy.taggers.Tagger`, PyTorch or an ONNX export): `process(texts, ())` -> each text's entities, as
     `vanilla-transformer tag` writes them."""
 
     def __init__(self, model_dir: str, device: str = "auto"):
