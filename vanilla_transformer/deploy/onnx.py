@@ -1,7 +1,8 @@
 """A tagger for ONNX Runtime (`vanilla-transformer export-onnx`): the encoder and classifier exported by torch's ONNX
 exporter (dynamic batch and length), the tokenizer beside it, and the CRF's scores (when the head has one) in
 `onnx_tagger.json`, decoded in numpy as the PyTorch head decodes them. `vanilla-transformer tag` and `serve` run such a
-directory with ONNX Runtime (`deploy.taggers.OnnxTagger`; `--engine onnxruntime`, chosen by themselves for an export)."""
+directory with ONNX Runtime (`deploy.taggers.OnnxTagger`; `--engine onnxruntime`, chosen by themselves for an
+export)."""
 
 import json
 import os
