@@ -213,6 +213,8 @@ def test_tune_decoding_chooses_on_the_tuning_split_and_saves(small_demo_model, t
     assert {k: v for k, v in after.items() if k not in ("num_beams", "length_penalty")} == \
         {k: v for k, v in before.items() if k not in ("num_beams", "length_penalty")}
     assert "chosen: num_beams" in capsys.readouterr().out
+    assert cli(["tune-decoding", "owner/name", *argv[2:], "--save"]) == 2  # a Hub id: no directory to write into
+    assert "--save writes into the model's directory" in capsys.readouterr().err and not (tmp_path / "owner").exists()
     (tmp_path / "short.tgt").write_text("x\n", encoding="utf-8")
     assert cli([*argv[:5], str(tmp_path / "short.tgt")]) == 2
     assert "has 40 lines but" in capsys.readouterr().err

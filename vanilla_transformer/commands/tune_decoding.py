@@ -75,6 +75,9 @@ def main(argv=None) -> dict:
     from ..files import read_lines, write_text
     from ..loading import no_progress_bars
 
+    if args.save and not os.path.isdir(args.model_dir):  # (a Hub id: nothing local to write into)
+        raise ValueError(f"--save writes into the model's directory, and {args.model_dir!r} is none: download the "
+                         "model first, or leave --save out.")
     sources, references = read_lines(args.source), read_lines(args.reference)
     if len(sources) != len(references):
         raise ValueError(f"{args.source} has {len(sources)} lines but {args.reference} has {len(references)}: one "
