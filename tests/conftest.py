@@ -82,6 +82,18 @@ def batch(config, seed=0, pad_last=True):
     return input_ids, attention_mask, labels
 
 
+# Overrides of "tiny" for flex attention on a CPU: heads of 32 dimensions (its least there, FLEX_ON_CPU_MIN_HEAD_DIM)
+FLEX_ON_CPU = dict(d_model=64, encoder_attention_heads=2, decoder_attention_heads=2)
+
+
+def backend_config(implementation, **overrides):
+    """The "tiny" configuration (dropout off) that `implementation` runs on a CPU."""
+    from vanilla_transformer import VanillaTransformerConfig
+
+    flex = FLEX_ON_CPU if implementation == "flex_attention" else {}
+    return VanillaTransformerConfig.from_preset("tiny", dropout=0.0, **{**flex, **overrides})
+
+
 def seq2seq(config, seed=0, **kwargs):
     """The translation model with weights drawn from `seed`, in eval mode."""
     from vanilla_transformer import VanillaTransformerForConditionalGeneration

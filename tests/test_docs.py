@@ -270,3 +270,12 @@ def test_serve_limits_table_is_the_flags_defaults():
         value = float(number) * (1 << 20 if unit == "MiB" else 1)
         name = flag.replace("-", "_")
         assert getattr(defaults, name) == value, (flag, getattr(defaults, name), number, unit)
+
+
+def test_the_flex_head_size_the_docs_quote_is_the_models():
+    """docs/configuration.md's least head size for flex attention on a CPU is the one the model enforces."""
+    from vanilla_transformer.model.modeling_vanilla_transformer import FLEX_ON_CPU_MIN_HEAD_DIM
+
+    text = " ".join(open(os.path.join(ROOT, "docs", "configuration.md"), encoding="utf-8").read().split())
+    assert re.findall(r"heads of at least 16 dimensions on a GPU and (\d+) on a CPU", text) == [
+        str(FLEX_ON_CPU_MIN_HEAD_DIM)]

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import seq2seq
+from conftest import backend_config, seq2seq
 from vanilla_transformer import VanillaTransformerConfig
 from vanilla_transformer.training.batching import PackedBatchSampler, PackedSeq2SeqCollator, RowsOf, pack_rows
 
@@ -47,7 +47,7 @@ def test_each_packed_pair_is_computed_as_if_alone(overrides, implementation):
     """A packed row's logits for each pair, and each pair's summed loss, equal the pair run alone (batch of one, no
     padding) within 1e-5: each pair attends to itself only (encoder, causal decoder, cross-attention to its own
     source) and its positions restart at 0."""
-    config = VanillaTransformerConfig.from_preset("tiny", dropout=0.0, **overrides)
+    config = backend_config(implementation, **overrides)
     model = seq2seq(config)
     if overrides.get("relative_attention_max_distance"):
         torch.nn.init.normal_(model.model.encoder.relative_bias.weight)

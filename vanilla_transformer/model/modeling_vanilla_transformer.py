@@ -245,6 +245,21 @@ def mask_arguments(attention_mask: torch.Tensor | None, key_segments: torch.Tens
     return {"attention_mask": None, "and_mask_function": allowed}
 
 
+# torch's compiled flex-attention kernel for CPUs returns wrong values (or NaN) for some heads narrower than this, at
+# some lengths (torch 2.13 and 2.14: heads of 8 or 16 dimensions, lengths of 8 modulo 16)
+FLEX_ON_CPU_MIN_HEAD_DIM = 32
+
+
+def check_backend(implementation: str, query: torch.Tensor) -> None:
+    """Refuses a backend that would give wrong values for these queries (B, H, T, Dh): flex attention on a CPU with
+    heads narrower than `FLEX_ON_CPU_MIN_HEAD_DIM`."""
+    head_dim = query.shape[-1]
+    if implementation == "flex_attention" and query.device.type == "cpu" and head_dim < FLEX_ON_CPU_MIN_HEAD_DIM:
+        raise ValueError(f"flex_attention on a CPU needs heads of at least {FLEX_ON_CPU_MIN_HEAD_DIM} dimensions "
+                         f"(d_model / attention heads); this model's have {head_dim}, for which torch's CPU kernel "
+                         f"returns wrong values: use attn_implementation 'sdpa' or 'eager'.")
+
+
 def eager_attention_forward(
     module: nn.Module,
     query: torch.Tensor,
@@ -323,6 +338,7 @@ class VanillaTransformerAttention(nn.Module):
                 key, value = layer_cache.update(key, value, self.layer_idx)
                 if self.is_cross_attention:
                     cache.is_updated[self.layer_idx] = True
+        check_backend(self.config._attn_implementation, query)
         attention = ALL_ATTENTION_FUNCTIONS.get_interface(self.config._attn_implementation, eager_attention_forward)
         out, weights = attention(self, query, key, value, attention_mask, scaling=self.scaling,
                                  dropout=self.dropout if self.training else 0.0, position_bias=position_bias, **kwargs)
