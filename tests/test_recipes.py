@@ -49,6 +49,19 @@ def test_multi30k_quick_recipe(tmp_path):
     assert json.loads((out / "tune_decoding.json").read_text())["chosen"]["length_penalty"] == 1.0
 
 
+@pytest.mark.skipif(not os.path.isdir(os.path.join(SHARED_DATA, "multi30k")), reason="shared data absent")
+def test_multi30k_quick_ensemble_recipe(tmp_path):
+    """SEEDS="42 7": two models trained side by side, scored as one ensemble on the tuning split, then validation."""
+    out = tmp_path / "m30k"
+    tune = run_recipe("multi30k.sh", out, *MULTI30K_QUICK, scores="tune/eval_results.json", SEEDS="42 7")
+    members = [json.loads((out / f"member{i}" / "eval_results.json").read_text()) for i in (1, 2)]
+    assert members[0]["eval_bleu"] != members[1]["eval_bleu"]  # two seeds, two models
+    assert tune["eval_samples"] == 1015 and tune["eval_bleu"] >= MULTI30K_QUICK_MIN_BLEU, (tune, members)
+    validation = json.loads((out / "validation" / "eval_results.json").read_text())
+    assert validation["eval_samples"] == 1014 and validation["eval_bleu"] >= MULTI30K_QUICK_MIN_BLEU, validation
+    assert not (out / "config.json").exists() and not (out / "tune_decoding.json").exists()  # members only
+
+
 @pytest.mark.skipif(not os.path.isdir(os.path.join(SHARED_DATA, "conll2003")), reason="shared data absent")
 def test_conll_quick_recipe(tmp_path):
     out = tmp_path / "conll"

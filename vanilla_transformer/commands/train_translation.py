@@ -28,10 +28,11 @@ from ..training.arguments import (
     parse_run_arguments,
 )
 from ..training.batching import check_token_budget, sequence_lengths
+from ..training.bpe_dropout import BpeDropout
 from ..training.models import build_model, get_tokenizer
 from ..training.precision import fast_bf16
 from ..training.runs import ensemble_loading, evaluate_splits, finish_run, limit_splits, train_and_save
-from ..training.trainers import AtomicSeq2SeqTrainer
+from ..training.trainers import AtomicSeq2SeqTrainer, EpochOfSampler
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +78,10 @@ class DataTrainingArguments(TokenBudgetArguments):
     ensemble_with: list[str] | None = field(default=None, metadata={
         "help": "Evaluation and prediction only: further trained translation models (directories or Hub ids, same "
                 "tokenizer) decoding with --model_name_or_path's as one, their log-probabilities averaged."})
+    bpe_dropout: float = field(default=0.0, metadata={
+        "help": "Training only: BPE-dropout (Provilkov et al., 2020). Each epoch, every merged subword of the training "
+                "pairs is split into the two it was merged from with this probability, each part again (0: off). "
+                "Batches by --max_tokens count the pairs as tokenized without it."})
     demo_train_examples: int = field(default=40000, metadata={"help": "Demo task: training pairs generated."})
     demo_eval_examples: int = field(default=500, metadata={"help": "Demo task: held-out pairs generated."})
     demo_min_length: int = field(default=1, metadata={"help": "Demo task: shortest source string."})
@@ -90,7 +95,12 @@ class DataTrainingArguments(TokenBudgetArguments):
         super().__post_init__()
         check_ranges(self, positive=("max_source_length", "max_target_length", "max_train_samples", "max_eval_samples",
                                      "max_predict_samples", "num_beams", "demo_train_examples", "demo_eval_examples",
-                                     "demo_min_length", "demo_max_length", "preprocessing_num_workers"))
+                                     "demo_min_length", "demo_max_length", "preprocessing_num_workers"),
+                     fractions=("bpe_dropout",))
+        if self.bpe_dropout and (self.streaming or self.packing):
+            sizing = "--streaming" if self.streaming else "--packing"
+            raise ValueError(f"--bpe_dropout lengthens the pairs after {sizing} has sized their batches: drop one of "
+                             "the two.")
         if self.demo_min_length > self.demo_max_length:
             raise ValueError(f"--demo_min_length {self.demo_min_length} is above --demo_max_length "
                              f"{self.demo_max_length}.")
@@ -229,6 +239,17 @@ class PairFeatures:
         return self({"translation": pa.chunked_array([pa.array(batch["translation"])])}).to_pydict()
 
 
+def training_pairs(tokenized, tokenizer, data_args, training_args) -> tuple:
+    """(the training split as the Trainer reads it, the callbacks it needs): with --bpe_dropout, split anew each
+    epoch."""
+    train = tokenized.get("train") if training_args.do_train else None
+    if train is None or not data_args.bpe_dropout:
+        return train, []
+    dropout = BpeDropout(tokenizer, data_args.bpe_dropout, training_args.seed,
+                         {"input_ids": data_args.max_source_length, "labels": data_args.max_target_length})
+    return train.with_transform(dropout), [EpochOfSampler(dropout)]
+
+
 def tokenize_splits(raw, data_args, training_args, features: PairFeatures) -> tuple[dict, dict]:
     """(tokenized splits, the order of each evaluation split: longest first, so batches hold similar lengths; the
     predictions are put back in the files' order with it)."""
@@ -323,10 +344,12 @@ def main(argv=None):
     features = PairFeatures(tokenizer, data_args.max_source_length, data_args.max_target_length, languages)
     tokenized, orders = tokenize_splits(raw, data_args, training_args, features)
     scores = TranslationScores(tokenizer, demo)
+    train_dataset, callbacks = training_pairs(tokenized, tokenizer, data_args, training_args)
     trainer = AtomicSeq2SeqTrainer(
         model=model,
         args=training_args,
-        train_dataset=tokenized.get("train") if training_args.do_train else None,
+        train_dataset=train_dataset,
+        callbacks=callbacks,
         eval_dataset=tokenized.get("validation") if training_args.do_eval else None,
         processing_class=tokenizer,
         # lengths rounded up to a multiple of 8 suit a GPU's matrix units; on a CPU they are only padding (on

@@ -114,9 +114,9 @@ class TokenBudgetMixin:
 
 
 class EpochOfSampler(TrainerCallback):
-    """Gives a batch sampler the epoch about to run. The Trainer reaches a batch sampler's `set_epoch` itself, except
-    under several processes on a run resumed in the middle of an epoch (where accelerate wraps it twice); then the
-    epoch's batch order would be another epoch's."""
+    """Gives a batch sampler, or BPE-dropout's transform, the epoch about to run. The Trainer reaches a batch
+    sampler's `set_epoch` itself, except under several processes on a run resumed in the middle of an epoch (where
+    accelerate wraps it twice); then the epoch's batch order would be another epoch's."""
 
     def __init__(self, sampler):
         self.sampler = sampler
