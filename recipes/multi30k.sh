@@ -37,11 +37,12 @@ PACKING=${PACKING:-$("$PY" -c 'import torch; print(str(torch.cuda.is_available()
 [ "$PACKING" = true ] && PACKED=(--packing true --torch_compile true --torch_compile_mode reduce-overhead)
 read -r -a SEEDS <<< "${SEEDS:-42}"
 MEMBERS=${#SEEDS[@]}
-THREADS=${THREADS:-$(( $(nproc) / MEMBERS > 0 ? $(nproc) / MEMBERS : 1 ))}
+# threads of each model: torch's own choice for one model, cores / models for several (THREADS sets it)
+[ "$MEMBERS" -gt 1 ] && THREADS=${THREADS:-$(( $(nproc) / MEMBERS > 0 ? $(nproc) / MEMBERS : 1 ))}
 train() {  # DIR SEED [flags...]: one model trained on the training part, evaluated on the tuning split
   local dir=$1 seed=$2; shift 2
   # shellcheck disable=SC2086
-  OMP_NUM_THREADS=$THREADS "$PY" scripts/run_translation.py \
+  ${THREADS:+env OMP_NUM_THREADS=$THREADS} "$PY" scripts/run_translation.py \
     --train_file "$SPLIT/train" --validation_file "$SPLIT/tune" \
     --source_lang de --target_lang en --vocab_size 8000 \
     --config_name small --config_overrides normalize_before=true,dropout=0.2,attention_dropout=0.1 \
