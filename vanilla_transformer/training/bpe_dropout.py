@@ -20,7 +20,9 @@ def merge_parts(tokenizer) -> np.ndarray:
     model = json.loads(tokenizer.backend_tokenizer.to_str())["model"]
     if model["type"] != "BPE" or model.get("continuing_subword_prefix") or model.get("end_of_word_suffix"):
         raise ValueError(f"--bpe_dropout splits the merges of a BPE tokenizer without subword prefixes or suffixes; "
-                         f"this tokenizer's model is {model['type']}.")
+                         f"this tokenizer's model is {model['type']} (continuing_subword_prefix "
+                         f"{model.get('continuing_subword_prefix')!r}, end_of_word_suffix "
+                         f"{model.get('end_of_word_suffix')!r}).")
     vocab = model["vocab"]
     parts = np.full((max(len(tokenizer), len(vocab)), 2), -1, dtype=np.int64)
     for merge in model["merges"]:
@@ -57,6 +59,7 @@ class BpeDropout:
         if not 0.0 <= p <= 1.0:
             raise ValueError(f"--bpe_dropout must lie between 0 and 1, got {p}.")
         self.parts, self.p, self.seed, self.max_lengths, self.epoch = merge_parts(tokenizer), p, seed, max_lengths, 0
+        self.sides = {column: side for side, column in enumerate(max_lengths)}  # a pair's source and target draw apart
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = int(epoch)
@@ -70,7 +73,6 @@ class BpeDropout:
 
     def split(self, row, column: str) -> list[int]:
         ids = np.asarray(row, dtype=np.int64)
-        side = list(self.max_lengths).index(column)  # a pair's source and target draw apart
-        rng = np.random.default_rng([self.seed, self.epoch, side, zlib.crc32(ids.tobytes())])
+        rng = np.random.default_rng([self.seed, self.epoch, self.sides[column], zlib.crc32(ids.tobytes())])
         split = split_merges(ids, self.parts, self.p, rng)
         return (split if len(split) <= self.max_lengths[column] else ids).tolist()
