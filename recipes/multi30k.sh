@@ -27,7 +27,8 @@ BF16=${BF16:-$("$PY" -c "from vanilla_transformer.training import fast_bf16; pri
 echo "bf16 autocast: $BF16"
 # small preset (d_model 256, 3+3 layers, 4 heads, d_ff 1024), joint BPE 8000, pre-LN (a deviation from the paper's
 # post-LN: it trains stably at a higher learning rate), dropout 0.2 + attention dropout 0.1, label smoothing 0.1,
-# cosine decay over 16 epochs, batches of at most 1024 tokens a side (BATCHES: other batch flags, word-split).
+# peak learning rate 2e-3 with cosine decay over 16 epochs, batches of at most 1024 tokens a side (BATCHES: other
+# batch flags, word-split).
 BATCHES=${BATCHES:---max_tokens 1024}
 # PACKING (default true where torch sees a CUDA GPU, else false): the same batches as packed rows, compiled with CUDA
 # graphs (--packing true --torch_compile true --torch_compile_mode reduce-overhead: on a GPU the steps are short and
@@ -46,7 +47,7 @@ train() {  # DIR SEED [flags...]: one model trained on the training part, evalua
     --train_file "$SPLIT/train" --validation_file "$SPLIT/tune" \
     --source_lang de --target_lang en --vocab_size 8000 \
     --config_name small --config_overrides normalize_before=true,dropout=0.2,attention_dropout=0.1 \
-    $BATCHES "${PACKED[@]}" --learning_rate 1e-3 --warmup_steps 800 --lr_scheduler_type cosine \
+    $BATCHES "${PACKED[@]}" --learning_rate 2e-3 --warmup_steps 800 --lr_scheduler_type cosine \
     --weight_decay 0.0001 --max_grad_norm 1.0 --label_smoothing_factor 0.1 --bf16 "$BF16" \
     --num_train_epochs 16 \
     --save_strategy epoch --save_total_limit 5 --logging_steps 100 \

@@ -90,6 +90,16 @@ def test_readme_results_come_from_the_results_page():
         assert not missing, f"README results row {recipe!r}: {missing} not in docs/results.md"
 
 
+def test_the_multi30k_recipe_the_results_page_describes_is_the_script():
+    """The schedule docs/results.md gives for `make recipe-multi30k` is the one recipes/multi30k.sh trains with."""
+    script = open(os.path.join(ROOT, "recipes", "multi30k.sh"), encoding="utf-8").read()
+    results = open(os.path.join(ROOT, "docs", "results.md"), encoding="utf-8").read()
+    flags = dict(re.findall(r"--(learning_rate|warmup_steps|num_train_epochs) (\S+)", script.split("train() {")[1]))
+    described = (f"peak learning rate {flags['learning_rate']} with {flags['warmup_steps']} warm-up steps and cosine\n"
+                 f"decay over {flags['num_train_epochs']} epochs")
+    assert described in results, described
+
+
 # ------------------------------------------------------------------------------------- every flag and target exists
 
 COMMAND = re.compile(r"vanilla-transformer\s+(?:--debug\s+)?([a-z][a-z0-9-]*)"
