@@ -2,6 +2,7 @@ import atexit
 import os
 import random
 import shutil
+import subprocess
 import sys
 import tempfile
 
@@ -55,6 +56,20 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def files_of_checkout(source: str, folder: str) -> dict[str, str]:
+    """name -> text of the files directly in `folder` of a peer's repository: a checkout or a (bare) git directory
+    (what the search tool's fetch brings). Read from there, never copied into this repository."""
+    if os.path.isdir(os.path.join(source, folder)):
+        path = os.path.join(source, folder)
+        return {name: open(os.path.join(path, name), encoding="utf-8").read() for name in os.listdir(path)
+                if os.path.isfile(os.path.join(path, name))}
+    git = ["git", "--git-dir", source]
+    listing = subprocess.run([*git, "ls-tree", f"HEAD:{folder}"], capture_output=True, text=True, check=True).stdout
+    names = [line.split("\t", 1)[1] for line in listing.splitlines() if line.split()[1] == "blob"]
+    return {name: subprocess.run([*git, "show", f"HEAD:{folder}/{name}"], capture_output=True, text=True,
+                                 check=True).stdout for name in names}
 
 
 def torchrun_two() -> list[str]:

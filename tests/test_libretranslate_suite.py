@@ -14,6 +14,8 @@ import sys
 import pytest
 from test_serve import start_server
 
+from conftest import files_of_checkout
+
 SOURCE = os.environ.get("VT_LIBRETRANSLATE")
 TESTS = "libretranslate/tests/test_api"
 
@@ -70,16 +72,8 @@ def client():
 
 
 def read_tests(source: str) -> dict[str, str]:
-    """The test files by name, from a checkout or a (bare) git directory."""
-    folder = os.path.join(source, TESTS)
-    if os.path.isdir(folder):
-        return {name: open(os.path.join(folder, name), encoding="utf-8").read() for name in os.listdir(folder)
-                if name.startswith("test_") and name.endswith(".py")}
-    names = subprocess.run(["git", "--git-dir", source, "ls-tree", "--name-only", f"HEAD:{TESTS}"],
-                           capture_output=True, text=True, check=True).stdout.split()
-    return {name: subprocess.run(["git", "--git-dir", source, "show", f"HEAD:{TESTS}/{name}"], capture_output=True,
-                                 text=True, check=True).stdout
-            for name in names if name.startswith("test_") and name.endswith(".py")}
+    return {name: text for name, text in files_of_checkout(source, TESTS).items()
+            if name.startswith("test_") and name.endswith(".py")}
 
 
 @pytest.mark.skipif(not SOURCE, reason="set VT_LIBRETRANSLATE to a LibreTranslate checkout to run its API tests")

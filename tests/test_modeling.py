@@ -1048,3 +1048,13 @@ def test_translation_pipeline_equals_generate(small_demo_model):
     from_dir = pipeline(TRANSLATION_TASK, model=small_demo_model)
     assert type(from_dir) is type(translator)
     assert from_dir(sources, num_beams=2, max_new_tokens=12) == many
+
+
+def test_an_encoder_only_checkpoint_is_refused_as_a_translation_model(tiny_config, tmp_path):
+    """A tagger's (or masked LM's) saved model has no decoder: loading it as a translation model is an error naming
+    the class to load it with, not a translation model decoding with random weights."""
+    tagger = VanillaTransformerForTokenClassification(tiny_config)
+    tagger.save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match="VanillaTransformerForTokenClassification, which has no decoder"):
+        AutoModelForSeq2SeqLM.from_pretrained(tmp_path)
+    assert VanillaTransformerForTokenClassification.from_pretrained(tmp_path).num_labels == tiny_config.num_labels

@@ -207,6 +207,18 @@ def test_corrupted_tokenizer_names_the_file(saved, tmp_path, name, capsys):
     assert f"{name} is truncated or corrupted" in capsys.readouterr().err
 
 
+def test_a_tokenizer_directory_without_tokenizer_json_is_named(saved, tmp_path):
+    """A directory with tokenizer_config.json (and config.json) but no tokenizer.json: one error naming what is
+    missing, not transformers' advice to install sentencepiece."""
+    from vanilla_transformer.tokenization import load_tokenizer, train_tokenizer
+
+    _, path = saved
+    train_tokenizer(["ein hund", "a dog"] * 20, vocab_size=40).save_pretrained(path)
+    os.remove(path / "tokenizer.json")
+    with pytest.raises(FileNotFoundError, match=r"holds no tokenizer \(tokenizer\.json\)"):
+        load_tokenizer(str(path))
+
+
 @pytest.mark.parametrize("damage", ["trainer_state.json", "model.safetensors"])
 def test_corrupted_checkpoint_on_resume_names_the_file(tmp_path, damage):
     from conftest import translation_args, write_parallel

@@ -155,8 +155,7 @@ def load_tokenizer(name_or_path, **kwargs):
     if looks_local(name_or_path) and not os.path.isdir(name_or_path):
         raise FileNotFoundError(f"Tokenizer directory {name_or_path!r} does not exist.")
     if os.path.isdir(name_or_path):
-        if not any(os.path.isfile(os.path.join(name_or_path, name)) for name in ("tokenizer.json", "vocab.json",
-                                                                                   "tokenizer_config.json")):
+        if not any(os.path.isfile(os.path.join(name_or_path, name)) for name in ("tokenizer.json", "vocab.json")):
             raise FileNotFoundError(f"{name_or_path!r} holds no tokenizer (tokenizer.json): not a saved model or "
                                     "tokenizer directory.")
         check_json_files(name_or_path, TOKENIZER_FILES)

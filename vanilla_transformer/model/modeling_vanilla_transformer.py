@@ -790,6 +790,11 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
     _tied_weights_keys = {"lm_head.weight": "model.shared.weight"}
 
     def __init__(self, config: VanillaTransformerConfig):
+        encoder_only = {"VanillaTransformerForTokenClassification", "VanillaTransformerForMaskedLM"}
+        if config.architectures and set(config.architectures) <= encoder_only:  # its decoder would be random
+            raise ValueError(f"This config is of a {', '.join(config.architectures)}, which has no decoder: load it "
+                             "with AutoModelForTokenClassification (or AutoModelForMaskedLM), not as a translation "
+                             "model.")
         super().__init__(config)
         self.model = VanillaTransformerModel(config)
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)

@@ -8,7 +8,8 @@ import sacrebleu
 _DESCRIPTION = "Corpus BLEU (sacreBLEU defaults: 13a, cased) and chrF over detokenized text; one reference per line."
 _KWARGS = """predictions: list of str; references: list of str or list of list of str.
 Returns {"bleu": float, "chrf": float, "bleu_signature": str, "precisions": list, "brevity_penalty": float,
-"sys_len": int, "ref_len": int}."""
+"sys_len": int, "ref_len": int}, and what the Hub's `sacrebleu` metric returns ("score" = "bleu", "counts",
+"totals", "bp"), so code written for `evaluate.load("sacrebleu")` reads it unchanged."""
 
 
 class BleuChrf(evaluate.Metric):
@@ -35,4 +36,5 @@ class BleuChrf(evaluate.Metric):
         chrf = sacrebleu.metrics.CHRF().corpus_score(predictions, streams)
         return {"bleu": score.score, "chrf": chrf.score, "bleu_signature": str(bleu.get_signature()),
                 "precisions": list(score.precisions), "brevity_penalty": score.bp,
-                "sys_len": score.sys_len, "ref_len": score.ref_len}
+                "sys_len": score.sys_len, "ref_len": score.ref_len,
+                "score": score.score, "counts": list(score.counts), "totals": list(score.totals), "bp": score.bp}
