@@ -51,7 +51,7 @@ CHILD = BLOCK_PACKAGE + textwrap.dedent("""
     loaded = {}
     for given in revisions:  # "-": the latest
         revision = None if given == "-" else given
-        tok = AutoTokenizer.from_pretrained(repo, revision=revision)
+        tok = AutoTokenizer.from_pretrained(repo, trust_remote_code=True, revision=revision)
         cls = AutoModelForSeq2SeqLM if head == "seq2seq" else AutoModelForTokenClassification
         model = cls.from_pretrained(repo, trust_remote_code=True, revision=revision).eval()
         enc = tok([text], return_tensors="pt", return_token_type_ids=False)
@@ -80,6 +80,8 @@ def load_in_child(endpoint, tmp_path, repo_id, head, text, revisions=("-",)):
     proc = subprocess.run([sys.executable, str(script), repo_id, head, text, str(out), *revisions],
                           env=hub_env(endpoint, tmp_path), capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-4000:]
+    for asked in ("Do you wish to run the custom code", "to instantiate a model of type"):  # no prompt, no warning
+        assert asked not in proc.stdout + proc.stderr, proc.stderr[-4000:]
     return torch.load(out)
 
 
