@@ -117,6 +117,25 @@ def seq2seq(config, seed=0, **kwargs):
     return VanillaTransformerForConditionalGeneration(config, **kwargs).eval()
 
 
+@pytest.fixture(scope="session")
+def hub():
+    """The loopback Hub-API server (tests/hub_server.py): (endpoint, state), one per test process."""
+    from hub_server import serve
+
+    server, state = serve()
+    yield f"http://127.0.0.1:{server.server_address[1]}", state
+    server.shutdown()
+
+
+def push(endpoint, tmp_path, model_dir, repo_id):
+    """`scripts/push_to_hub.py MODEL_DIR REPO_ID` to the loopback Hub at `endpoint`, in a child process."""
+    from hub_server import hub_env
+
+    return subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "push_to_hub.py"), str(model_dir), repo_id],
+                          env=hub_env(endpoint, tmp_path / "hf_home"), capture_output=True, text=True, timeout=300,
+                          cwd=tmp_path)
+
+
 @pytest.fixture
 def tiny_config():
     from vanilla_transformer import VanillaTransformerConfig

@@ -5,6 +5,7 @@ new 40-hex sha and `main` moves to it. Serves 127.0.0.1 only and stops with the 
 import base64
 import hashlib
 import json
+import os
 import re
 import threading
 import time
@@ -255,3 +256,12 @@ def serve() -> tuple[ThreadingHTTPServer, HubState]:
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server, state
+
+
+def hub_env(endpoint: str, home, token: str = "hf_test_token", **extra) -> dict:
+    """A child process's environment that talks to the loopback Hub at `endpoint`: online, with a token, its own
+    HF_HOME (cache), no telemetry, no Xet; our package not on PYTHONPATH."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "HF_HUB_OFFLINE")}
+    env.update(HF_ENDPOINT=endpoint, HF_TOKEN=token, HF_HOME=str(home), HF_HUB_DISABLE_TELEMETRY="1",
+               HF_HUB_DISABLE_XET="1", **extra)
+    return env

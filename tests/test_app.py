@@ -14,7 +14,7 @@ from transformers.utils import logging as transformers_logging
 
 pytest.importorskip("gradio", reason="the demo page needs the [demo] extra (gradio)")
 
-from hub_server import serve  # noqa: E402
+from hub_server import hub_env  # noqa: E402
 
 from conftest import ROOT, free_port  # noqa: E402
 from vanilla_transformer import cli  # noqa: E402
@@ -249,21 +249,12 @@ def test_page_in_a_browser(page, small_demo_model, small_ner_model, tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------ the Space
-@pytest.fixture
-def hub():
-    server, state = serve()
-    yield f"http://127.0.0.1:{server.server_address[1]}", state
-    server.shutdown()
-
-
 def test_space_pushed_and_run(hub, tmp_path, small_demo_model):
     from gradio_client import Client
     from huggingface_hub import SpaceCard
 
     endpoint, state = hub
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "HF_HUB_OFFLINE")}
-    env.update(HF_ENDPOINT=endpoint, HF_TOKEN="hf_test_token", HF_HOME=str(tmp_path / "hf_home"),
-               HF_HUB_DISABLE_TELEMETRY="1", HF_HUB_DISABLE_XET="1", GRADIO_ANALYTICS_ENABLED="False")
+    env = hub_env(endpoint, tmp_path / "hf_home", GRADIO_ANALYTICS_ENABLED="False")
     script = os.path.join(ROOT, "scripts", "push_to_hub.py")
     for args in ([str(small_demo_model), "tester/demo-model"],
                  ["--space", "tester/demo-space", "--translation_model", "tester/demo-model"]):

@@ -1,6 +1,7 @@
 """The documentation's code runs: every ```python block of README.md and docs/, and every ```bash block marked
 `<!-- test: run -->`, is executed against a small trained demo model standing in for `outputs/demo`; lines
 `# -> TEXT` after a block's command give the output it must print. A small tagger stands in for `outputs/demo-ner`.
+The Hub ids of HUB_MODELS load those models from the loopback Hub-API server, where the blocks may push too.
 With VT_DEMO_MODEL=outputs/demo (after `make demo`) the README's examples run against the real demo model instead.
 The package's description (docs/package.md, the page a package index shows) uses no link or image a package index
 cannot resolve."""
@@ -12,8 +13,9 @@ import subprocess
 import sys
 
 import pytest
+from hub_server import hub_env
 
-from conftest import ROOT
+from conftest import ROOT, push
 
 MARK = "<!-- test: run -->"
 BLOCK = re.compile(r"(<!-- test: run -->\n)?```(python|bash)\n(.*?)```", re.S)
@@ -48,13 +50,34 @@ def test_the_readme_examples_are_collected():
     assert sum(i.startswith("README.md#") for i in ids) >= 2, ids
 
 
-@pytest.mark.parametrize("language, code", runnable_blocks())
-def test_documented_code_runs(language, code, small_demo_model, small_ner_model, tmp_path):
+# The Hub ids the docs load, pushed to the loopback Hub (tests/hub_server.py) from the models standing in for them
+HUB_MODELS = {"you/vanilla-transformer-demo": "outputs/demo", "you/vanilla-transformer-demo-ner": "outputs/demo-ner"}
+
+
+@pytest.fixture(scope="module")
+def stand_ins(small_demo_model, small_ner_model):
+    """The models standing in for the docs' saved ones: {path the docs name: directory}."""
     demo = os.environ.get("VT_DEMO_MODEL")
+    return {"outputs/demo": os.path.abspath(demo) if demo else small_demo_model, "outputs/demo-ner": small_ner_model}
+
+
+@pytest.fixture(scope="module")
+def docs_hub(hub, stand_ins, tmp_path_factory):
+    """The loopback Hub's endpoint, holding HUB_MODELS as `vanilla-transformer push` leaves them."""
+    endpoint, _ = hub
+    tmp_path = tmp_path_factory.mktemp("docs_hub")
+    for repo_id, saved in HUB_MODELS.items():
+        proc = push(endpoint, tmp_path, stand_ins[saved], repo_id)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    return endpoint
+
+
+@pytest.mark.parametrize("language, code", runnable_blocks())
+def test_documented_code_runs(language, code, stand_ins, docs_hub, tmp_path):
     (tmp_path / "outputs").mkdir()
-    os.symlink(os.path.abspath(demo) if demo else small_demo_model, tmp_path / "outputs" / "demo")
-    os.symlink(small_ner_model, tmp_path / "outputs" / "demo-ner")
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    for saved, directory in stand_ins.items():
+        os.symlink(directory, tmp_path / saved)
+    env = hub_env(docs_hub, tmp_path / "hf_home")  # Hub ids resolve on the loopback Hub
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")  # vanilla-transformer, python
     command = [sys.executable, "-c", code] if language == "python" else ["bash", "-euo", "pipefail", "-c", code]
     proc = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)

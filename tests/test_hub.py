@@ -9,35 +9,14 @@ import subprocess
 import sys
 import textwrap
 
-import pytest
 import torch
-from hub_server import serve
+from hub_server import hub_env
 from huggingface_hub import ModelCard
 from transformers import AutoModelForSeq2SeqLM, AutoModelForTokenClassification, AutoTokenizer
 
-from conftest import BLOCK_PACKAGE, ROOT, ner_args, translation_args, write_parallel
+from conftest import BLOCK_PACKAGE, ner_args, push, translation_args, write_parallel
 from vanilla_transformer.commands import push as push_command
 from vanilla_transformer.commands import train_ner, train_translation
-
-
-@pytest.fixture(scope="module")
-def hub():
-    server, state = serve()
-    yield f"http://127.0.0.1:{server.server_address[1]}", state
-    server.shutdown()
-
-
-def hub_env(endpoint, tmp_path):
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "HF_HUB_OFFLINE")}
-    env.update(HF_ENDPOINT=endpoint, HF_TOKEN="hf_test_token", HF_HOME=str(tmp_path / "hf_home"),
-               HF_HUB_DISABLE_TELEMETRY="1", HF_HUB_DISABLE_XET="1")
-    return env
-
-
-def push(endpoint, tmp_path, model_dir, repo_id):
-    return subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "push_to_hub.py"), str(model_dir), repo_id],
-                          env=hub_env(endpoint, tmp_path), capture_output=True, text=True, timeout=300, cwd=tmp_path)
-
 
 CHILD = BLOCK_PACKAGE + textwrap.dedent("""
     import json, sys, torch
@@ -78,7 +57,8 @@ def load_in_child(endpoint, tmp_path, repo_id, head, text, revisions=("-",)):
     script.write_text(CHILD)
     out = tmp_path / f"child_{head}.pt"
     proc = subprocess.run([sys.executable, str(script), repo_id, head, text, str(out), *revisions],
-                          env=hub_env(endpoint, tmp_path), capture_output=True, text=True, timeout=300, cwd=tmp_path)
+                          env=hub_env(endpoint, tmp_path / "hf_home"), capture_output=True, text=True, timeout=300,
+                          cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-4000:]
     for asked in ("Do you wish to run the custom code", "to instantiate a model of type"):  # no prompt, no warning
         assert asked not in proc.stdout + proc.stderr, proc.stderr[-4000:]

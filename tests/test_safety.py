@@ -10,7 +10,7 @@ import threading
 import urllib.request
 
 import pytest
-from hub_server import serve as serve_hub
+from hub_server import hub_env
 
 from conftest import ROOT, free_port, translation_args, write_parallel
 from vanilla_transformer.cli import main as cli
@@ -42,36 +42,30 @@ def run_status(capsys, argv):
     return status, capsys.readouterr().err
 
 
-def test_a_hub_token_is_written_nowhere_and_the_hub_receives_the_allow_list(tmp_path):
+def test_a_hub_token_is_written_nowhere_and_the_hub_receives_the_allow_list(hub, tmp_path):
     """A training run with `--hub_token` (and HF_TOKEN set) and `--push_to_hub`, checkpoints on: the token is in no file
     under the output directory (card, card_info.json, trainer state, training_args.bin, logs), the loopback Hub receives
     what loading the model needs and its card only - no predictions, no run records, no pickle, no checkpoint - and no
     uploaded file holds an absolute path of this computer."""
-    server, state = serve_hub()
-    try:
-        endpoint = f"http://127.0.0.1:{server.server_address[1]}"
-        data_dir, out = write_parallel(tmp_path), tmp_path / "run"
-        env = {**{k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "HF_HUB_OFFLINE")},
-               "HF_ENDPOINT": endpoint, "HF_TOKEN": ENV_TOKEN, "HF_HOME": str(tmp_path / "hf_home"),
-               "HF_HUB_DISABLE_TELEMETRY": "1", "HF_HUB_DISABLE_XET": "1"}
-        argv = translation_args(data_dir, out, "--save_strategy", "steps", "--save_steps", "3", "--push_to_hub", "true",
-                                "--hub_model_id", "tester/probe", "--hub_token", TOKEN, "--report_to", "tensorboard")
-        proc = subprocess.run([sys.executable, "-m", "vanilla_transformer.run_translation", *argv], cwd=tmp_path,
-                              env=env, capture_output=True, text=True, timeout=600)
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        assert (out / "checkpoint-6" / "training_args.bin").is_file() and list((out / "runs").iterdir())
-        assert files_holding(out, TOKEN, ENV_TOKEN) == []
-        assert TOKEN not in proc.stdout + proc.stderr and ENV_TOKEN not in proc.stdout + proc.stderr
-        assert "--hub_token '<HUB_TOKEN>'" in (out / "README.md").read_text(encoding="utf-8")
-        uploaded = state.repos["tester/probe"].commits[-1][2]
-        assert len(state.repos["tester/probe"].commits) == 1  # one push, the command's (none from the Trainer)
-        assert {"config.json", "model.safetensors", "tokenizer.json", "README.md",
-                "modeling_vanilla_transformer.py"} <= set(uploaded)
-        assert set(uploaded) <= set(UPLOADED), sorted(set(uploaded) - set(UPLOADED))
-        for name, content in uploaded.items():
-            assert str(tmp_path).encode() not in content and ROOT.encode() not in content, name  # (no absolute path)
-    finally:
-        server.shutdown()
+    endpoint, state = hub
+    data_dir, out = write_parallel(tmp_path), tmp_path / "run"
+    env = hub_env(endpoint, tmp_path / "hf_home", token=ENV_TOKEN)
+    argv = translation_args(data_dir, out, "--save_strategy", "steps", "--save_steps", "3", "--push_to_hub", "true",
+                            "--hub_model_id", "tester/probe", "--hub_token", TOKEN, "--report_to", "tensorboard")
+    proc = subprocess.run([sys.executable, "-m", "vanilla_transformer.run_translation", *argv], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (out / "checkpoint-6" / "training_args.bin").is_file() and list((out / "runs").iterdir())
+    assert files_holding(out, TOKEN, ENV_TOKEN) == []
+    assert TOKEN not in proc.stdout + proc.stderr and ENV_TOKEN not in proc.stdout + proc.stderr
+    assert "--hub_token '<HUB_TOKEN>'" in (out / "README.md").read_text(encoding="utf-8")
+    uploaded = state.repos["tester/probe"].commits[-1][2]
+    assert len(state.repos["tester/probe"].commits) == 1  # one push, the command's (none from the Trainer)
+    assert {"config.json", "model.safetensors", "tokenizer.json", "README.md",
+            "modeling_vanilla_transformer.py"} <= set(uploaded)
+    assert set(uploaded) <= set(UPLOADED), sorted(set(uploaded) - set(UPLOADED))
+    for name, content in uploaded.items():
+        assert str(tmp_path).encode() not in content and ROOT.encode() not in content, name  # (no absolute path)
 
 
 def test_a_served_api_key_is_written_nowhere(small_demo_model, tmp_path):
