@@ -68,7 +68,8 @@ def test_alternatives_are_the_n_best_and_refused_past_the_beam_limit():
             "translatedText": ["ba", "c"], "alternatives": [["ba #1"], ["c #1"]]}
         assert client.post("/translate", data={"q": "ab", "source": "de", "target": "en",
                                                "alternatives": "0"}).json() == {"translatedText": "ba"}
-        for alternatives, message in ((4, "must be <= 3 (--max_beams)"), ("two", "is not a number")):
+        for alternatives, message in ((4, "must be <= 3 (--max_beams)"), ("two", "is not a number"),
+                                     (-1, "must be >= 0")):
             refused = lt(client, q="ab", source="de", target="en", alternatives=alternatives)
             assert refused.status_code == 400 and message in refused.json()["error"]
         nbest = client.post("/v1/translate", json={"sentences": ["ab", ""], "num_return_sequences": 2})

@@ -79,9 +79,11 @@ def checked_limits(request: Request, fields: dict, texts: list[str]) -> int:
             raise ServeError(400, f"Invalid request: request ({len(text)}) exceeds text limit ({settings.char_limit})")
     alternatives = fields.get("alternatives", 0)
     try:
-        alternatives = max(0, int(alternatives))
+        alternatives = int(alternatives)
     except (TypeError, ValueError, OverflowError):
         raise ServeError(400, "Invalid request: alternatives parameter is not a number") from None
+    if alternatives < 0:
+        raise ServeError(400, "Invalid request: alternatives parameter must be >= 0")
     if alternatives > settings.max_beams - 1:
         raise ServeError(400, f"Invalid request: alternatives parameter must be <= {settings.max_beams - 1} "
                               "(--max_beams)")
