@@ -5,6 +5,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 import pytest
 import torch
@@ -125,6 +126,43 @@ def hub():
     server, state = serve()
     yield f"http://127.0.0.1:{server.server_address[1]}", state
     server.shutdown()
+
+
+@pytest.fixture(scope="session")
+def redis_server():
+    """A redis-server (the Debian package) on a loopback port, nothing saved to disk: its URL, one per test process;
+    a skip where it or the Python client is absent."""
+    pytest.importorskip("redis", reason="the redis client is not installed (the [serve] extra)")
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.skip("redis-server is not installed (Debian: apt-get install redis-server)")
+    import redis
+
+    port = free_port()
+    proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                             "--dir", tempfile.mkdtemp(prefix="vt-redis-")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"redis://127.0.0.1:{port}/0"
+    client = redis.Redis.from_url(url)
+    for _ in range(100):
+        try:
+            client.ping()
+            break
+        except redis.ConnectionError:
+            time.sleep(0.05)
+    yield url, proc
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+@pytest.fixture
+def redis_url(redis_server):
+    """The test process's Redis, emptied for this test."""
+    import redis
+
+    url, _ = redis_server
+    redis.Redis.from_url(url).flushall()
+    return url
 
 
 def push(endpoint, tmp_path, model_dir, repo_id):

@@ -173,7 +173,8 @@ def test_settings_spec_suggest_and_health_pages():
         assert page["charLimit"] == 5 and page["apiKeys"] is False and page["suggestions"] is False
         assert page["language"] == {"source": {"code": "de", "name": "German"},
                                     "target": {"code": "en", "name": "English"}}
-        assert page["supportedFilesFormat"] == [".txt", ".html", ".htm"]
+        assert page["supportedFilesFormat"] == [".txt", ".html", ".htm", ".docx", ".pptx", ".odt", ".odp", ".epub",
+                                                ".srt"]
         spec = client.get("/spec").json()
         assert {"/translate", "/detect", "/languages", "/translate_file", "/v1/translate"} <= set(spec["paths"])
         assert client.post("/spec").status_code == 405

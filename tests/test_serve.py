@@ -63,6 +63,7 @@ class FakeEngine:
 
 
 def client_for(engine, *others, api_key=None, **settings):
+    settings.setdefault("metrics", True)  # the tests read /metrics (off by default)
     if api_key:
         settings["api_keys"] = {api_key: None}
     return TestClient(create_app([engine, *others], Settings(**settings)))
@@ -293,7 +294,7 @@ def post_json(url, body, timeout=60):
 
 @pytest.fixture(scope="module")
 def server(small_demo_model):
-    proc, url = start_server(small_demo_model, "--max_wait_ms", "20")
+    proc, url = start_server(small_demo_model, "--max_wait_ms", "20", "--metrics")
     yield url
     proc.terminate()
     proc.wait(timeout=30)

@@ -65,10 +65,16 @@ LIMITS = (
 )
 
 
-def parse_args(argv=None) -> argparse.Namespace:
+# Settings fields set by the LibreTranslate option of their name
+SWITCHES = ("char_limit", "batch_limit", "req_limit", "hourly_req_limit", "daily_req_limit", "req_flood_threshold",
+            "req_limit_storage", "trust_forwarded_for", "url_prefix", "metrics", "metrics_auth_token", "disable_web_ui",
+            "disable_files_translation")
+
+
+def build_parser() -> "Parser":
     defaults = Settings()
-    parser = argparse.ArgumentParser(prog="vanilla-transformer serve", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = Parser(prog="vanilla-transformer serve", description=__doc__,
+                    formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("model_dirs", nargs="+", metavar="MODEL_DIR",
                         help="Saved translation models or directories exported by export-ctranslate2 (each as DIR or "
                              "DIR:SOURCE-TARGET), and at most one saved tagger (served at /v1/ner).")
@@ -103,6 +109,31 @@ def parse_args(argv=None) -> argparse.Namespace:
                         default=defaults.req_limit,
                         help="Requests per minute per client (its API key, else its address) at most; more is "
                              "answered 429 with Retry-After (-1: none).")
+    for flag, text in (("--hourly-req-limit", "Requests per hour per client at most, besides --req-limit (-1: none)."),
+                       ("--daily-req-limit", "Requests per day per client at most, besides --req-limit (-1: none)."),
+                       ("--req-flood-threshold", "429s a client address may get before it is refused 403 (until "
+                                                 "10 minutes pass without one; -1: never).")):
+        name = flag[2:].replace("-", "_")
+        parser.add_argument(flag, flag.replace("-", "_").replace("__", "--"), dest=name, type=int_at_least(-1),
+                            default=getattr(defaults, name), help=text)
+    parser.add_argument("--req-limit-storage", "--req_limit_storage", dest="req_limit_storage",
+                        default=defaults.req_limit_storage, metavar="URI",
+                        help="Where the request counts live: memory:// (this process) or redis://HOST:PORT, shared by "
+                             "every server naming it and kept across restarts.")
+    parser.add_argument("--trust-forwarded-for", "--trust_forwarded_for", dest="trust_forwarded_for",
+                        action="store_true", help="Behind a proxy: the client is the first address of "
+                                                  "X-Forwarded-For (read only then).")
+    parser.add_argument("--url-prefix", "--url_prefix", dest="url_prefix", default=defaults.url_prefix,
+                        help="Serve every route under this path (/translate as PREFIX/translate; / redirects there).")
+    parser.add_argument("--metrics", action="store_true", help="Serve Prometheus metrics at /metrics (default: off).")
+    parser.add_argument("--metrics-auth-token", "--metrics_auth_token", dest="metrics_auth_token",
+                        default=defaults.metrics_auth_token,
+                        help="/metrics only for requests with `Authorization: Bearer TOKEN`.")
+    parser.add_argument("--disable-web-ui", "--disable_web_ui", dest="disable_web_ui", action="store_true",
+                        help="No translation page at /.")
+    parser.add_argument("--disable-files-translation", "--disable_files_translation",
+                        dest="disable_files_translation", action="store_true",
+                        help="Refuse /translate_file and /download_file (403).")
     for name, kind, text in LIMITS:
         parser.add_argument(f"--{name}", type=kind, default=getattr(defaults, name), help=text)
     parser.add_argument("--access_log", action="store_true",
@@ -111,13 +142,65 @@ def parse_args(argv=None) -> argparse.Namespace:
                                                             "(LibreTranslate's --cors).")
     parser.add_argument("--cors_origins", nargs="*", default=[],
                         help="Origins a browser page may call from (default: none, CORS off).")
+    return parser
+
+
+def parse_args(argv=None, environ=None) -> argparse.Namespace:
+    """The command line, each option's default from its LT_* variable in `environ` (default: os.environ) where set."""
+    parser = build_parser()
+    environment_defaults(parser, os.environ if environ is None else environ)
     args = parser.parse_intermixed_args(argv)  # model directories before, between or after the options
+    args.url_prefix = url_prefix(args.url_prefix)
     if not args.max_wait_ms >= 0:  # (NaN fails each of these)
         parser.error(f"--max_wait_ms must be >= 0, got {args.max_wait_ms}")
     for flag, value in (("--request_timeout", args.request_timeout), ("--file_ttl", args.file_ttl)):
         if not 0 < value < 1e9:
             parser.error(f"{flag} must be > 0 (and finite), got {value}")
     return args
+
+
+class Parser(argparse.ArgumentParser):
+    """An argument parser that keeps the options it was given (`options`), for their variables."""
+
+    def add_argument(self, *args, **kwargs):
+        action = super().add_argument(*args, **kwargs)
+        self.__dict__.setdefault("options", []).append(action)
+        return action
+
+
+TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off", "")
+
+
+def environment_defaults(parser: "Parser", environ) -> None:
+    """Every option's default from its LibreTranslate-style variable where set (`--char-limit`: LT_CHAR_LIMIT,
+    `--max_queue`: LT_MAX_QUEUE), so a LibreTranslate deployment's environment configures the server; a flag given
+    wins. A value the option would refuse is an error naming the variable."""
+    for action in parser.options:
+        variable = "LT_" + action.dest.upper()
+        if variable not in environ or not action.option_strings:
+            continue
+        value = environ[variable].strip()
+        if action.nargs == 0:  # a switch
+            if value.lower() not in TRUE + FALSE:
+                raise ValueError(f"{variable}={value!r}: expected true or false")
+            action.default = value.lower() in TRUE
+        elif action.nargs == "*":
+            action.default = value.replace(",", " ").split()
+        else:
+            try:
+                action.default = action.type(value) if action.type else value
+            except (TypeError, ValueError, argparse.ArgumentTypeError) as error:
+                raise ValueError(f"{variable}={value!r}: {error}") from None
+            if action.choices is not None and action.default not in action.choices:
+                raise ValueError(f"{variable}={value!r}: expected one of {', '.join(map(str, action.choices))}")
+
+
+def url_prefix(prefix: str) -> str:
+    """LibreTranslate's `--url-prefix`: `/PATH` (a leading / added, a trailing one dropped); "" or "/": none."""
+    prefix = "/" + prefix.strip().strip("/") if prefix.strip().strip("/") else ""
+    if not re.fullmatch(r"(/[A-Za-z0-9._~-]+)*", prefix):
+        raise ValueError(f"--url-prefix {prefix!r}: expected a path of letters, digits and . _ ~ - (as /translator)")
+    return prefix
 
 
 def default_workers(pytorch: bool, device: str, threads: int) -> int:
@@ -146,9 +229,11 @@ def served_models(args):
     export's), else src -> tgt."""
     for module in ("fastapi", "uvicorn", "prometheus_client"):
         require(module, "serve")
+    from ..deploy.access import check_storage_uri, ping
     from ..deploy.engines import TaggerEngine, TranslationEngine
     from ..deploy.languages import Pairs
 
+    check_storage_uri(args.req_limit_storage)
     if args.ner is not None and not is_tagger_dir(args.ner):
         raise ValueError(f"--ner {args.ner!r} is not a saved tagger ({TAGGER}: a config.json naming it).")
     given = [(recognise(path, args.engine), pair) for path, pair in map(model_and_pair, args.model_dirs)]
@@ -176,7 +261,9 @@ def served_models(args):
     if len({engine.source for engine in translators}) > 1:
         require("lingua", "serve")  # source "auto" and /detect choose between them
     tagger = TaggerEngine(taggers[0], args.device) if taggers else None
-    return translators, tagger, Settings(**limits(args))
+    settings = Settings(**limits(args))
+    ping(settings.req_limit_storage)  # a Redis that cannot be reached: an error line now
+    return translators, tagger, settings
 
 
 def main(argv=None) -> int:
@@ -192,7 +279,7 @@ def limits(args) -> dict:
     if args.api_key:
         keys.setdefault(args.api_key, None)
     return dict(api_keys=keys, cors_origins=("*",) if args.cors else tuple(args.cors_origins),
-                char_limit=args.char_limit, batch_limit=args.batch_limit, req_limit=args.req_limit,
+                **{name: getattr(args, name) for name in SWITCHES},
                 **{name: getattr(args, name) for name, *_ in LIMITS})
 
 

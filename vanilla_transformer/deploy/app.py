@@ -9,7 +9,7 @@ import time
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, RedirectResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from . import libretranslate, v1
@@ -83,9 +83,11 @@ async def lifespan(app: FastAPI):
         state.batchers[name] = batcher
         if not served.ready.is_set():  # (the command loads before it listens)
             threading.Thread(target=served.load, name=f"vt-load-{name}", daemon=True).start()
+    state.access.open()
     yield
     for batcher in state.batchers.values():
         await batcher.stop()
+    await state.access.close()
 
 
 def create_app(translators: list, settings: Settings, tagger=None) -> FastAPI:
@@ -100,7 +102,9 @@ def create_app(translators: list, settings: Settings, tagger=None) -> FastAPI:
     state.settings, state.pairs, state.batchers = settings, pairs, batchers
     state.engines = {engine.name: engine for engine in [*translators, *([tagger] if tagger else [])]}
     state.detector = Detector(pairs.sources(), pairs.languages())
-    state.access = Access(settings.api_keys, settings.req_limit)
+    state.access = Access(settings.api_keys, {"minute": settings.req_limit, "hour": settings.hourly_req_limit,
+                                              "day": settings.daily_req_limit}, settings.req_flood_threshold,
+                          settings.req_limit_storage)
     state.files = libretranslate.TranslatedFiles(settings.file_ttl, settings.max_file_store_bytes)
     state.metrics = Metrics(queue_length=lambda: sum(b.waiting() for b in batchers.values()))
     if settings.cors_origins:
@@ -111,20 +115,23 @@ def create_app(translators: list, settings: Settings, tagger=None) -> FastAPI:
     app.add_exception_handler(ServeError, serve_error)
     app.add_exception_handler(StarletteHTTPException, routing_error)
     app.add_exception_handler(Exception, unexpected)
-    app.include_router(libretranslate.router)
-    app.include_router(v1.router)
+    prefix = settings.url_prefix
+    app.include_router(libretranslate.router, prefix=prefix)
+    app.include_router(v1.router, prefix=prefix)
+    if prefix:  # LibreTranslate's: the root sends a browser to the prefix
+        app.add_api_route("/", lambda: RedirectResponse(prefix + "/", status_code=301), include_in_schema=False)
     app.add_middleware(LimitsAndMetrics, max_request_bytes=settings.max_request_bytes, metrics=app.state.metrics,
-                       label=route_label({route.path for router in (libretranslate.router, v1.router)
-                                          for route in router.routes}))
+                       label=route_label({prefix + route.path for router in (libretranslate.router, v1.router)
+                                          for route in router.routes}, prefix))
     return app
 
 
-def route_label(paths: set[str]):
+def route_label(paths: set[str], prefix: str = ""):
     """The metrics label of a request path: the route's own path ("/download_file/{filename}" for every download),
     "other" where no route matches."""
     def label(path: str) -> str:
         if path in paths:
             return path
-        return "/download_file/{filename}" if path.startswith("/download_file/") else "other"
+        return prefix + "/download_file/{filename}" if path.startswith(prefix + "/download_file/") else "other"
 
     return label

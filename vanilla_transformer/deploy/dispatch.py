@@ -22,11 +22,21 @@ async def read_body(request: Request) -> bytes:
     return body
 
 
-def check_access(request: Request, given) -> None:
+def client_address(request: Request) -> str:
+    """The caller's address: the first of X-Forwarded-For with `--trust-forwarded-for` (a proxy in front names the
+    client it serves), else the connection's."""
+    if request.app.state.settings.trust_forwarded_for:
+        forwarded = request.headers.get("x-forwarded-for", "").split(",")[0].strip()
+        if forwarded:
+            return forwarded[:100]
+    return request.client.host if request.client else "unknown"
+
+
+async def check_access(request: Request, given) -> None:
     """The API key from the body (`given`) or the X-API-Key header where the server has keys, and the request
     limits (`access.Access`)."""
     given = given if given is not None else request.headers.get("x-api-key")
-    request.app.state.access.check(given, request.client.host if request.client else "unknown")
+    await request.app.state.access.check(given, client_address(request))
 
 
 def engine_of(request: Request, name: str):

@@ -7,19 +7,22 @@ import re
 import secrets
 import threading
 import time
+from pathlib import Path
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.datastructures import UploadFile
 
 from .batcher import ServeError
 from .dispatch import check_access, read_body, translate
+from .documents import DOCUMENTS, read_document
 from .languages import language_name
 from .markup import FORMATS, rebuild, segments, sentences
 
 router = APIRouter()
 
 FILE_FORMATS = {".txt": "text", ".html": "html", ".htm": "html"}
+WEB_PAGE = (Path(__file__).parent / "web_page.html").read_text(encoding="utf-8")
 
 
 async def fields_of(request: Request) -> dict:
@@ -137,7 +140,7 @@ async def libretranslate(request: Request):
     """LibreTranslate's `/translate`: `q` (a text or a list), `source` (a code or "auto"), `target`, `format` ("text"
     or "html"), `alternatives`, `api_key`."""
     fields = await fields_of(request)
-    check_access(request, fields.get("api_key"))
+    await check_access(request, fields.get("api_key"))
     q, source, target = required(fields, "q"), required(fields, "source"), required(fields, "target")
     texts = checked_texts(q)
     alternatives, text_format = checked_limits(request, fields, texts), checked_format(fields)
@@ -162,7 +165,7 @@ async def detect(request: Request):
     """LibreTranslate's `/detect`: `q` -> the served source languages, most likely first, `{"language",
     "confidence"}` (0-100)."""
     fields = await fields_of(request)
-    check_access(request, fields.get("api_key"))
+    await check_access(request, fields.get("api_key"))
     (text,) = checked_texts(" ".join(checked_texts(required(fields, "q"))))
     if not request.app.state.pairs.sources():
         raise ServeError(404, "this server has no translation model (serve TRANSLATION_DIR)")
@@ -192,12 +195,20 @@ async def frontend_settings(request: Request):
     """What LibreTranslate's web page asks a server before it shows: limits, keys, file formats, the first pair."""
     settings, pairs = request.app.state.settings, request.app.state.pairs
     source, target = next(iter(pairs.direct), (None, None))
-    keys = bool(request.app.state.access.keys)
+    keys, files = bool(request.app.state.access.keys), bool(pairs.direct) and not settings.disable_files_translation
     return {"charLimit": settings.char_limit, "frontendTimeout": settings.frontend_timeout, "apiKeys": keys,
-            "keyRequired": keys, "suggestions": False, "filesTranslation": bool(pairs.direct),
-            "supportedFilesFormat": list(FILE_FORMATS) if pairs.direct else [],
+            "keyRequired": keys, "suggestions": False, "filesTranslation": files,
+            "supportedFilesFormat": [*FILE_FORMATS, *DOCUMENTS] if files else [],
             "language": {"source": {"code": source, "name": language_name(source or "")},
                          "target": {"code": target, "name": language_name(target or "")}}}
+
+
+@router.get("/", response_class=HTMLResponse, include_in_schema=False)
+async def web_page(request: Request):
+    """The translation page (`web_page.html`); 404 with `--disable-web-ui`."""
+    if request.app.state.settings.disable_web_ui:
+        raise ServeError(404, "Not Found (the server runs with --disable-web-ui)")
+    return HTMLResponse(WEB_PAGE)
 
 
 @router.get("/spec")
@@ -245,6 +256,11 @@ class TranslatedFiles:
         return None if found is None else found[1]
 
 
+def files_allowed(request: Request) -> None:
+    if request.app.state.settings.disable_files_translation:
+        raise ServeError(403, "Files translation are disabled on this server.")
+
+
 def safe_filename(name: str) -> str:
     """The file's own name, without folders or characters a header or a path could misread."""
     name = re.split(r"[\\/]", name)[-1]
@@ -254,10 +270,12 @@ def safe_filename(name: str) -> str:
 
 @router.post("/translate_file")
 async def translate_uploaded_file(request: Request):
-    """LibreTranslate's `/translate_file`: a .txt or .html `file` (UTF-8), `source` (or "auto"), `target` ->
-    `{"translatedFileUrl"}`, fetched once from `/download_file/...` within `--file_ttl` seconds."""
+    """LibreTranslate's `/translate_file`: a `file` (.txt or .html in UTF-8, or a document: `documents.DOCUMENTS`),
+    `source` (or "auto"), `target` -> `{"translatedFileUrl"}`, fetched once from `/download_file/...` within
+    `--file_ttl` seconds."""
+    files_allowed(request)
     fields = await fields_of(request)
-    check_access(request, fields.get("api_key"))
+    await check_access(request, fields.get("api_key"))
     upload = fields.get("file")
     if not isinstance(upload, UploadFile):
         raise ServeError(400, "Invalid request: missing file parameter")
@@ -265,25 +283,39 @@ async def translate_uploaded_file(request: Request):
     if not upload.filename:
         raise ServeError(400, "Invalid request: empty file")
     extension = "." + upload.filename.rsplit(".", 1)[-1].lower() if "." in upload.filename else ""
-    if extension not in FILE_FORMATS:
+    if extension not in FILE_FORMATS and extension not in DOCUMENTS:
         raise ServeError(400, f"Invalid request: file format not supported ({extension or 'no extension'}; "
-                              f"{', '.join(FILE_FORMATS)})")
-    try:
-        text = (await upload.read()).decode("utf-8-sig")
-    except UnicodeDecodeError as error:
-        raise ServeError(400, f"Invalid request: {upload.filename} is not UTF-8 text (byte {error.start})") from None
+                              f"{', '.join([*FILE_FORMATS, *DOCUMENTS])})")
+    texts, text_format, write = file_texts(upload.filename, extension, await upload.read())
     request.app.state.pairs.check_served(*([] if source == "auto" else [source]), target)
     if source == "auto":
-        source = detected(request, " ".join(sentences(segments(text[:4000], FILE_FORMATS[extension]))) or text)
-        source = source["language"]
-    ((output, _),) = await translated(request, [text], source, target, FILE_FORMATS[extension],
-                                      chunk=request.app.state.settings.max_sentences)
-    name = request.app.state.files.put(safe_filename(upload.filename), output.encode("utf-8"))
+        start = "\n".join(texts)[:4000]
+        source = detected(request, " ".join(sentences(segments(start, text_format))) or start)["language"]
+    done = await translated(request, texts, source, target, text_format,
+                            chunk=request.app.state.settings.max_sentences)
+    name = request.app.state.files.put(safe_filename(upload.filename), write([best for best, _ in done]))
     return {"translatedFileUrl": str(request.url_for("download_file", filename=name))}
+
+
+def file_texts(filename: str, extension: str, data: bytes):
+    """(texts, their format, the function writing the translated file from their translations) of an uploaded file;
+    a 400 naming the file where it cannot be read."""
+    if extension in DOCUMENTS:
+        try:
+            texts, write = read_document(extension, data)
+        except ValueError as error:
+            raise ServeError(400, f"Invalid request: {safe_filename(filename)}: {error}") from None
+        return texts, "text", write
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise ServeError(400, f"Invalid request: {filename} is not UTF-8 text (byte {error.start})") from None
+    return [text], FILE_FORMATS[extension], lambda translations: translations[0].encode("utf-8")
 
 
 @router.get("/download_file/{filename}")
 async def download_file(request: Request, filename: str):
+    files_allowed(request)
     data = request.app.state.files.take(filename)
     if data is None:
         raise ServeError(404, "no such translated file (each is given once, within --file_ttl seconds)")

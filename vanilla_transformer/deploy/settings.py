@@ -21,6 +21,16 @@ class Settings:
     char_limit: int = -1
     batch_limit: int = -1
     req_limit: int = -1
+    hourly_req_limit: int = -1
+    daily_req_limit: int = -1
+    req_flood_threshold: int = -1
+    req_limit_storage: str = "memory://"
+    trust_forwarded_for: bool = False
+    url_prefix: str = ""
+    metrics: bool = False
+    metrics_auth_token: str = ""
+    disable_web_ui: bool = False
+    disable_files_translation: bool = False
     frontend_timeout: int = 500
     file_ttl: float = 600.0
     max_file_store_bytes: int = 256 << 20

@@ -1,6 +1,8 @@
 """Our own routes: `/v1/translate`, `/v1/ner` (typed JSON bodies, a 422 naming the first bad field), `/v1/health`
 (each model's readiness) and `/metrics` (Prometheus)."""
 
+import hmac
+
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -37,7 +39,7 @@ async def checked_body(request: Request, model):
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "body"
         raise ServeError(422, f"{where}: {first['msg']}") from None
-    check_access(request, body.api_key)
+    await check_access(request, body.api_key)
     return body
 
 
@@ -101,4 +103,13 @@ async def v1_health(request: Request):
 
 @router.get("/metrics")
 async def prometheus(request: Request):
+    """Prometheus' text format, with `--metrics` (else 404); with `--metrics-auth-token`, for the requests that carry
+    it as `Authorization: Bearer TOKEN` (else 401)."""
+    settings = request.app.state.settings
+    if not settings.metrics:
+        raise ServeError(404, "Not Found (the server runs without --metrics)")
+    if settings.metrics_auth_token:
+        given = request.headers.get("authorization", "")
+        if not hmac.compare_digest(given.encode(), f"Bearer {settings.metrics_auth_token}".encode()):
+            raise ServeError(401, "Unauthorized")
     return Response(request.app.state.metrics.render(), media_type=CONTENT_TYPE)
