@@ -336,3 +336,30 @@ NER_DEMO_FLAGS = ["--config_overrides", "d_model=64,encoder_layers=2,encoder_ffn
 def small_ner_model(tmp_path_factory):
     """A tagger trained on the demo NER task (shared by the demo-page tests)."""
     return train_demo(tmp_path_factory, "run_ner", NER_DEMO_FLAGS, "eval_f1")
+
+
+def chrome():
+    """Headless Chromium through Selenium, or a skip naming what is missing."""
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (the [test] extra)")
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    browser = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    driver = shutil.which("chromedriver")
+    if not browser or not driver:
+        pytest.skip("Chromium and its driver are not installed (Debian: apt-get install chromium chromium-driver)")
+    options = Options()
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1300,1000"):
+        options.add_argument(flag)
+    options.binary_location = browser
+    return webdriver.Chrome(service=Service(driver), options=options)
+
+
+def wait_for(condition, timeout=60.0, what="the page"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")

@@ -5,7 +5,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 
 import pytest
 import torch
@@ -16,7 +15,7 @@ pytest.importorskip("gradio", reason="the demo page needs the [demo] extra (grad
 
 from hub_server import hub_env  # noqa: E402
 
-from conftest import ROOT, free_port  # noqa: E402
+from conftest import ROOT, chrome, free_port, wait_for  # noqa: E402
 from vanilla_transformer import cli  # noqa: E402
 from vanilla_transformer.commands import push
 from vanilla_transformer.data import DEMO_SOURCE_LANG, make_demo_ner, make_demo_translation  # noqa: E402
@@ -156,33 +155,6 @@ def test_demo_command(capsys, tmp_path, monkeypatch):
 
 
 # ------------------------------------------------------------------------------------------------ in a browser
-def chrome():
-    """Headless Chromium through Selenium, or a skip naming what is missing."""
-    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (the [test] extra)")
-    from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
-
-    browser = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-    driver = shutil.which("chromedriver")
-    if not browser or not driver:
-        pytest.skip("Chromium and its driver are not installed (Debian: apt-get install chromium chromium-driver)")
-    options = Options()
-    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1300,1000"):
-        options.add_argument(flag)
-    options.binary_location = browser
-    return webdriver.Chrome(service=Service(driver), options=options)
-
-
-def wait_for(condition, timeout=60.0, what="the page"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 @pytest.fixture
 def page(small_demo_model, small_ner_model):
     app = demo_app.build_app(str(small_demo_model), str(small_ner_model))

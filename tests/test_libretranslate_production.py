@@ -57,7 +57,7 @@ def test_the_options_table_names_every_option_and_its_variable():
         if len(cells) >= 3 and cells[1].startswith("`LT_"):
             rows[cells[0].split("`")[1].split(",")[0].strip()] = (cells[1].strip("`"), cells[2])
     parser = serve.build_parser()
-    options = [action for action in parser.options if action.option_strings]
+    options = [action for action in parser.options if action.option_strings and action.dest != "help"]
     for action in options:
         flag = action.option_strings[0]
         assert flag in rows, f"docs/serving.md's options table has no row for {flag}"
@@ -66,8 +66,10 @@ def test_the_options_table_names_every_option_and_its_variable():
         if action.nargs != 0 and action.default not in (None, [], "") and flag != "--api_key":
             assert f"`{action.default}`" in default, f"{flag}: the table says {default}, the code {action.default}"
     assert set(rows) == {action.option_strings[0] for action in options}
-    for unsupported in ("--load-only", "--suggestions", "--ssl", "--frontend-language-source"):
-        assert unsupported in text, f"docs/serving.md does not say whether we take {unsupported}"
+    for unsupported in serve.NOT_TAKEN:
+        assert f"`{unsupported}`" in text, f"docs/serving.md does not say we refuse {unsupported}"
+        with pytest.raises(ValueError, match=f"{unsupported} is LibreTranslate's and not taken here: "):
+            serve.parse_args(["m", f"{unsupported}=1"], {})
 
 
 # ------------------------------------------------------------------------------------------------ routes and switches
@@ -394,3 +396,80 @@ def test_hostile_documents_are_400s_in_libretranslates_shape():
                           files={"file": ("big.docx", b"\0" * (9 << 20), "application/octet-stream")})
         assert big.status_code == 413 and "error" in big.json()
     assert set(DOCUMENTS) == {".docx", ".pptx", ".odt", ".odp", ".epub", ".srt"}
+
+
+# ------------------------------------------------------------------------------------------------ the page
+@pytest.fixture
+def page_server():
+    """A real server (uvicorn in a thread) for two fake pairs under a URL prefix: its page's URL."""
+    import threading
+    import time
+
+    import uvicorn
+
+    from conftest import free_port
+    from vanilla_transformer.deploy.app import Settings, create_app
+
+    engines = [FakeEngine(), FakeEngine(source="en", target="de", reverse=False)]
+    app = create_app(engines, Settings(url_prefix="/tr", char_limit=50, frontend_timeout=60_000))
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}/tr/"
+    server.should_exit = True
+    thread.join(timeout=30)
+
+
+def test_the_page_in_a_browser_translates_text_auto_and_a_file(page_server, tmp_path):
+    import urllib.request
+
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import Select
+
+    from conftest import chrome, wait_for
+
+    browser = chrome()
+    try:
+        browser.get(page_server)
+        wait_for(lambda: browser.find_element(By.TAG_NAME, "body").get_attribute("data-ready"), what="the page")
+        find = browser.find_element
+        value = lambda element_id: find(By.ID, element_id).get_attribute("value")  # noqa: E731
+        assert Select(find(By.ID, "source")).first_selected_option.get_attribute("value") == "de"
+        assert [o.get_attribute("value") for o in Select(find(By.ID, "target")).options] == ["en"]
+        box = find(By.ID, "text")
+        box.send_keys("Hallo Welt")
+        assert find(By.ID, "chars").text == "10 / 50"
+        box.send_keys(Keys.CONTROL, Keys.ENTER)  # (typing alone waits frontend_timeout: 60 s here)
+        wait_for(lambda: value("translation") == "tleW ollaH", what="the translation")
+        Select(find(By.ID, "alternatives-count")).select_by_value("2")
+        wait_for(lambda: [li.text for li in find(By.ID, "alternatives").find_elements(By.TAG_NAME, "li")] == [
+            "tleW ollaH #1", "tleW ollaH #2"], what="the alternatives")
+        Select(find(By.ID, "alternatives-count")).select_by_value("0")
+        Select(find(By.ID, "source")).select_by_value("en")  # targets follow the source
+        assert [o.get_attribute("value") for o in Select(find(By.ID, "target")).options] == ["de"]
+        wait_for(lambda: value("translation") == "de(Hallo Welt)", what="the en -> de translation")
+        find(By.ID, "swap").click()  # en -> de becomes de -> en, the translation the new text
+        wait_for(lambda: value("text") == "de(Hallo Welt)" and value("translation") == ")tleW ollaH(ed",
+                 what="the swapped translation")
+        Select(find(By.ID, "source")).select_by_value("auto")
+        wait_for(lambda: find(By.ID, "detected").text.startswith("Detected: "), what="the detected language")
+        box.send_keys("x" * 45)
+        assert "over" in find(By.ID, "chars").get_attribute("class")  # past the char limit: marked
+        box.send_keys(Keys.CONTROL, Keys.ENTER)
+        wait_for(lambda: "exceeds text limit (50)" in find(By.ID, "status").text, what="the server's error")
+        notes = tmp_path / "notes.txt"
+        notes.write_bytes(b"ab\ncd\n")
+        Select(find(By.ID, "source")).select_by_value("de")
+        find(By.ID, "file").send_keys(str(notes))
+        find(By.ID, "translate-file").click()
+        link = wait_for(lambda: find(By.ID, "download").is_displayed() and find(By.ID, "download"),
+                        what="the download link")
+        assert link.get_attribute("download") == "notes.txt"
+        with urllib.request.urlopen(link.get_attribute("href")) as response:
+            assert response.read() == b"ba\ndc\n"
+    finally:
+        browser.quit()

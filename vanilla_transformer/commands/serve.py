@@ -30,6 +30,7 @@ import argparse
 import logging
 import os
 import re
+import sys
 
 from ..console import int_at_least, non_negative_int, port_number, positive_int
 from ..deploy.settings import Settings
@@ -69,6 +70,36 @@ LIMITS = (
 SWITCHES = ("char_limit", "batch_limit", "req_limit", "hourly_req_limit", "daily_req_limit", "req_flood_threshold",
             "req_limit_storage", "trust_forwarded_for", "url_prefix", "metrics", "metrics_auth_token", "disable_web_ui",
             "disable_files_translation")
+
+
+# LibreTranslate's options this server does not take, each refused by name with the reason
+NOT_TAKEN = {
+    "--load-only": "the server serves the models it is given",
+    "--update-models": "models are the directories given",
+    "--force-update-models": "models are the directories given",
+    "--frontend-language-source": "the page starts with the first served pair",
+    "--frontend-language-target": "the page starts with the first served pair",
+    "--frontend-language": "the page is in English",
+    "--frontend-title": "the page's title is fixed",
+    "--frontend-timeout": "the page waits 500 ms after typing",
+    "--suggestions": "suggestions are always off",
+    "--ssl": "put TLS in the proxy in front",
+    "--debug": "set VT_DEBUG=1 for traces",
+    "--hide-api": "the API is the product",
+    "--api-keys-db-path": "give the keys as --api-keys FILE",
+    "--api-keys-remote": "give the keys as --api-keys FILE",
+    "--get-api-key-link": "not supported",
+    "--require-api-key-origin": "not supported",
+    "--require-api-key-secret": "not supported",
+    "--require-api-key-fingerprint": "not supported",
+    "--under-attack": "use --req-limit and --req-flood-threshold",
+    "--shared-storage": "give --req-limit-storage redis://HOST:PORT",
+    "--secondary": "every server sharing a Redis is the same",
+    "--alternatives-limit": "alternatives are bounded by --max_beams",
+    "--hourly-req-limit-decay": "not supported",
+    "--req-time-cost": "not supported",
+    "--translation-cache": "not supported",
+}
 
 
 def build_parser() -> "Parser":
@@ -147,6 +178,10 @@ def build_parser() -> "Parser":
 
 def parse_args(argv=None, environ=None) -> argparse.Namespace:
     """The command line, each option's default from its LT_* variable in `environ` (default: os.environ) where set."""
+    for given in argv if argv is not None else sys.argv[1:]:
+        if given.split("=", 1)[0] in NOT_TAKEN:
+            flag = given.split("=", 1)[0]
+            raise ValueError(f"{flag} is LibreTranslate's and not taken here: {NOT_TAKEN[flag]}")
     parser = build_parser()
     environment_defaults(parser, os.environ if environ is None else environ)
     args = parser.parse_intermixed_args(argv)  # model directories before, between or after the options
@@ -177,7 +212,7 @@ def environment_defaults(parser: "Parser", environ) -> None:
     wins. A value the option would refuse is an error naming the variable."""
     for action in parser.options:
         variable = "LT_" + action.dest.upper()
-        if variable not in environ or not action.option_strings:
+        if variable not in environ or not action.option_strings or action.dest == "help":
             continue
         value = environ[variable].strip()
         if action.nargs == 0:  # a switch
