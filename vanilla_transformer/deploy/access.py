@@ -6,6 +6,7 @@ client (its key, else its address) per minute, hour and day (`--req-limit`, `--h
 that every server process shares and that outlives a restart)."""
 
 import collections
+import hashlib
 import hmac
 import logging
 import secrets
@@ -75,7 +76,7 @@ class MemoryCounts:
     def __init__(self):
         self.times: dict[str, collections.deque] = collections.defaultdict(collections.deque)
         self.offence_counts: dict[str, tuple[int, float]] = {}  # address -> (offences, forgiven at)
-        self.lock = threading.Lock()
+        self.lock, self.swept = threading.Lock(), 0.0
 
     async def hit(self, counters: list[tuple[str, int, float]]) -> tuple[int, float]:
         """Count one request in every `(key, limit, window seconds)` counter unless one already holds `limit`
@@ -91,9 +92,12 @@ class MemoryCounts:
                     return i, times[0] + window - now
             for key, _, _ in counters:
                 self.times[key].append(now)
-            if len(self.times) > 10_000:  # clients gone quiet are forgotten: many clients do not grow the table
-                for key in [key for key, times in self.times.items() if times[-1] <= now - WINDOWS["day"]]:
+            if len(self.times) > 10_000 and now - self.swept > 60:  # clients gone quiet are forgotten (once a
+                self.swept = now                                       # minute): many clients do not grow the table
+                for key in [key for key, times in self.times.items() if not times or times[-1] <= now - 86400]:
                     del self.times[key]
+                for key in [key for key, (_, until) in self.offence_counts.items() if until <= now]:
+                    del self.offence_counts[key]
             return -1, 0.0
 
     async def offend(self, key: str, ttl: float) -> None:
@@ -180,6 +184,10 @@ class RedisCounts:
         await self.client.aclose()
 
 
+def fingerprint(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()[:24]
+
+
 def open_counts(uri: str):
     return MemoryCounts() if uri == "memory://" else RedisCounts(uri)
 
@@ -245,7 +253,7 @@ class Access:
         offences = f"vt:offences:{client}"
         if self.flood_threshold > 0 and await self.counts.offences(offences) >= self.flood_threshold:
             raise ServeError(403, "Too many request limits violations")
-        who = f"key:{key}" if key is not None else f"client:{client}"
+        who = f"key:{fingerprint(key)}" if key is not None else f"client:{client}"  # (a key itself is never stored)
         counters = [(f"vt:limit:{who}:{window}", limit, WINDOWS[window]) for window, limit in limits.items()]
         over, wait = await self.counts.hit(counters)
         if over >= 0:
