@@ -1,7 +1,7 @@
 """Average the weights of the last N checkpoints of a run (the paper, section 6.1: "averaging the last 5
 checkpoints") into a model directory that loads like any other.
 
-    python scripts/average_checkpoints.py outputs/multi30k --last 5 --output_dir outputs/multi30k/averaged
+    vanilla-transformer average-checkpoints outputs/multi30k --last 5 --output_dir outputs/multi30k/averaged
 
 The output directory gets the averaged `model.safetensors` (written to a temporary name, then renamed) plus the config,
 generation config, tokenizer and code files of the newest checkpoint.

@@ -1,9 +1,9 @@
 """PNG pictures of a run and a model:
 
-    python scripts/plot.py curves   OUTPUT_DIR                  # loss / eval curves from trainer_state.json
-    python scripts/plot.py attention MODEL_DIR "source sentence" # encoder self, decoder self and cross attention
-    python scripts/plot.py positions [--d_model 128 --length 100] # the sinusoidal position encoding (section 3.5)
-    python scripts/plot.py quality-vs-time RUN_DIR [RUN_DIR ...]  # validation score against training minutes
+    vanilla-transformer plot curves   OUTPUT_DIR                  # loss / eval curves from trainer_state.json
+    vanilla-transformer plot attention MODEL_DIR "source sentence" # encoder self, decoder self and cross attention
+    vanilla-transformer plot positions [--d_model 128 --length 100] # the sinusoidal position encoding (section 3.5)
+    vanilla-transformer plot quality-vs-time RUN_DIR [RUN_DIR ...]  # validation score against training minutes
 
 Each writes PNG files (default: next to the input, or --out DIR) and prints their paths.
 """

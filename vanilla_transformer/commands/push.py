@@ -1,8 +1,8 @@
 """Push a saved model directory (model, code files, tokenizer, card, scores: `model_card.UPLOADED`) to the Hugging Face
 Hub, or create a demo Space (the page of `vanilla-transformer demo`) for models already on the Hub.
 
-    python scripts/push_to_hub.py outputs/multi30k you/vanilla-transformer-de-en [--private]
-    python scripts/push_to_hub.py --space you/vanilla-demo --translation_model you/vanilla-transformer-de-en \\
+    vanilla-transformer push outputs/multi30k you/vanilla-transformer-de-en [--private]
+    vanilla-transformer push --space you/vanilla-demo --translation_model you/vanilla-transformer-de-en \\
         [--ner_model you/vanilla-transformer-conll]
 
 The Hub address comes from HF_ENDPOINT (default huggingface.co); the token from `hf auth login` or HF_TOKEN (--token
