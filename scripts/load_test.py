@@ -7,6 +7,9 @@ bounded in count and time.
 
     vanilla-transformer serve MODEL_DIR --port 5000 &
     python scripts/load_test.py --url http://127.0.0.1:5000 --input sentences.txt --pid $! --concurrency 1 8 32 128
+
+Several `--url`s spread the clients over several servers (sharing their limits through `--req-limit-storage`); each
+level reports its answers by status (`statuses`: 200s, 429s, ...).
 """
 
 import argparse
@@ -28,15 +31,20 @@ def rss_mb(pid: int | None) -> float | None:
         return None
 
 
-def batch_totals(url: str) -> tuple[float, float] | None:
-    """(engine batches, sentences in them) the server has run so far, from its /metrics; None where it has none."""
-    try:
-        with urllib.request.urlopen(url.rstrip("/") + "/metrics", timeout=10) as response:
-            lines = response.read().decode().splitlines()
-    except OSError:
-        return None
-    values = dict(line.rsplit(" ", 1) for line in lines if line.startswith("vt_batch_sentences_"))
-    return float(values.get("vt_batch_sentences_count", 0)), float(values.get("vt_batch_sentences_sum", 0))
+def batch_totals(urls: list[str]) -> tuple[float, float] | None:
+    """(engine batches, sentences in them) the servers have run so far, from their /metrics (`serve --metrics`);
+    None where one has none."""
+    batches = sentences = 0.0
+    for url in urls:
+        try:
+            with urllib.request.urlopen(url.rstrip("/") + "/metrics", timeout=10) as response:
+                lines = response.read().decode().splitlines()
+        except OSError:
+            return None
+        values = dict(line.rsplit(" ", 1) for line in lines if line.startswith("vt_batch_sentences_"))
+        batches += float(values.get("vt_batch_sentences_count", 0))
+        sentences += float(values.get("vt_batch_sentences_sum", 0))
+    return batches, sentences
 
 
 async def post(reader, writer, host: str, body: bytes, path: str = "/v1/translate") -> tuple[int, bytes]:
@@ -53,12 +61,11 @@ async def post(reader, writer, host: str, body: bytes, path: str = "/v1/translat
     return status, await reader.readexactly(length)
 
 
-async def run_level(url: str, sentences: list[str], concurrency: int, requests: int, timeout: float,
+async def run_level(urls: list[str], sentences: list[str], concurrency: int, requests: int, timeout: float,
                     path: str = "/v1/translate", pairs: list[tuple[str, str]] | None = None) -> dict:
-    parsed = urlparse(url)
     latencies, errors, next_index = [], {}, iter(range(requests))
 
-    async def client():
+    async def client(parsed):
         reader = writer = None
         for i in next_index:
             fields = {"sentences": [sentences[i % len(sentences)]]}
@@ -81,7 +88,7 @@ async def run_level(url: str, sentences: list[str], concurrency: int, requests: 
             writer.close()
 
     start = time.perf_counter()
-    await asyncio.gather(*(client() for _ in range(concurrency)))
+    await asyncio.gather(*(client(urlparse(urls[k % len(urls)])) for k in range(concurrency)))
     seconds = time.perf_counter() - start
     latencies.sort()
     return dict(concurrency=concurrency, requests=requests, answered=len(latencies), errors=errors,
@@ -92,7 +99,8 @@ async def run_level(url: str, sentences: list[str], concurrency: int, requests: 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--url", default="http://127.0.0.1:5000")
+    parser.add_argument("--url", nargs="+", default=["http://127.0.0.1:5000"],
+                        help="The server, or several (servers sharing limits through Redis): clients spread over them.")
     parser.add_argument("--input", required=True, help="Sentences to send, one per line (used in turn).")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32, 128])
     parser.add_argument("--requests", type=int, default=400, help="Requests per concurrency level.")
@@ -104,7 +112,7 @@ def main(argv=None) -> int:
     parser.add_argument("--pid", type=int, default=None, help="The server's process id: report its resident memory.")
     parser.add_argument("--output", default=None, help="Write the results as JSON here too.")
     args = parser.parse_args(argv)
-    if urlparse(args.url).hostname not in ("127.0.0.1", "localhost", "::1"):
+    if any(urlparse(url).hostname not in ("127.0.0.1", "localhost", "::1") for url in args.url):
         parser.error("--url must be a loopback address: this load test is not for servers of others")
     pairs = [tuple(pair.split("-", 1)) for pair in args.pairs or []]
     if any(len(pair) != 2 or not all(pair) for pair in pairs):
@@ -119,6 +127,7 @@ def main(argv=None) -> int:
         row = asyncio.run(run_level(args.url, sentences, concurrency, args.requests, args.timeout, args.endpoint,
                                     pairs))
         after = batch_totals(args.url)
+        row["statuses"] = {"200": row["answered"], **row["errors"]}
         row["mean_batch_sentences"] = ((after[1] - before[1]) / (after[0] - before[0])
                                        if before and after and after[0] > before[0] else None)
         row["server_rss_mb"] = rss_mb(args.pid)

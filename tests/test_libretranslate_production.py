@@ -8,7 +8,6 @@ import logging
 import subprocess
 import sys
 import zipfile
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -45,6 +44,9 @@ def test_every_option_from_its_lt_variable_and_the_flag_wins():
             serve.parse_args(["m"], {variable: value})
     with pytest.raises(ValueError, match="--url-prefix '/a b'"):
         serve.parse_args(["m", "--url-prefix", "a b"], {})
+    assert serve.limits(serve.parse_args(["m"], {"LT_API_KEYS": "false"}))["api_keys"] == {}  # LibreTranslate's switch
+    with pytest.raises(ValueError, match="give the key file"):
+        serve.limits(serve.parse_args(["m"], {"LT_API_KEYS": "true"}))
 
 
 def test_the_options_table_names_every_option_and_its_variable():
@@ -173,43 +175,34 @@ def test_redis_shares_limits_between_servers_and_restarts(redis_url, redis_serve
         assert down.get("/languages").status_code == 200
 
 
-def test_two_servers_on_one_redis_hold_the_limit_exactly_under_32_clients(small_demo_model, redis_url):
-    """Two real `serve` processes on one Redis, the limit from LT_DAILY_REQ_LIMIT: 32 clients send 160 requests to
-    both; exactly the limit's worth are translated, every other one is a 429, nothing else; a restarted server still
-    refuses."""
-    import os
+def test_two_servers_on_one_redis_hold_the_limit_exactly_under_32_clients(small_demo_model, redis_url, tmp_path,
+                                                                         monkeypatch):
+    """scripts/load_test.py, 32 clients over two real `serve` processes on one Redis, the limit from
+    LT_DAILY_REQ_LIMIT: of 160 requests exactly the limit's 40 are translated, every other one is a 429, nothing else
+    fails; a restarted server still refuses."""
+    import runpy
+    import urllib.error
+    import urllib.request
 
-    os.environ["LT_DAILY_REQ_LIMIT"] = "40"
+    monkeypatch.setenv("LT_DAILY_REQ_LIMIT", "40")
+    servers = [start_server(small_demo_model, "--req-limit-storage", redis_url) for _ in range(2)]
     try:
-        servers = [start_server(small_demo_model, "--req-limit-storage", redis_url) for _ in range(2)]
-    finally:
-        del os.environ["LT_DAILY_REQ_LIMIT"]
-    try:
-        import urllib.error
-        import urllib.request
-
-        with urllib.request.urlopen(servers[0][1] + "/languages") as response:
-            (source, *_) = [language for language in json.loads(response.read()) if language["targets"]]
-
-        def call(i):
-            url = servers[i % 2][1] + "/translate"
-            body = json.dumps({"q": f"ein Hund {i}", "source": source["code"],
-                               "target": source["targets"][0]}).encode()
-            request = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"})
-            try:
-                with urllib.request.urlopen(request, timeout=120) as response:
-                    return response.status
-            except urllib.error.HTTPError as error:
-                return error.code
-
-        with ThreadPoolExecutor(32) as pool:
-            statuses = list(pool.map(call, range(160)))
-        assert statuses.count(200) == 40 and statuses.count(429) == 120, sorted(set(statuses))
+        sentences = tmp_path / "sentences.txt"
+        sentences.write_text("ein Hund\nzwei Katzen im Schnee\n", encoding="utf-8")
+        load_test = runpy.run_path(str(ROOT / "scripts" / "load_test.py"))
+        assert load_test["main"](["--url", servers[0][1], servers[1][1], "--input", str(sentences), "--concurrency",
+                                  "32", "--requests", "160", "--output", str(tmp_path / "load.json")]) == 0
+        (row,) = json.loads((tmp_path / "load.json").read_text())
+        assert row["statuses"] == {"200": 40, "429": 120}, row
         proc, _ = servers.pop()
         proc.terminate()
         proc.wait(timeout=30)
-        servers.append(start_server(small_demo_model, "--req-limit-storage", redis_url, "--daily-req-limit", "40"))
-        assert call(1) == 429
+        servers.append(start_server(small_demo_model, "--req-limit-storage", redis_url))
+        request = urllib.request.Request(servers[1][1] + "/v1/translate", data=b'{"sentences": ["ein Hund"]}',
+                                         headers={"Content-Type": "application/json"})
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=60)
+        assert refused.value.code == 429
     finally:
         for proc, _ in servers:
             proc.terminate()

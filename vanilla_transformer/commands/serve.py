@@ -310,7 +310,13 @@ def limits(args) -> dict:
     """The Settings fields every server takes from the command line."""
     from ..deploy.access import read_api_keys
 
-    keys = read_api_keys(args.api_keys) if args.api_keys is not None else {}
+    given = args.api_keys
+    if given is not None and given.strip().lower() in TRUE + FALSE and not os.path.exists(given):
+        if given.strip().lower() in TRUE:  # LibreTranslate's LT_API_KEYS=true: its key database, which we do not read
+            raise ValueError(f"--api-keys / LT_API_KEYS {given!r}: give the key file (one key a line); "
+                             "LibreTranslate's key database is not read")
+        given = None  # LT_API_KEYS=false: no keys, as in LibreTranslate
+    keys = read_api_keys(given) if given is not None else {}
     if args.api_key:
         keys.setdefault(args.api_key, None)
     return dict(api_keys=keys, cors_origins=("*",) if args.cors else tuple(args.cors_origins),
