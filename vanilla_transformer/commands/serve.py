@@ -311,7 +311,7 @@ def limits(args) -> dict:
     from ..deploy.access import read_api_keys
 
     given = args.api_keys
-    if given is not None and given.strip().lower() in TRUE + FALSE and not os.path.exists(given):
+    if given is not None and given.strip() and given.strip().lower() in TRUE + FALSE and not os.path.exists(given):
         if given.strip().lower() in TRUE:  # LibreTranslate's LT_API_KEYS=true: its key database, which we do not read
             raise ValueError(f"--api-keys / LT_API_KEYS {given!r}: give the key file (one key a line); "
                              "LibreTranslate's key database is not read")
@@ -338,7 +338,7 @@ def listen(args, translators, tagger, settings) -> int:
         except (OSError, ValueError) as error:
             raise OSError(f"could not load the model in {served.model_dir}: {error}") from error
     app = create_app(translators, settings, tagger)
-    app.state.detector.start()  # lingua's models loaded now, not on the first request
+    app.state.server.detector.start()  # lingua's models loaded now, not on the first request
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     served = [f"{engine.model_dir} ({engine.source} -> {engine.target}, {engine.workers} engine batch(es) at once)"
               for engine in translators]

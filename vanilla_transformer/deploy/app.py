@@ -1,7 +1,6 @@
 """The HTTP application of `serve` (its endpoints: `vanilla-transformer serve --help`): translation models (one per
 language pair) and/or a tagger behind FastAPI, each with its dynamic batcher. The routes (`libretranslate`, `v1`) are
-module-level functions over the app's state, set by `create_app`: `settings`, `engines` (by name), `pairs`,
-`detector`, `access`, `files`, `batchers`, `metrics`."""
+module-level functions over the server's state (`state.ServerState`), set by `create_app`."""
 
 import logging
 import threading
@@ -19,6 +18,7 @@ from .dispatch import body_too_large
 from .languages import Detector, Pairs
 from .prometheus import Metrics
 from .settings import Settings
+from .state import ServerState
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ async def unexpected(request: Request, exc: Exception):  # a bug: logged with it
 @asynccontextmanager
 async def lifespan(app: FastAPI):
     """One batcher per model while the app runs; an engine not yet loaded loads in a background thread."""
-    state = app.state
+    state = app.state.server
     for name, served in state.engines.items():
         batcher = DynamicBatcher(served.process, state.settings.max_batch_tokens, state.settings.max_wait_ms / 1000,
                                  state.settings.max_queue, state.metrics, served.workers)
@@ -98,15 +98,14 @@ def create_app(translators: list, settings: Settings, tagger=None) -> FastAPI:
     pairs = Pairs(translators)
     app = FastAPI(title="vanilla-transformer", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     batchers: dict[str, DynamicBatcher] = {}
-    state = app.state
-    state.settings, state.pairs, state.batchers = settings, pairs, batchers
-    state.engines = {engine.name: engine for engine in [*translators, *([tagger] if tagger else [])]}
-    state.detector = Detector(pairs.sources(), pairs.languages())
-    state.access = Access(settings.api_keys, {"minute": settings.req_limit, "hour": settings.hourly_req_limit,
-                                              "day": settings.daily_req_limit}, settings.req_flood_threshold,
-                          settings.req_limit_storage)
-    state.files = libretranslate.TranslatedFiles(settings.file_ttl, settings.max_file_store_bytes)
-    state.metrics = Metrics(queue_length=lambda: sum(b.waiting() for b in batchers.values()))
+    limits = {"minute": settings.req_limit, "hour": settings.hourly_req_limit, "day": settings.daily_req_limit}
+    app.state.server = ServerState(
+        settings=settings, pairs=pairs, batchers=batchers,
+        engines={engine.name: engine for engine in [*translators, *([tagger] if tagger else [])]},
+        detector=Detector(pairs.sources(), pairs.languages()),
+        access=Access(settings.api_keys, limits, settings.req_flood_threshold, settings.req_limit_storage),
+        files=libretranslate.TranslatedFiles(settings.file_ttl, settings.max_file_store_bytes),
+        metrics=Metrics(queue_length=lambda: sum(b.waiting() for b in batchers.values())))
     if settings.cors_origins:
         from fastapi.middleware.cors import CORSMiddleware
 
@@ -120,7 +119,7 @@ def create_app(translators: list, settings: Settings, tagger=None) -> FastAPI:
     app.include_router(v1.router, prefix=prefix)
     if prefix:  # LibreTranslate's: the root sends a browser to the prefix
         app.add_api_route("/", lambda: RedirectResponse(prefix + "/", status_code=301), include_in_schema=False)
-    app.add_middleware(LimitsAndMetrics, max_request_bytes=settings.max_request_bytes, metrics=app.state.metrics,
+    app.add_middleware(LimitsAndMetrics, max_request_bytes=settings.max_request_bytes, metrics=app.state.server.metrics,
                        label=route_label({prefix + route.path for router in (libretranslate.router, v1.router)
                                           for route in router.routes}, prefix))
     return app

@@ -6,6 +6,7 @@ import asyncio
 from fastapi import Request
 
 from .batcher import ServeError
+from .state import server
 
 
 def body_too_large(limit: int) -> ServeError:
@@ -14,7 +15,7 @@ def body_too_large(limit: int) -> ServeError:
 
 async def read_body(request: Request) -> bytes:
     """The body, read under the size limit also when no content-length announced it (chunked)."""
-    limit, body = request.app.state.settings.max_request_bytes, b""
+    limit, body = server(request).settings.max_request_bytes, b""
     async for chunk in request.stream():
         body += chunk
         if len(body) > limit:
@@ -25,7 +26,7 @@ async def read_body(request: Request) -> bytes:
 def client_address(request: Request) -> str:
     """The caller's address: the first of X-Forwarded-For with `--trust-forwarded-for` (a proxy in front names the
     client it serves), else the connection's."""
-    if request.app.state.settings.trust_forwarded_for:
+    if server(request).settings.trust_forwarded_for:
         forwarded = request.headers.get("x-forwarded-for", "").split(",")[0].strip()
         if forwarded:
             return forwarded[:100]
@@ -36,12 +37,12 @@ async def check_access(request: Request, given) -> None:
     """The API key from the body (`given`) or the X-API-Key header where the server has keys, and the request
     limits (`access.Access`)."""
     given = given if given is not None else request.headers.get("x-api-key")
-    await request.app.state.access.check(given, client_address(request))
+    await server(request).access.check(given, client_address(request))
 
 
 def engine_of(request: Request, name: str):
     """The served engine `name`, ready; 503 while it loads or where it failed to."""
-    served = request.app.state.engines[name]
+    served = server(request).engines[name]
     if served.error is not None:
         raise ServeError(503, f"the model could not be loaded: {served.error}")
     if not served.ready.is_set():
@@ -50,14 +51,14 @@ def engine_of(request: Request, name: str):
 
 
 def tagger_of(request: Request):
-    if "ner" not in request.app.state.engines:
+    if "ner" not in server(request).engines:
         raise ServeError(404, "this server has no tagger (serve ... --ner TAGGER_DIR)")
     return engine_of(request, "ner")
 
 
 async def submit(request: Request, engine, texts: list[str], options: tuple) -> list:
     """`texts` (none empty) through `engine`'s batcher under the limits: each one's output, in order."""
-    settings = request.app.state.settings
+    settings = server(request).settings
     if len(texts) > settings.max_sentences:
         raise ServeError(413, f"{len(texts)} sentences in one request; at most {settings.max_sentences} "
                               "(--max_sentences)")
@@ -69,7 +70,7 @@ async def submit(request: Request, engine, texts: list[str], options: tuple) -> 
             raise ServeError(400, f"sentence {i} has {n} tokens; at most {settings.max_sentence_tokens} "
                                   "(--max_sentence_tokens)")
     try:
-        return await asyncio.wait_for(request.app.state.batchers[engine.name].submit(texts, tokens, options),
+        return await asyncio.wait_for(server(request).batchers[engine.name].submit(texts, tokens, options),
                                       settings.request_timeout)
     except TimeoutError:
         raise ServeError(504, f"no answer within {settings.request_timeout:g} s (--request_timeout)") from None
@@ -80,10 +81,10 @@ async def translate(request: Request, source: str, target: str, texts: list[str]
     """The `n` best translations of each text (none empty), best first, from `source` into `target`: through the
     pair's model, or through a pivot language (the first model's best translation is the second one's input).
     `num_beams` None: each model's own (its generation config), at least `n`."""
-    limit, asked = request.app.state.settings.max_beams, max(num_beams or 1, n)
+    limit, asked = server(request).settings.max_beams, max(num_beams or 1, n)
     if asked > limit:
         raise ServeError(400, f"num_beams {asked} is over the limit of {limit} (--max_beams)")
-    route = request.app.state.pairs.checked_route(source, target)
+    route = server(request).pairs.checked_route(source, target)
     engines = [engine_of(request, engine.name) for engine in route]  # every leg ready before the first runs
     for engine in engines[:-1]:
         done = await submit(request, engine, texts, (num_beams, max_new_tokens, 1))

@@ -18,6 +18,7 @@ from .dispatch import check_access, read_body, translate
 from .documents import DOCUMENTS, read_document
 from .languages import language_name
 from .markup import FORMATS, rebuild, segments, sentences
+from .state import server
 
 router = APIRouter()
 
@@ -74,7 +75,7 @@ def checked_texts(q) -> list[str]:
 
 def checked_limits(request: Request, fields: dict, texts: list[str]) -> int:
     """`--batch-limit` and `--char-limit` on the texts; the number of alternatives asked for, within the beam limit."""
-    settings = request.app.state.settings
+    settings = server(request).settings
     if isinstance(fields["q"], list) and 0 <= settings.batch_limit < len(texts):
         raise ServeError(400, f"Invalid request: request ({len(texts)}) exceeds text limit ({settings.batch_limit})")
     for text in texts:
@@ -102,7 +103,7 @@ def checked_format(fields: dict) -> str:
 
 def detected(request: Request, text: str) -> dict:
     """The most likely served source language of `text`."""
-    return request.app.state.detector.detect(text)[0]
+    return server(request).detector.detect(text)[0]
 
 
 def unique(texts: list[str], best: str) -> list[str]:
@@ -144,7 +145,7 @@ async def libretranslate(request: Request):
     q, source, target = required(fields, "q"), required(fields, "source"), required(fields, "target")
     texts = checked_texts(q)
     alternatives, text_format = checked_limits(request, fields, texts), checked_format(fields)
-    request.app.state.pairs.check_served(*([] if source == "auto" else [source]), target)
+    server(request).pairs.check_served(*([] if source == "auto" else [source]), target)
     languages = [detected(request, text) if source == "auto" else None for text in texts]
     results: list = [None] * len(texts)
     for code in dict.fromkeys(found["language"] if found else source for found in languages):
@@ -167,22 +168,22 @@ async def detect(request: Request):
     fields = await fields_of(request)
     await check_access(request, fields.get("api_key"))
     (text,) = checked_texts(" ".join(checked_texts(required(fields, "q"))))
-    if not request.app.state.pairs.sources():
+    if not server(request).pairs.sources():
         raise ServeError(404, "this server has no translation model (serve TRANSLATION_DIR)")
-    return request.app.state.detector.detect(text)
+    return server(request).detector.detect(text)
 
 
 @router.get("/languages")
 async def languages(request: Request):
     """Every served language, each with the languages it translates into (directly or through a pivot)."""
-    pairs = request.app.state.pairs
+    pairs = server(request).pairs
     return [{"code": code, "name": language_name(code), "targets": pairs.targets(code)} for code in pairs.languages()]
 
 
 @router.get("/health")
 async def health(request: Request):
     """LibreTranslate's: `{"status": "ok"}` once every model has loaded; 503 before (`/v1/health` says which)."""
-    engines = request.app.state.engines.values()
+    engines = server(request).engines.values()
     if any(served.error is not None for served in engines):
         return JSONResponse({"error": "a model could not be loaded (see /v1/health)"}, status_code=503)
     if not all(served.ready.is_set() for served in engines):
@@ -193,9 +194,9 @@ async def health(request: Request):
 @router.get("/frontend/settings")
 async def frontend_settings(request: Request):
     """What LibreTranslate's web page asks a server before it shows: limits, keys, file formats, the first pair."""
-    settings, pairs = request.app.state.settings, request.app.state.pairs
+    settings, pairs = server(request).settings, server(request).pairs
     source, target = next(iter(pairs.direct), (None, None))
-    keys, files = bool(request.app.state.access.keys), bool(pairs.direct) and not settings.disable_files_translation
+    keys, files = bool(server(request).access.keys), bool(pairs.direct) and not settings.disable_files_translation
     return {"charLimit": settings.char_limit, "frontendTimeout": settings.frontend_timeout, "apiKeys": keys,
             "keyRequired": keys, "suggestions": False, "filesTranslation": files,
             "supportedFilesFormat": [*FILE_FORMATS, *DOCUMENTS] if files else [],
@@ -206,7 +207,7 @@ async def frontend_settings(request: Request):
 @router.get("/", response_class=HTMLResponse, include_in_schema=False)
 async def web_page(request: Request):
     """The translation page (`web_page.html`); 404 with `--disable-web-ui`."""
-    if request.app.state.settings.disable_web_ui:
+    if server(request).settings.disable_web_ui:
         raise ServeError(404, "Not Found (the server runs with --disable-web-ui)")
     return HTMLResponse(WEB_PAGE)
 
@@ -257,7 +258,7 @@ class TranslatedFiles:
 
 
 def files_allowed(request: Request) -> None:
-    if request.app.state.settings.disable_files_translation:
+    if server(request).settings.disable_files_translation:
         raise ServeError(403, "Files translation are disabled on this server.")
 
 
@@ -287,13 +288,13 @@ async def translate_uploaded_file(request: Request):
         raise ServeError(400, f"Invalid request: file format not supported ({extension or 'no extension'}; "
                               f"{', '.join([*FILE_FORMATS, *DOCUMENTS])})")
     texts, text_format, write = file_texts(upload.filename, extension, await upload.read())
-    request.app.state.pairs.check_served(*([] if source == "auto" else [source]), target)
+    server(request).pairs.check_served(*([] if source == "auto" else [source]), target)
     if source == "auto":
         start = "\n".join(texts)[:4000]
         source = detected(request, " ".join(sentences(segments(start, text_format))) or start)["language"]
     done = await translated(request, texts, source, target, text_format,
-                            chunk=request.app.state.settings.max_sentences)
-    name = request.app.state.files.put(safe_filename(upload.filename), write([best for best, _ in done]))
+                            chunk=server(request).settings.max_sentences)
+    name = server(request).files.put(safe_filename(upload.filename), write([best for best, _ in done]))
     return {"translatedFileUrl": str(request.url_for("download_file", filename=name))}
 
 
@@ -316,7 +317,7 @@ def file_texts(filename: str, extension: str, data: bytes):
 @router.get("/download_file/{filename}")
 async def download_file(request: Request, filename: str):
     files_allowed(request)
-    data = request.app.state.files.take(filename)
+    data = server(request).files.take(filename)
     if data is None:
         raise ServeError(404, "no such translated file (each is given once, within --file_ttl seconds)")
     download = filename.split(".", 1)[1]

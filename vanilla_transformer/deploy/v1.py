@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from .batcher import ServeError
 from .dispatch import check_access, read_body, submit, tagger_of, translate
 from .prometheus import CONTENT_TYPE
+from .state import server
 
 router = APIRouter()
 
@@ -45,7 +46,7 @@ async def checked_body(request: Request, model):
 
 def default_pair(request: Request, source: str | None, target: str | None) -> tuple[str, str]:
     """The pair asked for; a server with one pair takes it for what is not given."""
-    pairs = list(request.app.state.pairs.direct)
+    pairs = list(server(request).pairs.direct)
     if not pairs:
         raise ServeError(404, "this server has no translation model (serve TRANSLATION_DIR)")
     if source is None or target is None:
@@ -91,7 +92,7 @@ async def v1_ner(request: Request):
 async def v1_health(request: Request):
     """200 once every model has loaded, 503 before (or where one failed), with each model's state."""
     models = {}
-    for name, served in request.app.state.engines.items():
+    for name, served in server(request).engines.items():
         state = "failed" if served.error is not None else "ready" if served.ready.is_set() else "loading"
         models[name] = {"model_dir": served.model_dir, "status": state,
                         **({"error": str(served.error)} if served.error is not None else {})}
@@ -105,11 +106,11 @@ async def v1_health(request: Request):
 async def prometheus(request: Request):
     """Prometheus' text format, with `--metrics` (else 404); with `--metrics-auth-token`, for the requests that carry
     it as `Authorization: Bearer TOKEN` (else 401)."""
-    settings = request.app.state.settings
+    settings = server(request).settings
     if not settings.metrics:
         raise ServeError(404, "Not Found (the server runs without --metrics)")
     if settings.metrics_auth_token:
         given = request.headers.get("authorization", "")
         if not hmac.compare_digest(given.encode(), f"Bearer {settings.metrics_auth_token}".encode()):
             raise ServeError(401, "Unauthorized")
-    return Response(request.app.state.metrics.render(), media_type=CONTENT_TYPE)
+    return Response(server(request).metrics.render(), media_type=CONTENT_TYPE)
