@@ -40,14 +40,29 @@ async def check_access(request: Request, given) -> None:
     await server(request).access.check(given, client_address(request))
 
 
+def model_state(served) -> str:
+    """A served engine's state: "failed" (its `error`), "ready", or "loading"."""
+    return "failed" if served.error is not None else "ready" if served.ready.is_set() else "loading"
+
+
 def engine_of(request: Request, name: str):
     """The served engine `name`, ready; 503 while it loads or where it failed to."""
     served = server(request).engines[name]
-    if served.error is not None:
+    state = model_state(served)
+    if state == "failed":
         raise ServeError(503, f"the model could not be loaded: {served.error}")
-    if not served.ready.is_set():
+    if state == "loading":
         raise ServeError(503, "the model is still loading", {"Retry-After": "2"})
     return served
+
+
+async def skipping_blanks(texts: list[str], run, blank) -> list:
+    """`await run(the texts that are not blank)`, each blank text's answer `blank` instead: the answers in order."""
+    todo = [i for i, text in enumerate(texts) if text.strip()]
+    answers = [blank] * len(texts)
+    for i, answer in zip(todo, await run([texts[i] for i in todo])):
+        answers[i] = answer
+    return answers
 
 
 def tagger_of(request: Request):
@@ -89,9 +104,8 @@ async def translate(request: Request, source: str, target: str, texts: list[str]
     for engine in engines[:-1]:
         done = await submit(request, engine, texts, (num_beams, max_new_tokens, 1))
         texts = [best.replace("\n", " ") for best, *_ in done]
-    todo = [i for i, text in enumerate(texts) if text.strip()]  # a pivot's empty translation stays empty
-    done = await submit(request, engines[-1], [texts[i].strip() for i in todo], (num_beams, max_new_tokens, n))
-    outputs = [[""] for _ in texts]
-    for i, hypotheses in zip(todo, done):
-        outputs[i] = [hypothesis.replace("\n", " ") for hypothesis in hypotheses]
-    return outputs
+    async def last(chosen):  # (a pivot's empty translation stays empty)
+        done = await submit(request, engines[-1], [text.strip() for text in chosen], (num_beams, max_new_tokens, n))
+        return [[hypothesis.replace("\n", " ") for hypothesis in hypotheses] for hypotheses in done]
+
+    return await skipping_blanks(texts, last, [""])

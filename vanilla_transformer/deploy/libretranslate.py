@@ -14,7 +14,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.datastructures import UploadFile
 
 from .batcher import ServeError
-from .dispatch import check_access, read_body, translate
+from .dispatch import check_access, model_state, read_body, translate
 from .documents import DOCUMENTS, read_document
 from .languages import language_name
 from .markup import FORMATS, rebuild, segments, sentences
@@ -183,10 +183,10 @@ async def languages(request: Request):
 @router.get("/health")
 async def health(request: Request):
     """LibreTranslate's: `{"status": "ok"}` once every model has loaded; 503 before (`/v1/health` says which)."""
-    engines = server(request).engines.values()
-    if any(served.error is not None for served in engines):
+    states = {model_state(served) for served in server(request).engines.values()}
+    if "failed" in states:
         return JSONResponse({"error": "a model could not be loaded (see /v1/health)"}, status_code=503)
-    if not all(served.ready.is_set() for served in engines):
+    if "loading" in states:
         return JSONResponse({"error": "the models are still loading"}, status_code=503, headers={"Retry-After": "2"})
     return {"status": "ok"}
 

@@ -8,7 +8,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .batcher import ServeError
-from .dispatch import check_access, read_body, submit, tagger_of, translate
+from .dispatch import check_access, model_state, read_body, skipping_blanks, submit, tagger_of, translate
 from .prometheus import CONTENT_TYPE
 from .state import server
 
@@ -63,13 +63,10 @@ async def v1_translate(request: Request):
     `{"translations": [...]}` (with `num_return_sequences` > 1, each sentence's list of its best ones)."""
     body = await checked_body(request, TranslateRequest)
     source, target = default_pair(request, body.source, body.target)
-    todo = [i for i, text in enumerate(body.sentences) if text.strip()]  # empty sentences are not sent
     n = body.num_return_sequences
-    done = await translate(request, source, target, [body.sentences[i].strip() for i in todo], n, body.num_beams,
-                           body.max_new_tokens)
-    outputs = [[""] * n for _ in body.sentences]
-    for i, hypotheses in zip(todo, done):
-        outputs[i] = hypotheses
+    outputs = await skipping_blanks(  # blank sentences are not sent
+        body.sentences, lambda chosen: translate(request, source, target, [text.strip() for text in chosen], n,
+                                                 body.num_beams, body.max_new_tokens), [""] * n)
     return {"translations": [hypotheses[0] for hypotheses in outputs] if n == 1 else outputs}
 
 
@@ -79,12 +76,8 @@ async def v1_ner(request: Request):
     writes them."""
     body = await checked_body(request, NerRequest)
     engine = tagger_of(request)
-    # the texts as sent (entity offsets point into them); the empty ones have no entities
-    todo = [i for i, text in enumerate(body.sentences) if text.strip()]
-    found = await submit(request, engine, [body.sentences[i] for i in todo], ())
-    entities = [[] for _ in body.sentences]
-    for i, each in zip(todo, found):
-        entities[i] = each
+    # the texts as sent (entity offsets point into them); the blank ones have no entities
+    entities = await skipping_blanks(body.sentences, lambda chosen: submit(request, engine, chosen, ()), [])
     return {"entities": entities}
 
 
@@ -93,7 +86,7 @@ async def v1_health(request: Request):
     """200 once every model has loaded, 503 before (or where one failed), with each model's state."""
     models = {}
     for name, served in server(request).engines.items():
-        state = "failed" if served.error is not None else "ready" if served.ready.is_set() else "loading"
+        state = model_state(served)
         models[name] = {"model_dir": served.model_dir, "status": state,
                         **({"error": str(served.error)} if served.error is not None else {})}
     states = {model["status"] for model in models.values()}
