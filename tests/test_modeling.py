@@ -691,7 +691,7 @@ def test_relative_position_bias(dtype):
                               plain(input_ids=ids, attention_mask=mask).logits)
     tagger.train()
     for impl in ("eager", "sdpa"):
-        tagger.config._attn_implementation = impl
+        tagger.set_attn_implementation(impl)
         tagger.zero_grad()
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype == torch.bfloat16):
             tagger(input_ids=ids, attention_mask=mask, labels=torch.randint(0, 3, ids.shape)).loss.backward()
@@ -1008,11 +1008,11 @@ def test_relu_in_place_leaves_hooked_outputs_alone(tiny_config):
     model = seq2seq(tiny_config)
     ids, mask, labels = batch(tiny_config)
     seen = []
-    model.model.encoder.layers[0].ffn.fc1.register_forward_hook(lambda module, args, out: seen.append(out))
+    hook = model.model.encoder.layers[0].ffn.fc1.register_forward_hook(lambda module, args, out: seen.append(out))
     with torch.no_grad():
         expected = model(input_ids=ids, attention_mask=mask, labels=labels).logits
     assert (seen[0] < 0).any()  # the hook's tensor was not overwritten by the ReLU
-    model.model.encoder.layers[0].ffn.fc1._forward_hooks.clear()
+    hook.remove()
     with torch.no_grad():  # in place now: the same logits
         torch.testing.assert_close(model(input_ids=ids, attention_mask=mask, labels=labels).logits, expected)
 

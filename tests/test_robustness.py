@@ -69,9 +69,9 @@ def test_seq2seq_invariants_on_random_configs_and_batches(data):
             torch.testing.assert_close(out.encoder_last_hidden_state[row, :n], alone.encoder_last_hidden_state[0],
                                        rtol=0, atol=1e-4)
             torch.testing.assert_close(out.logits[row], alone.logits[0], rtol=0, atol=1e-4)
-        model.config._attn_implementation = "eager"
+        model.set_attn_implementation("eager")
         eager = model(input_ids=ids, attention_mask=mask, decoder_input_ids=dec)
-        model.config._attn_implementation = "sdpa"
+        model.set_attn_implementation("sdpa")
         torch.testing.assert_close(eager.logits, out.logits, rtol=0, atol=1e-5)
     kwargs = dict(input_ids=ids, attention_mask=mask, max_new_tokens=5, min_new_tokens=5, do_sample=False,
                   output_scores=True, return_dict_in_generate=True)
