@@ -15,6 +15,7 @@ from . import libretranslate, v1
 from .access import Access
 from .batcher import DynamicBatcher, ServeError
 from .dispatch import body_too_large
+from .downloads import TranslatedFiles
 from .languages import Detector, Pairs
 from .prometheus import Metrics
 from .settings import Settings
@@ -104,7 +105,7 @@ def create_app(translators: list, settings: Settings, tagger=None) -> FastAPI:
         engines={engine.name: engine for engine in [*translators, *([tagger] if tagger else [])]},
         detector=Detector(pairs.sources(), pairs.languages()),
         access=Access(settings.api_keys, limits, settings.req_flood_threshold, settings.req_limit_storage),
-        files=libretranslate.TranslatedFiles(settings.file_ttl, settings.max_file_store_bytes),
+        files=TranslatedFiles(settings.file_ttl, settings.max_file_store_bytes),
         metrics=Metrics(queue_length=lambda: sum(b.waiting() for b in batchers.values())))
     if settings.cors_origins:
         from fastapi.middleware.cors import CORSMiddleware

@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # (annotations only: the modules below import this one)
     from .access import Access
     from .batcher import DynamicBatcher
+    from .downloads import TranslatedFiles
     from .languages import Detector, Pairs
-    from .libretranslate import TranslatedFiles
     from .prometheus import Metrics
     from .settings import Settings
 

@@ -1,5 +1,6 @@
 """CPU kernels for training: dropout (section 5.4) and the token cross-entropy, each the same function as torch's
-(`F.dropout`, `F.cross_entropy`) computed a faster way on CPUs. GPUs run torch's own.
+(`F.dropout`, `F.cross_entropy`) computed a faster way on CPUs (GPUs run torch's own), and the token loss built on it
+(`token_loss`, `item_count`).
 
 Under `torch.compile` on a CPU the kernels run as custom operators (`torch.library.custom_op`), which the compiler
 calls as they are instead of tracing into them: the dropout mask and the loss with its gradient. Without them, a
@@ -158,3 +159,31 @@ def loss_and_gradient_backward(ctx, grad_loss, grad_of_gradient):
 
 
 loss_and_gradient_op.register_autograd(loss_and_gradient_backward, setup_context=loss_and_gradient_context)
+
+
+def may_read_values(tensor: torch.Tensor) -> bool:
+    """Whether a forward may read a tensor's values on the host (a check, a choice): never while compiled or exported
+    (no data-dependent branches), and on an accelerator not while training (each read waits for the device)."""
+    return not torch.compiler.is_compiling() and (tensor.device.type == "cpu" or not torch.is_grad_enabled())
+
+
+def token_loss(logits: torch.Tensor, labels: torch.Tensor, num_items_in_batch=None, label_smoothing: float = 0.0):
+    """Cross-entropy over tokens whose label is not -100 (with label smoothing, section 5.4).
+
+    Mean over this batch's tokens, or, when Trainer passes `num_items_in_batch` (the tokens of every micro-batch and
+    process of one optimizer step), the token sum divided by it, so gradient accumulation and data parallelism weigh
+    each token the same as one big batch would.
+    """
+    if labels.shape != logits.shape[:-1]:
+        raise ValueError(f"labels have shape {tuple(labels.shape)} but the logits have shape "
+                         f"{tuple(logits.shape[:-1])}.")
+    labels = labels.to(logits.device)
+    return cross_entropy(logits, labels, item_count(labels, num_items_in_batch, logits.device), label_smoothing)
+
+
+def item_count(labels: torch.Tensor, num_items_in_batch=None, device=None):
+    """What a loss summed over labelled tokens is divided by: `num_items_in_batch` (Trainer's count over the whole
+    optimizer step), or this batch's labelled tokens when it is not given."""
+    if num_items_in_batch is None:
+        num_items_in_batch = (labels != -100).sum().clamp(min=1)
+    return num_items_in_batch.to(device) if isinstance(num_items_in_batch, torch.Tensor) else num_items_in_batch

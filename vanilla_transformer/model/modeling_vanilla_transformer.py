@@ -1,9 +1,9 @@
 """The Transformer of "Attention Is All You Need" (Vaswani et al., 2017) as a Hugging Face model.
 
-Section numbers in docstrings refer to the paper. This file imports only torch, transformers and, relatively, its
-configuration, the CPU kernels, the named-entity parts (character features, CRF) and the translation pipeline:
-`save_pretrained` copies those files next to the weights so that `trust_remote_code=True` loads them where our package
-is not installed.
+Section numbers in docstrings refer to the paper. Besides torch and transformers, this file imports (relatively) its
+configuration, the CPU kernels and losses, the named-entity parts (character features, CRF, the tagging head's losses)
+and the translation pipeline: `save_pretrained` copies them beside the weights, so `trust_remote_code=True` loads them
+where our package is not installed.
 """
 
 import math
@@ -37,20 +37,21 @@ from transformers.utils.generic import merge_with_config_defaults
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_vanilla_transformer import VanillaTransformerConfig
-from .kernels_vanilla_transformer import apply_dropout, cross_entropy
-from .ner_vanilla_transformer import VanillaTransformerCharacterFeatures, VanillaTransformerCRF, iob2_penalties
+from .kernels_vanilla_transformer import apply_dropout, may_read_values, token_loss
+from .ner_vanilla_transformer import (
+    VanillaTransformerCharacterFeatures,
+    VanillaTransformerClassifier,
+    VanillaTransformerCRF,
+    auxiliary_loss,
+    iob2_penalties,
+    tagging_loss_and_scores,
+)
 
 MODEL_KWARGS = set(TransformersKwargs.__annotations__)  # what a forward passes on to its modules
 
 
 # ----------------------------------------------------------------------------------------------------------------------
 # Input checks: bad input gets a clear error here, not a trace from deep inside torch.
-
-
-def may_read_values(tensor: torch.Tensor) -> bool:
-    """Whether a forward may read a tensor's values on the host (a check, a choice): never while compiled or exported
-    (no data-dependent branches), and on an accelerator not while training (each read waits for the device)."""
-    return not torch.compiler.is_compiling() and (tensor.device.type == "cpu" or not torch.is_grad_enabled())
 
 
 def check_token_ids(name: str, ids: torch.Tensor, vocab_size: int) -> None:
@@ -669,28 +670,6 @@ class VanillaTransformerDecoder(VanillaTransformerStack):
 # Models
 
 
-def token_loss(logits: torch.Tensor, labels: torch.Tensor, num_items_in_batch=None, label_smoothing: float = 0.0):
-    """Cross-entropy over tokens whose label is not -100 (with label smoothing, section 5.4).
-
-    Mean over this batch's tokens, or, when Trainer passes `num_items_in_batch` (the tokens of every micro-batch and
-    process of one optimizer step), the token sum divided by it, so gradient accumulation and data parallelism weigh
-    each token the same as one big batch would.
-    """
-    if labels.shape != logits.shape[:-1]:
-        raise ValueError(f"labels have shape {tuple(labels.shape)} but the logits have shape "
-                         f"{tuple(logits.shape[:-1])}.")
-    labels = labels.to(logits.device)
-    return cross_entropy(logits, labels, item_count(labels, num_items_in_batch, logits.device), label_smoothing)
-
-
-def item_count(labels: torch.Tensor, num_items_in_batch=None, device=None):
-    """What a loss summed over labelled tokens is divided by: `num_items_in_batch` (Trainer's count over the whole
-    optimizer step), or this batch's labelled tokens when it is not given."""
-    if num_items_in_batch is None:
-        num_items_in_batch = (labels != -100).sum().clamp(min=1)
-    return num_items_in_batch.to(device) if isinstance(num_items_in_batch, torch.Tensor) else num_items_in_batch
-
-
 class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
     """Encoder + decoder, returning the decoder's last hidden states (`Seq2SeqModelOutput`)."""
 
@@ -901,46 +880,6 @@ class VanillaTransformerEncoderModel(VanillaTransformerPreTrainedModel):
                             return_dict=True, **kwargs)
 
 
-def check_label_ids(ids: torch.Tensor, num_labels: int, name: str) -> None:
-    """Raise a ValueError naming the first id of `ids` that is neither -100 nor in [0, num_labels). Not while training
-    on a GPU (a host sync per step; the labels come from the label list the config was built from)."""
-    if not may_read_values(ids):
-        return
-    invalid = (ids != -100) & ((ids < 0) | (ids >= num_labels))
-    if invalid.any():
-        raise ValueError(f"{name} contain {ids[invalid][0].item()}, outside [0, {num_labels}) and not -100.")
-
-
-def tagging_loss_and_scores(logits, labels, attention_mask, crf, training: bool, num_items_in_batch=None):
-    """The token-classification head's (loss, logits) from its per-token scores `logits` (B, T, L): cross-entropy, or
-    with a `crf` its sequence likelihood, and in eval mode its max-marginals as `logits` (argmax = the Viterbi path)."""
-    if labels is not None:
-        if labels.shape != logits.shape[:-1]:
-            raise ValueError(f"labels have shape {tuple(labels.shape)} but the logits have shape "
-                             f"{tuple(logits.shape[:-1])}.")
-        check_label_ids(labels, logits.shape[-1], "labels")
-    loss = None
-    if crf is None:
-        if labels is not None:
-            loss = token_loss(logits, labels, num_items_in_batch)
-        return loss, logits
-    emissions = logits.float()
-    mask = torch.ones(logits.shape[:2], dtype=torch.bool, device=logits.device) if attention_mask is None \
-        else attention_mask.bool()
-    if labels is not None:
-        nll = crf.neg_log_likelihood(emissions, labels, mask)
-        loss = nll / item_count(labels, num_items_in_batch, nll.device)
-    if not training:  # (training returns the emission scores: the loss does not need decoding)
-        with torch.no_grad():
-            logits = crf.max_marginals(emissions, mask)  # argmax(-1) = the Viterbi path
-    return loss, logits
-
-
-class VanillaTransformerClassifier(nn.Linear):
-    """A tagging head's projection to its labels, drawn N(0, init_std) (the projections inside the model are
-    Xavier-uniform)."""
-
-
 class VanillaTransformerForTokenClassification(VanillaTransformerPreTrainedModel):
     """The encoder + dropout + a linear layer over `num_labels` tags per token (named-entity recognition); with
     `config.use_crf`, a CRF on top: trained by its sequence likelihood; in eval mode `logits` are its max-marginals
@@ -987,26 +926,10 @@ class VanillaTransformerForTokenClassification(VanillaTransformerPreTrainedModel
         loss, logits = tagging_loss_and_scores(logits, labels, attention_mask, self.crf, self.training,
                                                num_items_in_batch)
         if auxiliary_targets is not None:
-            loss = self._auxiliary_loss(hidden, auxiliary_targets, labels, num_items_in_batch, loss)
+            loss = auxiliary_loss(self.auxiliary_classifiers, hidden, auxiliary_targets, labels, num_items_in_batch,
+                                  self.config.auxiliary_loss_weight, loss)
         return TokenClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
                                      attentions=outputs.attentions)
-
-    def _auxiliary_loss(self, hidden, targets, labels, num_items_in_batch, loss):
-        tasks = len(self.auxiliary_classifiers)
-        if not tasks:
-            raise ValueError("auxiliary_targets were given but the model has no auxiliary heads "
-                             "(config.auxiliary_num_labels is None).")
-        if targets.shape != (*hidden.shape[:2], tasks):
-            raise ValueError(f"auxiliary_targets have shape {tuple(targets.shape)}; expected "
-                             f"{(*hidden.shape[:2], tasks)} (batch, length, auxiliary tasks).")
-        if num_items_in_batch is None and labels is not None:
-            num_items_in_batch = item_count(labels)
-        for k, head in enumerate(self.auxiliary_classifiers):
-            target = targets[..., k]
-            check_label_ids(target, head.out_features, f"auxiliary_targets[..., {k}]")
-            aux = self.config.auxiliary_loss_weight * token_loss(head(hidden), target, num_items_in_batch)
-            loss = aux if loss is None else loss + aux
-        return loss
 
 
 # ----------------------------------------------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
-"""What named-entity recognition adds to the encoder of the Transformer (Vaswani et al., 2017), none of it in the paper
-and all of it off by default: character features of every word (`config.char_cnn_dim`) and a linear-chain CRF over the
-tags (`config.use_crf`). The model file imports this file relatively, so `save_pretrained` copies it beside the weights
-with the model's code (`trust_remote_code`).
+"""What named-entity recognition adds to the encoder of the Transformer (Vaswani et al., 2017): the tagging head's
+projection and losses (cross-entropy, the CRF's likelihood, auxiliary tasks), and, none of it in the paper and all of
+it off by default, character features of every word (`config.char_cnn_dim`), a linear-chain CRF over the tags
+(`config.use_crf`) and auxiliary taggers (`config.auxiliary_num_labels`). The model file imports this file relatively,
+so `save_pretrained` copies it beside the weights with the model's code (`trust_remote_code`).
 """
 
 import torch
@@ -9,6 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .configuration_vanilla_transformer import VanillaTransformerConfig
+from .kernels_vanilla_transformer import item_count, may_read_values, token_loss
 
 WORD_START = "\u2581"  # the "▁" our Metaspace tokenizers put before each word
 
@@ -161,3 +163,67 @@ class VanillaTransformerCRF(nn.Module):
             step = (transitions + (emissions[:, t] + carry).unsqueeze(1)).max(2).values  # (B, L) from-tag view
             carry = torch.where(mask[:, t, None], step, carry)
         return alpha + torch.stack(beta[::-1], 1)
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# The tagging head and its losses
+
+
+class VanillaTransformerClassifier(nn.Linear):
+    """A tagging head's projection to its labels, drawn N(0, init_std) (the projections inside the model are
+    Xavier-uniform)."""
+
+
+def check_label_ids(ids: torch.Tensor, num_labels: int, name: str) -> None:
+    """Raise a ValueError naming the first id of `ids` that is neither -100 nor in [0, num_labels). Not while training
+    on a GPU (a host sync per step; the labels come from the label list the config was built from)."""
+    if not may_read_values(ids):
+        return
+    invalid = (ids != -100) & ((ids < 0) | (ids >= num_labels))
+    if invalid.any():
+        raise ValueError(f"{name} contain {ids[invalid][0].item()}, outside [0, {num_labels}) and not -100.")
+
+
+def tagging_loss_and_scores(logits, labels, attention_mask, crf, training: bool, num_items_in_batch=None):
+    """The token-classification head's (loss, logits) from its per-token scores `logits` (B, T, L): cross-entropy, or
+    with a `crf` its sequence likelihood, and in eval mode its max-marginals as `logits` (argmax = the Viterbi path)."""
+    if labels is not None:
+        if labels.shape != logits.shape[:-1]:
+            raise ValueError(f"labels have shape {tuple(labels.shape)} but the logits have shape "
+                             f"{tuple(logits.shape[:-1])}.")
+        check_label_ids(labels, logits.shape[-1], "labels")
+    loss = None
+    if crf is None:
+        if labels is not None:
+            loss = token_loss(logits, labels, num_items_in_batch)
+        return loss, logits
+    emissions = logits.float()
+    mask = torch.ones(logits.shape[:2], dtype=torch.bool, device=logits.device) if attention_mask is None \
+        else attention_mask.bool()
+    if labels is not None:
+        nll = crf.neg_log_likelihood(emissions, labels, mask)
+        loss = nll / item_count(labels, num_items_in_batch, nll.device)
+    if not training:  # (training returns the emission scores: the loss does not need decoding)
+        with torch.no_grad():
+            logits = crf.max_marginals(emissions, mask)  # argmax(-1) = the Viterbi path
+    return loss, logits
+
+
+def auxiliary_loss(heads, hidden, targets, labels, num_items_in_batch, weight: float, loss):
+    """`loss` plus `weight` times each auxiliary head's token cross-entropy on its column of `targets` (batch, length,
+    tasks), each divided by the main loss's token count (multi-task learning, not in the paper)."""
+    tasks = len(heads)
+    if not tasks:
+        raise ValueError("auxiliary_targets were given but the model has no auxiliary heads "
+                         "(config.auxiliary_num_labels is None).")
+    if targets.shape != (*hidden.shape[:2], tasks):
+        raise ValueError(f"auxiliary_targets have shape {tuple(targets.shape)}; expected "
+                         f"{(*hidden.shape[:2], tasks)} (batch, length, auxiliary tasks).")
+    if num_items_in_batch is None and labels is not None:
+        num_items_in_batch = item_count(labels)
+    for k, head in enumerate(heads):
+        target = targets[..., k]
+        check_label_ids(target, head.out_features, f"auxiliary_targets[..., {k}]")
+        aux = weight * token_loss(head(hidden), target, num_items_in_batch)
+        loss = aux if loss is None else loss + aux
+    return loss
