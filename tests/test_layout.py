@@ -73,6 +73,14 @@ def test_no_function_over_80_lines():
     assert not long, long
 
 
+def test_the_model_file_reads_in_one_sitting():
+    """modeling_vanilla_transformer.py at most 1,000 lines, as an in-tree transformers model: what the paper does not
+    have (named-entity parts, CPU kernels) lives in the files beside it."""
+    path = os.path.join(ROOT, "vanilla_transformer", "model", "modeling_vanilla_transformer.py")
+    with open(path, encoding="utf-8") as f:
+        assert sum(1 for _ in f) <= 1000
+
+
 # What each command module (and each training command's step) defines under the same name, by design
 COMMAND_PROTOCOL = {"main", "build_parser", "parse", "DataTrainingArguments", "demo_defaults", "load_raw_datasets",
                     "tokenize_splits", "prediction_writer", "__getattr__"}
