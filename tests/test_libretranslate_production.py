@@ -18,7 +18,7 @@ pytest.importorskip("fastapi")
 from test_serve import FakeEngine, client_for, start_server, wait_ready  # noqa: E402
 
 from vanilla_transformer.commands import serve  # noqa: E402
-from vanilla_transformer.deploy.documents import DOCUMENTS, distribute  # noqa: E402
+from vanilla_transformer.deploy.documents import DOCUMENTS, distribute, sentence_lines  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -226,6 +226,23 @@ def test_a_translation_is_cut_into_the_runs_whole(text, sizes):
     assert sum(len(piece.split()) for piece in pieces) == len(text.split())
 
 
+@settings(max_examples=200, deadline=None)
+@given(text=st.text(alphabet="ab Dr.!?“Ä 3\t", max_size=40))
+def test_cutting_sentences_only_turns_spaces_into_line_breaks(text):
+    import re
+
+    lines = sentence_lines(text)
+    assert re.sub(r"\s+", " ", lines) == re.sub(r"\s+", " ", text)
+    assert all(line.strip() for line in lines.split("\n")[:-1])  # no empty sentence between two breaks
+
+
+def test_paragraphs_are_cut_into_sentences_not_after_abbreviations():
+    assert sentence_lines("Ein Hund läuft. Zwei Katzen! Warum? „Ja“, sagte er.") == \
+        "Ein Hund läuft.\nZwei Katzen!\nWarum?\n„Ja“, sagte er."
+    assert sentence_lines("Dr. Müller kam am 3. Mai, z.B. um acht. dann nicht.") == \
+        "Dr. Müller kam am 3. Mai, z.B. um acht. dann nicht."
+
+
 def translate_document(client, name: str, data: bytes, **fields):
     answer = client.post("/translate_file", data={"source": "de", "target": "en", **fields},
                          files={"file": (name, data, "application/octet-stream")})
@@ -246,6 +263,7 @@ def docx_bytes() -> bytes:
     table = document.add_table(rows=1, cols=1)
     table.cell(0, 0).text = "Zelle eins"
     document.add_paragraph("")
+    document.add_paragraph("Ein Hund. Eine Katze.")
     out = io.BytesIO()
     document.save(out)
     return out.getvalue()
@@ -261,6 +279,7 @@ def test_docx_is_translated_run_by_run_with_its_formatting():
     assert len(first.runs) == 3 and [run.bold for run in first.runs] == [None, True, None]
     assert result.paragraphs[1].text == "reih letiT" and result.paragraphs[1].style.name == "Heading 1"
     assert result.tables[0].cell(0, 0).text == "snie elleZ"
+    assert result.paragraphs[-1].text == ".dnuH niE .eztaK eniE"  # sentence by sentence
 
 
 def test_pptx_odt_odp_epub_and_srt_open_in_their_libraries():

@@ -2,10 +2,11 @@
 (.pptx) files, OpenDocument text and presentations (.odt, .odp), e-books (.epub) and subtitles (.srt).
 
 The four office formats and EPUB are ZIP archives of XML parts; each is read with the standard library's `zipfile`
-and lxml (no network, no entities, no DTD), its paragraphs translated one by one, and the translation written back
-into the paragraph's own text runs (cut at spaces, each run taking about its share of the original's length), so
-bold, italics, links, styles and everything else in the archive stay as they were. A subtitle file keeps its numbers
-and timings, each subtitle translated as one text over its own number of lines.
+and lxml (no network, no entities, no DTD), its paragraphs translated one by one (`/translate_file` cuts each into
+sentences: `sentence_lines`), and the translation written back into the paragraph's own text runs (cut at spaces,
+each run taking about its share of the original's length), so bold, italics, links, styles and everything else in
+the archive stay as they were. A subtitle file keeps its numbers and timings, each subtitle translated as one text
+over its own number of lines.
 
 Refused with a ValueError naming the problem (`/translate_file` answers 400): an archive that is damaged, encrypted
 (password-protected Office files are not ZIP archives), holds macros, or would unpack to more than `MAX_UNPACKED`
@@ -42,6 +43,24 @@ FORMATS = {
 }
 SKIPPED = {XHTML + "script", XHTML + "style", TEXT + "note", TEXT + "tracked-changes"}
 MACROS = re.compile(r"(^|/)vbaProject\.bin$|^(Basic|Scripts)/", re.IGNORECASE)
+
+
+ABBREVIATIONS = {"Dr", "Mr", "Mrs", "Ms", "Prof", "St", "Nr", "Jr", "Sr", "vs", "bzw", "usw", "vgl", "ca", "med", "etc"}
+SENTENCE_END = re.compile(r"(\w*)([.!?…]+[\"'»”)]*)\s+(?=[\"'«„“(]*[^\W\d_a-z])")
+
+
+def sentence_lines(paragraph: str) -> str:
+    """A paragraph with each sentence on a line of its own (a model translates sentences; a paragraph is often
+    longer than a sentence it was trained on): a break after . ! ? or … (and closing quotes) before a capital, except
+    after a single period ending a number, a word of one or two letters or a common abbreviation ("3.", "z.B.",
+    "Dr.")."""
+    def cut(match):
+        word, end = match.group(1), match.group(2)
+        if end.rstrip("\"'»”)") == "." and (word.isdigit() or len(word) <= 2 or word in ABBREVIATIONS):
+            return match.group(0)
+        return word + end + "\n"
+
+    return SENTENCE_END.sub(cut, paragraph)
 
 
 def distribute(text: str, sizes: list[int]) -> list[str]:

@@ -12,7 +12,7 @@ from starlette.datastructures import UploadFile
 
 from .batcher import ServeError
 from .dispatch import check_access, model_state, read_body, translate
-from .documents import DOCUMENTS, read_document
+from .documents import DOCUMENTS, read_document, sentence_lines
 from .languages import language_name
 from .markup import FORMATS, rebuild, segments, sentences
 from .state import server
@@ -269,10 +269,11 @@ def file_texts(filename: str, extension: str, data: bytes):
     a 400 naming the file where it cannot be read."""
     if extension in DOCUMENTS:
         try:
-            texts, write = read_document(extension, data)
+            paragraphs, write = read_document(extension, data)
         except ValueError as error:
             raise ServeError(400, f"Invalid request: {safe_filename(filename)}: {error}") from None
-        return texts, "text", write
+        return ([sentence_lines(paragraph) for paragraph in paragraphs], "text",  # a sentence a line, one paragraph
+                lambda translations: write([translation.replace("\n", " ") for translation in translations]))
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
