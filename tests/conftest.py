@@ -1,11 +1,15 @@
 import atexit
+import json
 import os
 import random
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.error
+import urllib.request
 
 import pytest
 import torch
@@ -179,6 +183,14 @@ def tiny_config():
     from vanilla_transformer import VanillaTransformerConfig
 
     return VanillaTransformerConfig.from_preset("tiny", dropout=0.0)
+
+
+def tiny_tagger(seed: int = 0, **overrides):
+    """A `VanillaTransformerForTokenClassification` of the tiny preset with these config fields, drawn from `seed`."""
+    from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForTokenClassification
+
+    torch.manual_seed(seed)
+    return VanillaTransformerForTokenClassification(VanillaTransformerConfig.from_preset("tiny", **overrides))
 
 
 def subprocess_env():
@@ -363,3 +375,89 @@ def wait_for(condition, timeout=60.0, what="the page"):
             return value
         time.sleep(0.2)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+# ------------------------------------------------------------------------------------------------ serving
+class FakeEngine:
+    """The engine's interface without a model: a translation is the sentence reversed (the k-th alternative with
+    " #k" after it); `fail_on` raises for a batch holding that sentence; `delay` seconds per call; `loaded` gates the
+    loading."""
+
+    def __init__(self, delay: float = 0.0, fail_on: str | None = None, workers: int = 1, source="de", target="en",
+                 reverse=True):
+        self.model_dir, self.error, self.delay, self.fail_on, self.workers = "fake", None, delay, fail_on, workers
+        self.source, self.target, self.name, self.reverse = source, target, f"{source}-{target}", reverse
+        self.ready, self.loaded, self.batches = threading.Event(), threading.Event(), []
+        self.loaded.set()
+        self.running = self.most_running = 0  # calls at the same time
+        self.lock = threading.Lock()
+
+    def load(self):
+        self.loaded.wait()
+        self.ready.set()
+
+    def count_tokens(self, texts):
+        return [len(t.split()) + 1 for t in texts]
+
+    def process(self, texts, options):
+        num_beams, max_new_tokens, n = options
+        with self.lock:
+            self.batches.append(list(texts))
+            self.running += 1
+            self.most_running = max(self.most_running, self.running)
+        time.sleep(self.delay)
+        with self.lock:
+            self.running -= 1
+        if self.fail_on in texts:
+            raise RuntimeError("engine crashed")
+        outputs = [t[::-1] if self.reverse else f"{self.target}({t})" for t in texts]
+        return [[out] + [f"{out} #{k}" for k in range(1, n)] for out in outputs]
+
+
+def client_for(engine, *others, api_key=None, **settings):
+    """A test client of the app serving `engine` (and `others`) with these Settings fields (metrics on)."""
+    from fastapi.testclient import TestClient
+
+    from vanilla_transformer.deploy.app import Settings, create_app
+
+    settings.setdefault("metrics", True)  # the tests read /metrics (off by default)
+    if api_key:
+        settings["api_keys"] = {api_key: None}
+    return TestClient(create_app([engine, *others], Settings(**settings)))
+
+
+def wait_ready(client):
+    for _ in range(200):
+        if client.get("/health").status_code == 200:
+            return
+        time.sleep(0.02)
+    raise AssertionError("not ready")
+
+
+def start_server(model_dir, *flags):
+    """`vanilla-transformer serve MODEL_DIR` (PyTorch, CPU) in a child process on a free port, once healthy:
+    (process, URL)."""
+    port = free_port()
+    env = {**os.environ, "VT_API_KEY": ""}
+    proc = subprocess.Popen([sys.executable, "-m", "vanilla_transformer.cli", "serve", str(model_dir), "--port",
+                             str(port), "--engine", "pytorch", "--device", "cpu", *flags],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(600):
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=1) as response:
+                if response.status == 200:
+                    return proc, url
+        except (urllib.error.URLError, ConnectionError, OSError):
+            pass
+        if proc.poll() is not None:
+            raise AssertionError(proc.stdout.read())
+        time.sleep(0.1)
+    proc.kill()
+    raise AssertionError("the server did not become ready")
+
+
+def post_json(url, body, timeout=60):
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"content-type": "application/json"})
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        return json.loads(response.read())

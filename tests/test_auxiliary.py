@@ -5,16 +5,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from conftest import tiny_tagger
 from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForTokenClassification
 from vanilla_transformer.tokenization import train_tokenizer
 from vanilla_transformer.training.models import TaggingDataCollator
 
 
 def tagger(**overrides):
-    torch.manual_seed(0)
-    config = VanillaTransformerConfig.from_preset("tiny", dropout=0.0, num_labels=3, auxiliary_num_labels=[5, 2],
-                                                  **overrides)
-    return VanillaTransformerForTokenClassification(config).eval()
+    return tiny_tagger(dropout=0.0, num_labels=3, auxiliary_num_labels=[5, 2], **overrides).eval()
 
 
 def inputs(seed=0):

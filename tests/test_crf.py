@@ -7,7 +7,7 @@ import pytest
 import torch
 from huggingface_hub.errors import StrictDataclassError
 
-from conftest import tagging_accuracy_after_training
+from conftest import tagging_accuracy_after_training, tiny_tagger
 from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForTokenClassification
 from vanilla_transformer.model.modeling_vanilla_transformer import VanillaTransformerCRF
 
@@ -77,9 +77,7 @@ def test_a_row_without_tokens_adds_nothing(crf):
 
 
 def tagger(**overrides):
-    torch.manual_seed(0)
-    config = VanillaTransformerConfig.from_preset("tiny", num_labels=L, use_crf=True, **overrides)
-    return VanillaTransformerForTokenClassification(config)
+    return tiny_tagger(num_labels=L, use_crf=True, **overrides)
 
 
 def test_crf_head_save_load_and_batch_padding_invariance(tmp_path):

@@ -5,16 +5,13 @@ import json
 import pytest
 import torch
 
-from conftest import f1_of_predictions_file, ner_args
-from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForTokenClassification
+from conftest import f1_of_predictions_file, ner_args, tiny_tagger
 from vanilla_transformer.commands import train_ner
 from vanilla_transformer.ner.ensemble import TokenClassificationEnsemble
 
 
 def tagger(seed, **overrides):
-    torch.manual_seed(seed)
-    config = VanillaTransformerConfig.from_preset("tiny", num_labels=5, **overrides)
-    model = VanillaTransformerForTokenClassification(config).eval()
+    model = tiny_tagger(seed, num_labels=5, **overrides).eval()
     if model.crf is not None:
         for p in model.crf.parameters():
             torch.nn.init.normal_(p)

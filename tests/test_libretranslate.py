@@ -14,8 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 pytest.importorskip("fastapi")
-from test_serve import FakeEngine, client_for, post_json, start_server, wait_ready  # noqa: E402
-
+from conftest import FakeEngine, client_for, post_json, start_server, wait_ready  # noqa: E402
 from vanilla_transformer import data  # noqa: E402
 from vanilla_transformer.deploy.markup import rebuild, segments, sentences  # noqa: E402
 

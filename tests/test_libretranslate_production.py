@@ -15,8 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 pytest.importorskip("fastapi")
-from test_serve import FakeEngine, client_for, start_server, wait_ready  # noqa: E402
-
+from conftest import FakeEngine, client_for, start_server, wait_ready  # noqa: E402
 from vanilla_transformer.commands import serve  # noqa: E402
 from vanilla_transformer.deploy.documents import DOCUMENTS, distribute, sentence_lines  # noqa: E402
 

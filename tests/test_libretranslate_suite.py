@@ -12,9 +12,8 @@ import subprocess
 import sys
 
 import pytest
-from test_serve import start_server
 
-from conftest import files_of_checkout
+from conftest import files_of_checkout, start_server
 
 SOURCE = os.environ.get("VT_LIBRETRANSLATE")
 TESTS = "libretranslate/tests/test_api"

@@ -19,62 +19,11 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 from fastapi.testclient import TestClient  # noqa: E402
 
-from conftest import free_port  # noqa: E402
+from conftest import FakeEngine, client_for, free_port, post_json, start_server, wait_ready  # noqa: E402
 from vanilla_transformer import data  # noqa: E402
 from vanilla_transformer.deploy.app import Settings, create_app  # noqa: E402
 from vanilla_transformer.deploy.engines import TaggerEngine, TranslationEngine  # noqa: E402
 from vanilla_transformer.loading import recognise  # noqa: E402
-
-
-class FakeEngine:
-    """The engine's interface without a model: a translation is the sentence reversed (the k-th alternative with
-    " #k" after it); `fail_on` raises for a batch holding that sentence; `delay` seconds per call; `loaded` gates the
-    loading."""
-
-    def __init__(self, delay: float = 0.0, fail_on: str | None = None, workers: int = 1, source="de", target="en",
-                 reverse=True):
-        self.model_dir, self.error, self.delay, self.fail_on, self.workers = "fake", None, delay, fail_on, workers
-        self.source, self.target, self.name, self.reverse = source, target, f"{source}-{target}", reverse
-        self.ready, self.loaded, self.batches = threading.Event(), threading.Event(), []
-        self.loaded.set()
-        self.running = self.most_running = 0  # calls at the same time
-        self.lock = threading.Lock()
-
-    def load(self):
-        self.loaded.wait()
-        self.ready.set()
-
-    def count_tokens(self, texts):
-        return [len(t.split()) + 1 for t in texts]
-
-    def process(self, texts, options):
-        num_beams, max_new_tokens, n = options
-        with self.lock:
-            self.batches.append(list(texts))
-            self.running += 1
-            self.most_running = max(self.most_running, self.running)
-        time.sleep(self.delay)
-        with self.lock:
-            self.running -= 1
-        if self.fail_on in texts:
-            raise RuntimeError("engine crashed")
-        outputs = [t[::-1] if self.reverse else f"{self.target}({t})" for t in texts]
-        return [[out] + [f"{out} #{k}" for k in range(1, n)] for out in outputs]
-
-
-def client_for(engine, *others, api_key=None, **settings):
-    settings.setdefault("metrics", True)  # the tests read /metrics (off by default)
-    if api_key:
-        settings["api_keys"] = {api_key: None}
-    return TestClient(create_app([engine, *others], Settings(**settings)))
-
-
-def wait_ready(client):
-    for _ in range(200):
-        if client.get("/health").status_code == 200:
-            return
-        time.sleep(0.02)
-    raise AssertionError("not ready")
 
 
 def test_native_and_libretranslate_endpoints_in_order():
@@ -263,33 +212,6 @@ def test_concurrent_requests_are_batched_and_never_mixed(workers):
 
 
 # ------------------------------------------------------------------------------------------ the real model and server
-
-
-def start_server(model_dir, *flags):
-    port = free_port()
-    env = {**os.environ, "VT_API_KEY": ""}
-    proc = subprocess.Popen([sys.executable, "-m", "vanilla_transformer.cli", "serve", str(model_dir), "--port",
-                             str(port), "--engine", "pytorch", "--device", "cpu", *flags],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(600):
-        try:
-            with urllib.request.urlopen(url + "/health", timeout=1) as response:
-                if response.status == 200:
-                    return proc, url
-        except (urllib.error.URLError, ConnectionError, OSError):
-            pass
-        if proc.poll() is not None:
-            raise AssertionError(proc.stdout.read())
-        time.sleep(0.1)
-    proc.kill()
-    raise AssertionError("the server did not become ready")
-
-
-def post_json(url, body, timeout=60):
-    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"content-type": "application/json"})
-    with urllib.request.urlopen(request, timeout=timeout) as response:
-        return json.loads(response.read())
 
 
 @pytest.fixture(scope="module")
