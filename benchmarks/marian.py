@@ -33,9 +33,7 @@ def marian_with_weights_of(ours, shape: dict):
     """A MarianMTModel of the same shape holding `ours`'s weights and position table (the same logits for the same
     inputs)."""
     # The CTranslate2 cases serve both converters' exports of the same numbers: CTranslate2's speed depends on the
-    # weights' values (on a 2-core AMD EPYC Zen 3, our export ran at 0.94x Marian's with each model's own random
-    # initialisation and at 0.98-1.03x with Marian's initialisation; docs/benchmarks.md), which would otherwise be
-    # counted as the converter's.
+    # weights' values (docs/benchmarks.md), which would otherwise be counted as the converter's.
     from vanilla_transformer.model.modeling_vanilla_transformer import VanillaTransformerPositionalEmbedding
 
     marian = build("marian", shape)

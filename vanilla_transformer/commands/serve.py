@@ -239,8 +239,8 @@ def url_prefix(prefix: str) -> str:
 
 
 def default_workers(pytorch: bool, device: str, threads: int) -> int:
-    """`--workers 0`: CTranslate2 on a CPU runs one one-thread batch per thread (as `translate` does; two one-thread
-    batches outran one two-thread batch at 8 to 128 clients: docs/serving.md); PyTorch and GPUs one batch at a time."""
+    """`--workers 0`: CTranslate2 on a CPU runs one one-thread batch per thread (as `translate` does; the comparison
+    with one batch of all threads: docs/serving.md); PyTorch and GPUs one batch at a time."""
     if pytorch or resolve_device(device, "ctranslate2") != "cpu":
         return 1
     return threads or default_threads()

@@ -36,10 +36,10 @@ from ..training.trainers import AtomicSeq2SeqTrainer, EpochOfSampler
 
 logger = logging.getLogger(__name__)
 
-# The built-in demo task's defaults (docs/results.md: >= 99% exact match on held-out strings of 1-48 symbols after 1800
-# steps, a few minutes on 2 cores; `demo_defaults` adds --bf16: true where a bf16 matrix product measures faster than
-# fp32). Pre-LN (a deviation from the paper's post-LN) and cosine decay to zero learn this algorithmic task several
-# times faster than post-LN with inverse-square-root decay. Flags given on the command line override these.
+# The built-in demo task's defaults (what they reach: docs/results.md; `demo_defaults` adds --bf16: true where a bf16
+# matrix product measures faster than fp32). Pre-LN (a deviation from the paper's post-LN) and cosine decay to zero,
+# which learn this algorithmic task sooner than post-LN with inverse-square-root decay. Flags given on the command
+# line override these.
 DEMO_ARGS = [
     "--config_name", "small", "--config_overrides",
     "d_model=128,encoder_ffn_dim=512,decoder_ffn_dim=512,dropout=0.0,normalize_before=true",
@@ -352,8 +352,7 @@ def main(argv=None):
         callbacks=callbacks,
         eval_dataset=tokenized.get("validation") if training_args.do_eval else None,
         processing_class=tokenizer,
-        # lengths rounded up to a multiple of 8 suit a GPU's matrix units; on a CPU they are only padding (on
-        # Multi30k 20% of the tokens of token-budget batches instead of 2-4%)
+        # lengths rounded up to a multiple of 8 suit a GPU's matrix units; on a CPU they are only padding
         data_collator=DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100,
                                              pad_to_multiple_of=8 if training_args.device.type == "cuda" else None),
         compute_metrics=scores if training_args.predict_with_generate else None,

@@ -124,8 +124,7 @@ def default_packing_length(longest: int, max_tokens: int, d_model: int) -> int:
     """Rows of d_model / 2 tokens, at most 256, at least the longest example (rounded up to a multiple of 8), at most
     the token budget. Longer rows leave less padding at their ends but spend more on attention between the pairs of a
     row (all of it masked): per token and layer about 4 x length x d_model multiply-adds against 12 x d_model^2 in
-    the projections. Measured (docs/training.md): 3% padding on Multi30k at 128 tokens; on WMT-like lengths 14.6% at
-    128, 5.7% at 256 and 4.1% at 512, where the big shape trained 4% slower than at 256."""
+    the projections (the padding and speed at each length: docs/training.md)."""
     return max(-(-int(longest) // 8) * 8, min(max_tokens, d_model // 2, 256))
 
 
