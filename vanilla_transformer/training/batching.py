@@ -124,7 +124,8 @@ def default_packing_length(longest: int, max_tokens: int, d_model: int) -> int:
     """Rows of d_model / 2 tokens, at most 256, at least the longest example (rounded up to a multiple of 8), at most
     the token budget. Longer rows leave less padding at their ends but spend more on attention between the pairs of a
     row (all of it masked): per token and layer about 4 x length x d_model multiply-adds against 12 x d_model^2 in
-    the projections (the padding and speed at each length: docs/training.md)."""
+    the projections (the padding and speed at each length: docs/training.md for Multi30k, docs/gpu.md for WMT-like
+    lengths)."""
     return max(-(-int(longest) // 8) * 8, min(max_tokens, d_model // 2, 256))
 
 
