@@ -12,9 +12,9 @@ from transformers import AutoModelForMaskedLM, AutoModelForTokenClassification, 
 from conftest import ner_args, write_conll
 from vanilla_transformer import VanillaTransformerForMaskedLM
 from vanilla_transformer.commands import pretrain_encoder, train_ner
-from vanilla_transformer.commands.pretrain_encoder import WholeWordMaskCollator
 from vanilla_transformer.data import DataError
 from vanilla_transformer.tokenization import train_tokenizer
+from vanilla_transformer.training.models import WholeWordMaskCollator
 
 
 @pytest.fixture

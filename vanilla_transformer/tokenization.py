@@ -1,6 +1,8 @@
 """Train or load the tokenizer: a joint BPE (section 5.1 of the paper: "shared source-target vocabulary") trained with
 `tokenizers` and wrapped as a transformers fast tokenizer, so `AutoTokenizer.from_pretrained(dir)` loads it back; the
-corpus encoder that tokenizes a corpus into cached Arrow columns; and the check that a tokenizer fits a config."""
+corpus encoder that tokenizes a corpus into cached Arrow columns; the check that a tokenizer fits a config; and the
+two tasks' features: sentence pairs into input ids and labels (`PairFeatures`), tagged words into input ids and the
+labels of their pieces (`TaggingFeatures`)."""
 
 import json
 import os
@@ -170,3 +172,69 @@ def check_tokenizer_matches_config(tokenizer, config) -> None:
             raise ValueError(f"Tokenizer {name}={tok_id} disagrees with the model config {name}={cfg_id}.")
     if len(tokenizer) > config.vocab_size:
         raise ValueError(f"Tokenizer has {len(tokenizer)} tokens but the model's vocab_size is {config.vocab_size}.")
+
+
+class PairFeatures:
+    """Arrow batches of pairs -> `input_ids` and `labels`. Its hash (what it reads) names the tokenized-data cache:
+    other flags leave the cache valid."""
+
+    def __init__(self, tokenizer, max_source_length: int, max_target_length: int, languages: tuple):
+        self.source = CorpusEncoder(tokenizer, max_source_length)
+        self.target = CorpusEncoder(tokenizer, max_target_length)
+        self.languages = languages
+
+    def __call__(self, batch):
+        pairs = batch["translation"].combine_chunks()  # an Arrow batch: the sentences without a dict per pair
+        src, tgt = self.languages
+        return pa.table({"input_ids": self.source.encode(pairs.field(src)),
+                         "labels": self.target.encode(pairs.field(tgt), target=True)})
+
+    def of_python_batch(self, batch) -> dict:
+        """The same for a stream's batches (Python lists)."""
+        return self({"translation": pa.chunked_array([pa.array(batch["translation"])])}).to_pydict()
+
+
+def inside(label: str, vocab: dict) -> str:
+    """The tag of a non-first sub-token with --label_all_tokens."""
+    inner = "I-" + label[2:]
+    return inner if label.startswith("B-") and inner in vocab else label
+
+
+class TaggingFeatures:
+    """Sentences (with their document context) -> input ids and the labels of their words' pieces: the first piece
+    of each word of the sentence (every piece with `all_tokens`), -100 for special tokens and context."""
+
+    def __init__(self, tokenizer, max_seq_length: int, label_list: list[str], aux_label2id: list[dict]):
+        self.tokenizer, self.max_seq_length, self.aux_label2id = tokenizer, max_seq_length, aux_label2id
+        self.label2id = {label: i for i, label in enumerate(label_list)}
+
+    def __call__(self, batch, all_tokens: bool):
+        enc = self.tokenizer(batch["tokens"], is_split_into_words=True, truncation=True,
+                             max_length=self.max_seq_length, return_token_type_ids=False)
+        aux = batch.get("auxiliary_tags")
+        enc["labels"] = []
+        if aux is not None:
+            enc["auxiliary_targets"] = []  # (length, tasks) per sentence, at the positions that have a label
+        for i, tags in enumerate(batch["ner_tags"]):
+            previous, row, aux_row = None, [], []
+            for word in enc.word_ids(i):
+                first_piece, previous = word != previous, word
+                if word is None or not batch["first"][i] <= word < batch["last"][i] or not (first_piece or all_tokens):
+                    row.append(-100)  # special token, context, or a non-first sub-token
+                    aux_row.append([-100] * len(self.aux_label2id))
+                    continue
+                row.append(self.label2id[tags[word] if first_piece else inside(tags[word], self.label2id)])
+                if aux is not None:
+                    aux_row.append([vocab.get(tag if first_piece else inside(tag, vocab), -100)
+                                    for tag, vocab in zip(aux[i][word], self.aux_label2id)])
+            enc["labels"].append(row)
+            if aux is not None:
+                enc["auxiliary_targets"].append(aux_row)
+        return enc
+
+    def one(self, words, tags, first, last, auxiliary_tags=None, all_tokens: bool = False) -> dict:
+        """The features of one sentence (mention replacement re-encodes sentences as it changes them)."""
+        batch = {"tokens": [words], "ner_tags": [tags], "first": [first], "last": [last]}
+        if auxiliary_tags is not None:
+            batch["auxiliary_tags"] = [auxiliary_tags]
+        return {k: v[0] for k, v in self(batch, all_tokens).items()}

@@ -14,9 +14,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-import torch
 from datasets import Dataset
-from transformers import DataCollatorForLanguageModeling
 
 from .. import data as vt_data
 from ..files import read_lines
@@ -28,7 +26,7 @@ from ..training.arguments import (
     parse_run_arguments,
 )
 from ..training.batching import check_token_budget
-from ..training.models import build_model, get_tokenizer
+from ..training.models import WholeWordMaskCollator, build_model, get_tokenizer
 from ..training.runs import finish_run, train_and_save
 from ..training.trainers import AtomicTrainer
 
@@ -78,35 +76,6 @@ def load_sentences(data_args) -> list[list[str]]:
         given = [*(data_args.train_file or []), *(data_args.train_conll_file or [])]
         raise vt_data.DataError(f"No sentences in {given}.")
     return sentences
-
-
-class WholeWordMaskCollator(DataCollatorForLanguageModeling):
-    """Masks whole words of a "▁"-marked vocabulary: a word is a piece that starts with "▁" and the pieces after it
-    up to the next such piece or special token. Of the chosen words' pieces 80% become `<mask>`, 10% a random token
-    and 10% stay (BERT's recipe). Whole words, because the character features pool over a word: a word masked in part
-    would still show its other pieces' spelling."""
-
-    def __post_init__(self):
-        super().__post_init__()
-        tokens = self.tokenizer.convert_ids_to_tokens(list(range(len(self.tokenizer))))
-        self.special = torch.zeros(len(tokens), dtype=torch.bool)
-        self.special[self.tokenizer.all_special_ids] = True
-        self.word_start = torch.tensor([t.startswith("▁") for t in tokens]) | self.special
-
-    def torch_mask_tokens(self, inputs, special_tokens_mask=None, offset_mapping=None):
-        labels = inputs.clone()
-        special = self.special[inputs]  # (B, T)
-        positions = torch.arange(inputs.shape[1]).expand_as(inputs)
-        start = torch.where(self.word_start[inputs], positions, 0).cummax(1).values  # (B, T) where each word starts
-        chosen = torch.rand(inputs.shape, generator=self.generator) < self.mlm_probability
-        masked = chosen.gather(1, start) & ~special
-        labels[~masked] = -100
-        action = torch.rand(inputs.shape, generator=self.generator)
-        inputs[masked & (action < 0.8)] = self.tokenizer.mask_token_id
-        random_tokens = masked & (action >= 0.8) & (action < 0.9)
-        inputs[random_tokens] = torch.randint(len(self.tokenizer), inputs.shape,
-                                              generator=self.generator)[random_tokens]
-        return inputs, labels
 
 
 def parse(argv):

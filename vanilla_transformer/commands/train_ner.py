@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 from datasets import DatasetDict
 
 from .. import data as vt_data
-from ..evaluation import load_metric
+from ..evaluation.scores import TagScores
 from ..files import write_lines
 from ..ner import mentions
 from ..ner.augmentation import MentionReplacement
 from ..ner.ensemble import ensemble_of
+from ..tokenization import TaggingFeatures
 from ..training.arguments import (
     ModelArguments,
     NerTrainingArguments,
@@ -175,52 +176,6 @@ def build_tagger(model_args, training_args, raw, label_list, aux_label2id, demo:
     return tokenizer, model, label_list
 
 
-def inside(label: str, vocab: dict) -> str:
-    """The tag of a non-first sub-token with --label_all_tokens."""
-    inner = "I-" + label[2:]
-    return inner if label.startswith("B-") and inner in vocab else label
-
-
-class TaggingFeatures:
-    """Sentences (with their document context) -> input ids and the labels of their words' pieces: the first piece
-    of each word of the sentence (every piece with `all_tokens`), -100 for special tokens and context."""
-
-    def __init__(self, tokenizer, max_seq_length: int, label_list: list[str], aux_label2id: list[dict]):
-        self.tokenizer, self.max_seq_length, self.aux_label2id = tokenizer, max_seq_length, aux_label2id
-        self.label2id = {label: i for i, label in enumerate(label_list)}
-
-    def __call__(self, batch, all_tokens: bool):
-        enc = self.tokenizer(batch["tokens"], is_split_into_words=True, truncation=True,
-                             max_length=self.max_seq_length, return_token_type_ids=False)
-        aux = batch.get("auxiliary_tags")
-        enc["labels"] = []
-        if aux is not None:
-            enc["auxiliary_targets"] = []  # (length, tasks) per sentence, at the positions that have a label
-        for i, tags in enumerate(batch["ner_tags"]):
-            previous, row, aux_row = None, [], []
-            for word in enc.word_ids(i):
-                first_piece, previous = word != previous, word
-                if word is None or not batch["first"][i] <= word < batch["last"][i] or not (first_piece or all_tokens):
-                    row.append(-100)  # special token, context, or a non-first sub-token
-                    aux_row.append([-100] * len(self.aux_label2id))
-                    continue
-                row.append(self.label2id[tags[word] if first_piece else inside(tags[word], self.label2id)])
-                if aux is not None:
-                    aux_row.append([vocab.get(tag if first_piece else inside(tag, vocab), -100)
-                                    for tag, vocab in zip(aux[i][word], self.aux_label2id)])
-            enc["labels"].append(row)
-            if aux is not None:
-                enc["auxiliary_targets"].append(aux_row)
-        return enc
-
-    def one(self, words, tags, first, last, auxiliary_tags=None, all_tokens: bool = False) -> dict:
-        """The features of one sentence (mention replacement re-encodes sentences as it changes them)."""
-        batch = {"tokens": [words], "ner_tags": [tags], "first": [first], "last": [last]}
-        if auxiliary_tags is not None:
-            batch["auxiliary_tags"] = [auxiliary_tags]
-        return {k: v[0] for k, v in self(batch, all_tokens).items()}
-
-
 def tokenize_splits(raw, data_args, training_args, features: TaggingFeatures) -> tuple[dict, dict]:
     """(tokenized splits, the splits with their document context)."""
     tokenized, in_context = {}, {}
@@ -240,31 +195,6 @@ def training_dataset(tokenized, in_context, data_args, training_args, features: 
         return tokenized.get("train")
     encode = functools.partial(features.one, all_tokens=data_args.label_all_tokens)
     return MentionReplacement(in_context["train"], encode, data_args.mention_replacement, seed=training_args.seed)
-
-
-class TagScores:
-    """seqeval's entity scores of predicted word tags (Trainer's `compute_metrics`), and the word tags themselves."""
-
-    def __init__(self, label_list: list[str]):
-        self.label_list, self.seqeval = label_list, load_metric("seqeval_f1")
-
-    def word_tags(self, predictions, labels):
-        """(predicted, gold) tags of the labelled positions: the words."""
-        preds = predictions.argmax(-1) if predictions.ndim == 3 else predictions
-        keep = labels != -100
-        return ([[self.label_list[p] for p in row[k]] for row, k in zip(preds, keep)],
-                [[self.label_list[t] for t in row[k]] for row, k in zip(labels, keep)])
-
-    def scores(self, pred_tags, gold_tags) -> dict:
-        scores = self.seqeval.compute(predictions=pred_tags, references=gold_tags)
-        flat = {k: v for k, v in scores.items() if k.startswith("overall_")}
-        for name, values in scores.items():
-            if isinstance(values, dict):
-                flat[f"{name}_f1"] = values["f1"]
-        return {k.replace("overall_", ""): v for k, v in flat.items()}
-
-    def __call__(self, eval_preds):
-        return self.scores(*self.word_tags(*eval_preds))
 
 
 def prediction_writer(trainer, raw, data_args, tag_scores: TagScores):

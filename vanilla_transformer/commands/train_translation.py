@@ -12,14 +12,13 @@ import os
 from dataclasses import dataclass, field
 
 import numpy as np
-import pyarrow as pa
 from datasets import DatasetDict, Features, List, Value
 from transformers import DataCollatorForSeq2Seq
 
 from .. import data as vt_data
-from ..evaluation import load_metric
+from ..evaluation.scores import TranslationScores
 from ..files import write_lines
-from ..tokenization import CorpusEncoder
+from ..tokenization import PairFeatures
 from ..training.arguments import (
     ModelArguments,
     TokenBudgetArguments,
@@ -106,14 +105,6 @@ class DataTrainingArguments(TokenBudgetArguments):
                              f"{self.demo_max_length}.")
 
 
-def load_split(path: str, src: str, tgt: str, cache_dir: str | None = None):
-    if path.endswith((".json", ".jsonl")):
-        return vt_data.load_translation_jsonl(path, src, tgt)
-    if path.endswith((".tsv", ".txt")):
-        return vt_data.load_translation_tsv(path, src, tgt)
-    return vt_data.load_parallel_text(path, src, tgt, cache_dir)
-
-
 def load_raw_datasets(data_args: DataTrainingArguments, model_args, training_args) -> tuple[DatasetDict, tuple]:
     """The splits, and the (source, target) languages of their pairs."""
     files = {"train": data_args.train_file, "validation": data_args.validation_file, "test": data_args.test_file}
@@ -123,7 +114,8 @@ def load_raw_datasets(data_args: DataTrainingArguments, model_args, training_arg
     elif any(files.values()):
         if not (data_args.source_lang and data_args.target_lang):
             raise ValueError("Local translation files need --source_lang and --target_lang.")
-        raw = DatasetDict({split: load_split(path, data_args.source_lang, data_args.target_lang, model_args.cache_dir)
+        raw = DatasetDict({split: vt_data.load_translation_file(path, data_args.source_lang, data_args.target_lang,
+                                                                model_args.cache_dir)
                            for split, path in files.items() if path and not (split == "train" and data_args.streaming)})
         if data_args.streaming:
             raw["train"] = vt_data.stream_parallel_text(files["train"], data_args.source_lang, data_args.target_lang)
@@ -219,26 +211,6 @@ def build_translator(model_args, data_args, training_args, raw, languages, demo:
 
 
 
-class PairFeatures:
-    """Arrow batches of pairs -> `input_ids` and `labels`. Its hash (what it reads) names the tokenized-data cache:
-    other flags leave the cache valid."""
-
-    def __init__(self, tokenizer, max_source_length: int, max_target_length: int, languages: tuple):
-        self.source = CorpusEncoder(tokenizer, max_source_length)
-        self.target = CorpusEncoder(tokenizer, max_target_length)
-        self.languages = languages
-
-    def __call__(self, batch):
-        pairs = batch["translation"].combine_chunks()  # an Arrow batch: the sentences without a dict per pair
-        src, tgt = self.languages
-        return pa.table({"input_ids": self.source.encode(pairs.field(src)),
-                         "labels": self.target.encode(pairs.field(tgt), target=True)})
-
-    def of_python_batch(self, batch) -> dict:
-        """The same for a stream's batches (Python lists)."""
-        return self({"translation": pa.chunked_array([pa.array(batch["translation"])])}).to_pydict()
-
-
 def training_pairs(tokenized, tokenizer, data_args, training_args) -> tuple:
     """(the training split as the Trainer reads it, the callbacks it needs): with --bpe_dropout, split anew each
     epoch."""
@@ -269,41 +241,6 @@ def tokenize_splits(raw, data_args, training_args, features: PairFeatures) -> tu
             orders[split] = np.argsort(-sequence_lengths(tokenized[split], "input_ids"), kind="stable")
             tokenized[split] = tokenized[split].select(orders[split])
     return tokenized, orders
-
-
-class TranslationScores:
-    """BLEU, chrF, exact match and generated length of decoded translations (Trainer's `compute_metrics`); the demo's
-    strings are one unspaced "word" each, where BLEU's word n-grams say nothing: no BLEU there."""
-
-    def __init__(self, tokenizer, demo: bool):
-        self.tokenizer, self.demo, self.bleu_chrf = tokenizer, demo, load_metric("bleu_chrf")
-
-    def token_rows(self, ids) -> list[list[int]]:
-        """Generated/label ids -> lists of real token ids: drops -100, padding, the None fill that gathering uneven
-        generations across processes can leave, and everything after the first end-of-sentence token (beam search
-        fills finished hypotheses with it)."""
-        rows, pad, eos = [], self.tokenizer.pad_token_id, self.tokenizer.eos_token_id
-        for row in ids:
-            tokens = [int(t) for t in row if t is not None and t >= 0 and t != pad]
-            if eos in tokens:
-                tokens = tokens[:tokens.index(eos) + 1]
-            rows.append(tokens)
-        return rows
-
-    def decode(self, ids) -> list[str]:
-        return [t.strip() for t in self.tokenizer.batch_decode(self.token_rows(ids), skip_special_tokens=True)]
-
-    def __call__(self, eval_preds) -> dict:
-        preds, labels = eval_preds
-        preds = preds[0] if isinstance(preds, tuple) else preds
-        hyps, refs = self.decode(preds), self.decode(labels)
-        scores = self.bleu_chrf.compute(predictions=hyps, references=refs)
-        metrics = {"bleu": scores["bleu"], "chrf": scores["chrf"],
-                   "exact_match": float(np.mean([h == r for h, r in zip(hyps, refs)])),
-                   "gen_len": float(np.mean([len(row) for row in self.token_rows(preds)]))}
-        if self.demo:
-            del metrics["bleu"]
-        return metrics
 
 
 def prediction_writer(trainer, raw, orders, languages, scores: TranslationScores):

@@ -158,3 +158,13 @@ def load_translation_tsv(path: str, source_lang: str, target_lang: str) -> Datas
     if not rows:
         raise DataError(f"{path}: no translation pairs.")
     return Dataset.from_dict({"translation": rows})
+
+
+def load_translation_file(path: str, src: str, tgt: str, cache_dir: str | None = None):
+    """A file of pairs by its name: JSON lines (.json, .jsonl), tab-separated (.tsv, .txt), else a parallel-text
+    prefix (PATH.SRC and PATH.TGT)."""
+    if path.endswith((".json", ".jsonl")):
+        return load_translation_jsonl(path, src, tgt)
+    if path.endswith((".tsv", ".txt")):
+        return load_translation_tsv(path, src, tgt)
+    return load_parallel_text(path, src, tgt, cache_dir)

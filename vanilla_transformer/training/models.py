@@ -12,6 +12,7 @@ from transformers import (
     AutoModelForMaskedLM,
     AutoModelForSeq2SeqLM,
     AutoModelForTokenClassification,
+    DataCollatorForLanguageModeling,
     DataCollatorForTokenClassification,
 )
 
@@ -144,3 +145,32 @@ def build_model(model_args: ModelArguments, tokenizer, task: str, **task_fields)
             model.set_token_characters(tokenizer)
     check_tokenizer_matches_config(tokenizer, model.config)
     return model
+
+
+class WholeWordMaskCollator(DataCollatorForLanguageModeling):
+    """Masks whole words of a "▁"-marked vocabulary: a word is a piece that starts with "▁" and the pieces after it
+    up to the next such piece or special token. Of the chosen words' pieces 80% become `<mask>`, 10% a random token
+    and 10% stay (BERT's recipe). Whole words, because the character features pool over a word: a word masked in part
+    would still show its other pieces' spelling."""
+
+    def __post_init__(self):
+        super().__post_init__()
+        tokens = self.tokenizer.convert_ids_to_tokens(list(range(len(self.tokenizer))))
+        self.special = torch.zeros(len(tokens), dtype=torch.bool)
+        self.special[self.tokenizer.all_special_ids] = True
+        self.word_start = torch.tensor([t.startswith("▁") for t in tokens]) | self.special
+
+    def torch_mask_tokens(self, inputs, special_tokens_mask=None, offset_mapping=None):
+        labels = inputs.clone()
+        special = self.special[inputs]  # (B, T)
+        positions = torch.arange(inputs.shape[1]).expand_as(inputs)
+        start = torch.where(self.word_start[inputs], positions, 0).cummax(1).values  # (B, T) where each word starts
+        chosen = torch.rand(inputs.shape, generator=self.generator) < self.mlm_probability
+        masked = chosen.gather(1, start) & ~special
+        labels[~masked] = -100
+        action = torch.rand(inputs.shape, generator=self.generator)
+        inputs[masked & (action < 0.8)] = self.tokenizer.mask_token_id
+        random_tokens = masked & (action >= 0.8) & (action < 0.9)
+        inputs[random_tokens] = torch.randint(len(self.tokenizer), inputs.shape,
+                                              generator=self.generator)[random_tokens]
+        return inputs, labels
