@@ -182,3 +182,21 @@ def test_the_command_tags_a_file_and_names_bad_input(small_ner_model, small_demo
         assert cli(argv) == 2, argv
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("vanilla-transformer tag: error:") and named in err[0], err
+
+
+def test_a_recognised_tagger_is_not_inspected_again(small_ner_model, tagger, monkeypatch):
+    """`serve` recognises each directory once (`loading.recognise`) and passes the `ModelDir` on: the tagger built
+    from it reads no config to decide what it is, and tags as one built from the path."""
+    from vanilla_transformer.deploy import taggers
+    from vanilla_transformer.loading import recognise
+
+    found = recognise(small_ner_model)
+    assert found.task == "tagging" and found.engine == "pytorch"
+
+    def inspected(*args, **kwargs):
+        raise AssertionError("inspected again")
+
+    monkeypatch.setattr(taggers, "architectures_of", inspected)
+    monkeypatch.setattr(taggers, "resolve_engine", inspected)
+    words = ["Anna", "Novak", "lives", "in", "Berlin"]
+    assert direct_tags(Tagger(found, device="cpu"), words) == direct_tags(tagger, words)

@@ -38,12 +38,14 @@ from ..loading import (
     DEVICES,
     ENGINES,
     TAGGER,
+    ModelDir,
     default_threads,
     is_tagger_dir,
     no_progress_bars,
     recognise,
     require,
     resolve_device,
+    resolve_engine,
 )
 from ..model_card import card_languages
 
@@ -272,9 +274,10 @@ def served_models(args):
     if args.ner is not None and not is_tagger_dir(args.ner):
         raise ValueError(f"--ner {args.ner!r} is not a saved tagger ({TAGGER}: a config.json naming it).")
     given = [(recognise(path, args.engine), pair) for path, pair in map(model_and_pair, args.model_dirs)]
-    taggers = [found.path for found, _ in given if found.task == "tagging"] + ([args.ner] if args.ner else [])
+    given += [(ModelDir(args.ner, "tagging", resolve_engine(args.ner, "auto", "tagging")), None)] if args.ner else []
+    taggers = [found for found, _ in given if found.task == "tagging"]  # recognised once, passed on as they are
     if len(taggers) > 1:
-        raise ValueError(f"one tagger per server: {', '.join(taggers)} are all taggers.")
+        raise ValueError(f"one tagger per server: {', '.join(found.path for found in taggers)} are all taggers.")
     given = [(found, pair) for found, pair in given if found.task == "translation"]
     if (args.source_lang or args.target_lang) and len(given) > 1:
         raise ValueError("--source_lang / --target_lang name one model's pair; with several, give each as "

@@ -71,16 +71,18 @@ class TranslationEngine(Engine):
 
 
 class TaggerEngine(Engine):
-    """A tagger (`deploy.taggers.Tagger`, PyTorch or an ONNX export): `process(texts, ())` -> each text's entities, as
+    """A tagger (`deploy.taggers.Tagger`, PyTorch or an ONNX export; `loading.recognise`'s `ModelDir`, or its path):
+    `process(texts, ())` -> each text's entities, as
     `vanilla-transformer tag` writes them."""
 
-    def __init__(self, model_dir: str, device: str = "auto"):
-        super().__init__("ner", model_dir, device)
+    def __init__(self, model: "ModelDir | str", device: str = "auto"):
+        super().__init__("ner", model.path if isinstance(model, ModelDir) else model, device)
+        self.model = model
 
     def start(self):
         from .taggers import Tagger
 
-        self.tagger = Tagger(self.model_dir, device=self.device)
+        self.tagger = Tagger(self.model, device=self.device)
         return self.tagger.piece_tokenizer
 
     def process(self, texts: list[str], options: tuple) -> list[list[dict]]:

@@ -20,6 +20,7 @@ from ..files import conll_sentences, file_stats, read_lines, write_lines
 from ..loading import (
     ONNX_META,
     TAGGER,
+    ModelDir,
     architectures_of,
     check_export_files,
     export_tokenizer,
@@ -109,7 +110,11 @@ class Tagger:
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}.")
         self.batch_size, self.sentences, self.engine_seconds, self.onnx = batch_size, 0, 0.0, None
-        engine = resolve_engine(model_dir, engine, "tagging")
+        recognised = isinstance(model_dir, ModelDir) and model_dir.task == "tagging"  # (not inspected again)
+        if recognised:
+            model_dir, engine = model_dir.path, model_dir.engine
+        else:
+            engine = resolve_engine(model_dir, engine, "tagging")
         if engine == "onnxruntime":
             if ensemble_with:
                 raise ValueError("--ensemble_with runs the taggers in PyTorch: give their saved directories.")
@@ -121,16 +126,16 @@ class Tagger:
             self.window = self.onnx.meta["max_position_embeddings"] - self.special_tokens()
             self.call_words = CALL_COST_WORDS
             return
-        self.load_pytorch(model_dir, ensemble_with, device)
+        self.load_pytorch(model_dir, ensemble_with, device, recognised)
 
-    def load_pytorch(self, model_dir, ensemble_with, device: str) -> None:
+    def load_pytorch(self, model_dir, ensemble_with, device: str, recognised: bool = False) -> None:
         import torch
 
         from ..model.modeling_vanilla_transformer import VanillaTransformerForTokenClassification
         from ..ner.ensemble import ensemble_of
         from ..tokenization import load_tokenizer
 
-        for path in (model_dir, *ensemble_with):
+        for path in (*([] if recognised else [model_dir]), *ensemble_with):
             architectures = architectures_of(path)
             if TAGGER not in architectures:
                 raise ValueError(f"{str(path)!r} holds a {', '.join(architectures) or 'model of no known kind'}, "
