@@ -23,7 +23,7 @@ from conftest import FakeEngine, client_for, free_port, post_json, start_server,
 from vanilla_transformer import data  # noqa: E402
 from vanilla_transformer.deploy.app import Settings, create_app  # noqa: E402
 from vanilla_transformer.deploy.engines import TaggerEngine, TranslationEngine  # noqa: E402
-from vanilla_transformer.loading import recognise  # noqa: E402
+from vanilla_transformer.model_dirs import recognise
 
 
 def test_native_and_libretranslate_endpoints_in_order():
@@ -332,7 +332,7 @@ def test_ctranslate2_workers_translate_concurrent_batches_as_one(small_demo_mode
 def test_default_threads_count_as_torch_does():
     """`--threads 0` means as many threads as torch would take (physical cores, at most OMP_NUM_THREADS or
     MKL_NUM_THREADS), counted without importing torch."""
-    code = ("import sys\nfrom vanilla_transformer.loading import default_threads\nthreads = default_threads()\n"
+    code = ("import sys\nfrom vanilla_transformer.model_dirs import default_threads\nthreads = default_threads()\n"
             "assert 'torch' not in sys.modules\nimport torch\nprint(threads, torch.get_num_threads())")
     env = {name: value for name, value in os.environ.items() if name not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
     for extra in ({}, {"OMP_NUM_THREADS": "1"}, {"OMP_NUM_THREADS": "64"},
@@ -347,7 +347,7 @@ def test_default_threads_count_as_torch_does():
 
 def test_default_workers_one_per_thread_for_ctranslate2_on_a_cpu():
     from vanilla_transformer.commands.serve import default_workers
-    from vanilla_transformer.loading import default_threads
+    from vanilla_transformer.model_dirs import default_threads
 
     assert default_workers(False, "cpu", 0) == default_threads()
     assert default_workers(False, "cpu", 3) == 3

@@ -185,10 +185,10 @@ def test_the_command_tags_a_file_and_names_bad_input(small_ner_model, small_demo
 
 
 def test_a_recognised_tagger_is_not_inspected_again(small_ner_model, tagger, monkeypatch):
-    """`serve` recognises each directory once (`loading.recognise`) and passes the `ModelDir` on: the tagger built
+    """`serve` recognises each directory once (`model_dirs.recognise`) and passes the `ModelDir` on: the tagger built
     from it reads no config to decide what it is, and tags as one built from the path."""
     from vanilla_transformer.deploy import taggers
-    from vanilla_transformer.loading import recognise
+    from vanilla_transformer.model_dirs import recognise
 
     found = recognise(small_ner_model)
     assert found.task == "tagging" and found.engine == "pytorch"

@@ -88,14 +88,14 @@ def run_command(program: str, function, argv=None) -> int:
 
 
 def add_device_argument(parser: argparse.ArgumentParser) -> None:
-    from .loading import DEVICES
+    from .model_dirs import DEVICES
 
     parser.add_argument("--device", default="auto", choices=DEVICES,
                         help="auto (default): a CUDA GPU where the engine sees one, else the CPU.")
 
 
 def add_engine_argument(parser: argparse.ArgumentParser, task: str, help_text: str) -> None:
-    from .loading import ENGINES
+    from .model_dirs import ENGINES
 
     parser.add_argument("--engine", default="auto", choices=ENGINES[task], help=help_text)
 

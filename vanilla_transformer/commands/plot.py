@@ -91,8 +91,8 @@ def plot_quality_vs_time(run_dirs: list[str], out_dir: str, metric: str | None =
 def plot_attention(model_dir: str, text: str, out_dir: str) -> list[str]:
     import torch
 
-    from ..loading import check_translation_model_dir
     from ..model.modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
+    from ..model_dirs import check_translation_model_dir
     from ..tokenization import load_tokenizer
 
     check_translation_model_dir(model_dir)  # a missing or other kind of model is named before anything loads

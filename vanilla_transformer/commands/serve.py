@@ -34,20 +34,19 @@ import sys
 
 from ..console import int_at_least, non_negative_int, port_number, positive_int
 from ..deploy.settings import Settings
-from ..loading import (
+from ..loading import no_progress_bars, require
+from ..model_card import card_languages
+from ..model_dirs import (
     DEVICES,
     ENGINES,
     TAGGER,
     ModelDir,
     default_threads,
     is_tagger_dir,
-    no_progress_bars,
     recognise,
-    require,
     resolve_device,
     resolve_engine,
 )
-from ..model_card import card_languages
 
 logger = logging.getLogger(__name__)
 

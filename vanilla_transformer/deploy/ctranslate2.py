@@ -23,9 +23,10 @@ except ImportError:  # an optional extra: say how to get it when it is used
     Converter = object
 
 from ..files import replaced_atomically
-from ..loading import check_export_target, check_translation_model_dir, load_model, require
+from ..loading import load_model, require
 from ..model.modeling_vanilla_transformer import VanillaTransformerPositionalEmbedding
 from ..model_card import copy_card
+from ..model_dirs import check_export_target, check_translation_model_dir
 from ..tokenization import load_tokenizer
 
 ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "gelu_new": "GELUTanh", "gelu_pytorch_tanh": "GELUTanh",

@@ -8,7 +8,8 @@ text longer than the model reads) and a model that fails to load are shown as me
 import logging
 import os
 
-from ..loading import check_translation_model_dir, load_model, require, resolve_device
+from ..loading import load_model, require
+from ..model_dirs import check_translation_model_dir, resolve_device
 
 logger = logging.getLogger(__name__)
 INSTALL_HINT = "The demo page needs Gradio and matplotlib: pip install 'vanilla-transformer[demo]'."

@@ -7,7 +7,8 @@ import gc
 import logging
 import threading
 
-from ..loading import ModelDir, own_tokenizer
+from ..loading import own_tokenizer
+from ..model_dirs import ModelDir
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +50,7 @@ class Engine:
 
 
 class TranslationEngine(Engine):
-    """A translation model (`loading.recognise`'s `ModelDir`: its path and engine) for `source` -> `target`:
+    """A translation model (`model_dirs.recognise`'s `ModelDir`: its path and engine) for `source` -> `target`:
     `process(texts, (num_beams, max_new_tokens, n))` -> each text's `n` best translations, best first."""
 
     def __init__(self, model: ModelDir, source: str, target: str, device: str = "auto",
@@ -71,7 +72,7 @@ class TranslationEngine(Engine):
 
 
 class TaggerEngine(Engine):
-    """A tagger (`deploy.taggers.Tagger`, PyTorch or an ONNX export; `loading.recognise`'s `ModelDir`, or its path):
+    """A tagger (`deploy.taggers.Tagger`, PyTorch or an ONNX export; `model_dirs.recognise`'s `ModelDir`, or its path):
     `process(texts, ())` -> each text's entities, as
     `vanilla-transformer tag` writes them."""
 

@@ -10,8 +10,9 @@ import os
 import torch
 
 from ..files import replaced_atomically
-from ..loading import ONNX_META, TAGGER, check_export_target, is_tagger_dir, load_model, require
+from ..loading import load_model, require
 from ..model_card import copy_card
+from ..model_dirs import ONNX_META, TAGGER, check_export_target, is_tagger_dir
 from ..tokenization import load_tokenizer
 
 

@@ -16,19 +16,16 @@ import time
 import numpy as np
 
 from ..console import sentence_progress
-from ..files import conll_sentences, file_stats, read_lines, write_lines
-from ..loading import (
+from ..files import conll_sentences, file_stats, read_json, read_lines, write_lines
+from ..loading import load_model, own_tokenizer, require
+from ..model_dirs import (
     ONNX_META,
     TAGGER,
     ModelDir,
     architectures_of,
     check_export_files,
     export_tokenizer,
-    load_model,
-    own_tokenizer,
-    read_json,
     reexport,
-    require,
     resolve_device,
     resolve_engine,
     special_token_id,

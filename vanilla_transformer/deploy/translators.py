@@ -11,21 +11,18 @@ import tempfile
 import time
 
 from ..console import sentence_progress
-from ..files import file_stats, read_lines, write_lines
-from ..loading import (
+from ..files import file_stats, read_json, read_lines, write_lines
+from ..loading import check_json_files, load_model, require
+from ..model_dirs import (
     TRANSLATOR,
     ModelDir,
     check_export_files,
-    check_json_files,
     check_translation_model_dir,
     default_threads,
     export_tokenizer,
     is_ctranslate2_dir,
-    load_model,
-    read_json,
     recognise,
     reexport,
-    require,
     resolve_device,
     special_token_id,
 )
@@ -205,7 +202,7 @@ def decoding_options(export_dir) -> dict:
 
 
 def make_translator(model_dir, engine: str = "auto", device: str = "cpu", **kwargs):
-    """A callable translating a list of sentences; `model_dir` a path or an already recognised `loading.ModelDir`
+    """A callable translating a list of sentences; `model_dir` a path or an already recognised `model_dirs.ModelDir`
     (then its engine); `device` "auto" takes a CUDA GPU where the engine sees one."""
     found = model_dir if isinstance(model_dir, ModelDir) else recognise(model_dir, engine)
     if found.task != "translation":
