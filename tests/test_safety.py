@@ -16,7 +16,7 @@ from conftest import ROOT, free_port, translation_args, write_parallel
 from vanilla_transformer.cli import main as cli
 from vanilla_transformer.commands import train_translation
 from vanilla_transformer.files import read_lines, write_text
-from vanilla_transformer.model_card import UPLOADED
+from vanilla_transformer.upload import UPLOADED
 
 TOKEN, ENV_TOKEN, API_KEY = "hf_probe_token_0123", "hf_probe_environment_4567", "probe-api-key-89ab"
 

@@ -1,4 +1,4 @@
-"""Push a saved model directory (model, code files, tokenizer, card, scores: `model_card.UPLOADED`) to the Hugging Face
+"""Push a saved model directory (model, code files, tokenizer, card, scores: `upload.UPLOADED`) to the Hugging Face
 Hub, or create a demo Space (the page of `vanilla-transformer demo`) for models already on the Hub.
 
     vanilla-transformer push outputs/multi30k you/vanilla-transformer-de-en [--private]
@@ -16,7 +16,7 @@ import shutil
 import sys
 import tempfile
 
-from ..model_card import push_model_dir
+from ..upload import push_model_dir
 
 PACKAGE = "vanilla-transformer"
 SPACE_EXTRAS = ("demo", "ctranslate2")

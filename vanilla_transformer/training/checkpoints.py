@@ -148,7 +148,7 @@ class AtomicCheckpointMixin:
     """A Trainer whose checkpoints appear atomically (AtomicCheckpoints) and that uploads nothing itself: it gets a copy
     of the arguments without `--push_to_hub` and `--hub_token` (its own pushes would send every file of the output
     directory and of each checkpoint, the pickled training_args.bin among them, and that pickle would hold the token).
-    The command uploads the finished model by allow-list at the end (`model_card.push_model_dir`)."""
+    The command uploads the finished model by allow-list at the end (`upload.push_model_dir`)."""
 
     def __init__(self, *args, **kwargs):
         kwargs["args"] = copy.copy(kwargs["args"])

@@ -17,7 +17,8 @@ def write_card_and_push(trainer, training_args, model, task: str, dataset_name: 
     `--push_to_hub` upload the directory (`--hub_model_id`, default: the output directory's name)."""
     if not trainer.is_world_process_zero():
         return
-    from ..model_card import invoked_command, push_model_dir, render_card, write_card_info
+    from ..model_card import invoked_command, render_card, write_card_info
+    from ..upload import push_model_dir
 
     write_card_info(training_args.output_dir, task, dataset_name, train_samples, invoked_command(argv), training_args,
                     languages=languages, labels=labels, wall_seconds=wall_seconds,
