@@ -3,22 +3,26 @@ pair) and/or a tagger behind HTTP, with dynamic batching.
 
 Endpoints:
 - LibreTranslate's API, so its clients work unchanged: `POST /translate` (`q`, `source` or "auto", `target`, `format`
-  "text" or "html", `alternatives`), `POST /detect`, `GET /languages`, `POST /translate_file` + `GET /download_file/..`,
-  `GET /frontend/settings`, `GET /spec`, `POST /suggest` (disabled: 403), `GET /health` (`{"status": "ok"}`);
+  "text" or "html", `alternatives`), `POST /detect`, `GET /languages`, `POST /translate_file` (.txt, .html, .docx,
+  .pptx, .odt, .odp, .epub, .srt) + `GET /download_file/..`, `GET /frontend/settings`, `GET /spec`, `POST /suggest`
+  (disabled: 403), `GET /health` (`{"status": "ok"}`), and a translation page at `GET /` (`--disable-web-ui`);
 - `POST /v1/translate`: `{"sentences": [...], "source", "target", "num_beams": null, "num_return_sequences": 1,
   "max_new_tokens": null}` (null: as the model's generation config says) -> `{"translations": [...]}` (source and
   target may be left out with one pair served);
 - `POST /v1/ner` (a tagger): `{"sentences": [...]}` -> `{"entities": [[...], ...]}`, each text's entities as
   `vanilla-transformer tag` writes them;
-- `GET /v1/health`: each model's state (200 once all are loaded, 503 before); `GET /metrics`: Prometheus text format.
+- `GET /v1/health`: each model's state (200 once all are loaded, 503 before); `GET /metrics` (with `--metrics`):
+  Prometheus text format.
 
 Each MODEL_DIR is a saved translation model or a CTranslate2 export, its language pair from its model card, or given
 as MODEL_DIR:SOURCE-TARGET; a pair no model translates directly goes through a pivot language two models share
 (de -> en -> fr with a de-en and an en-fr model). A saved tagger given as a MODEL_DIR is served at /v1/ner.
 
 With API keys (`--api_key`, `--api-keys FILE`), every translate, detect and tagging call needs one, as the `api_key`
-field of the body or the X-API-Key header; `/languages`, the health pages, `/frontend/settings`, `/spec` and
-`/metrics` stay open.
+field of the body or the X-API-Key header; `/`, `/languages`, the health pages, `/frontend/settings` and `/spec` stay
+open. Every option also reads its LibreTranslate-style variable (`--char-limit`: LT_CHAR_LIMIT; a flag given wins);
+request limits per minute, hour and day live in this process or, with `--req-limit-storage redis://HOST:PORT`, in a
+Redis every server shares (docs/serving.md: "Running it in LibreTranslate's place").
 
 One batcher per model groups the sentences of concurrent requests into engine batches of at most `--max_batch_tokens`
 source tokens, waiting at most `--max_wait_ms` for a batch to fill, and runs `--workers` of them at once; each

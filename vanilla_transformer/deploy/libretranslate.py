@@ -1,6 +1,7 @@
 """LibreTranslate's API, so its clients work unchanged: `/translate` (text or HTML, `alternatives`, `source: "auto"`),
-`/detect`, `/languages`, `/translate_file` + `/download_file`, `/frontend/settings`, `/spec`, `/suggest` (disabled)
-and `/health`, with LibreTranslate's fields (a JSON body or a form), limits and error texts."""
+`/detect`, `/languages`, `/translate_file` (text, HTML and the `documents` formats) + `/download_file`,
+`/frontend/settings`, `/spec`, `/suggest` (disabled) and `/health`, with LibreTranslate's fields (a JSON body or a
+form), limits and error texts; and the translation page at `/` (`web_page.html`)."""
 
 import json
 import re
