@@ -87,21 +87,18 @@ class Paragraph:
     def __init__(self, element, paragraphs: set, runs: set | None):
         self.slots: list[tuple] = []
         if runs is None:
-            self.mixed(element, paragraphs, inside=True)
+            self.mixed(element, paragraphs)
         else:
             self.slots = [(e, "text") for e in element.iter(*runs) if nearest(e, paragraphs) is element]
 
-    def mixed(self, element, paragraphs, inside):
-        if inside:
-            self.slots.append((element, "text"))
-            for child in element:
-                if not isinstance(child.tag, str):  # a comment or processing instruction: its tail only
-                    self.slots.append((child, "tail"))
-                elif child.tag in paragraphs or child.tag in SKIPPED:
-                    self.slots.append((child, "tail"))  # a paragraph inside is its own; its tail is ours
-                else:
-                    self.mixed(child, paragraphs, inside=True)
-                    self.slots.append((child, "tail"))
+    def mixed(self, element, paragraphs):
+        """Mixed content: the element's text, then each child's (not into a paragraph of its own, a skipped element,
+        a comment or a processing instruction) and every child's tail."""
+        self.slots.append((element, "text"))
+        for child in element:
+            if isinstance(child.tag, str) and child.tag not in paragraphs and child.tag not in SKIPPED:
+                self.mixed(child, paragraphs)
+            self.slots.append((child, "tail"))
 
     def texts(self) -> list[str]:
         return [getattr(element, where) or "" for element, where in self.slots]
@@ -123,7 +120,7 @@ class Paragraph:
             element, where = self.slots[i]
             piece = (lead if n == 0 else "") + piece + (trail if n == len(filled) - 1 else "")
             setattr(element, where, piece)
-            if where == "text" and element.tag in (W + "t",) and piece != piece.strip():
+            if where == "text" and element.tag == W + "t" and piece != piece.strip():
                 element.set(XML_SPACE, "preserve")  # Word drops a run's outer spaces without it
 
 
