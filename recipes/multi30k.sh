@@ -18,7 +18,8 @@ set -euo pipefail
 DATA=${1:-../shared/data}; OUT=${2:-outputs/multi30k}; shift $(( $# < 2 ? $# : 2 ))
 PY=${PY:-python}
 [ -f "$DATA/multi30k/train.de" ] || { echo "error: $DATA/multi30k/train.de not found: give the data directory as the first argument (make recipe-multi30k DATA=path)" >&2; exit 2; }
-source "$(dirname "$0")/tcmalloc.sh"
+HERE=$(cd "$(dirname "$0")" && pwd)  # scripts/ beside recipes/: the recipe runs from any directory
+source "$HERE/tcmalloc.sh"
 SPLIT="$OUT/split"
 "$PY" -m vanilla_transformer.cli split-pairs "$DATA/multi30k/train" "$SPLIT" --source_lang de --target_lang en \
   --fraction 0.035 --seed 0
@@ -43,7 +44,7 @@ MEMBERS=${#SEEDS[@]}
 train() {  # DIR SEED [flags...]: one model trained on the training part, evaluated on the tuning split
   local dir=$1 seed=$2; shift 2
   # shellcheck disable=SC2086
-  ${THREADS:+env OMP_NUM_THREADS=$THREADS} "$PY" scripts/run_translation.py \
+  ${THREADS:+env OMP_NUM_THREADS=$THREADS} "$PY" "$HERE/../scripts/run_translation.py" \
     --train_file "$SPLIT/train" --validation_file "$SPLIT/tune" \
     --source_lang de --target_lang en --vocab_size 8000 \
     --config_name small --config_overrides normalize_before=true,dropout=0.2,attention_dropout=0.1 \
@@ -55,7 +56,7 @@ train() {  # DIR SEED [flags...]: one model trained on the training part, evalua
     --output_dir "$dir" "$@"
 }
 validate() {  # MODEL_FLAGS...: validation, once, at the end, decoded as the (first) model's generation config says
-  "$PY" scripts/run_translation.py "$@" --validation_file "$DATA/multi30k/validation" \
+  "$PY" "$HERE/../scripts/run_translation.py" "$@" --validation_file "$DATA/multi30k/validation" \
     --source_lang de --target_lang en --do_eval --predict_with_generate true --per_device_eval_batch_size 64 \
     --bf16 false --output_dir "$OUT/validation"
 }
@@ -76,7 +77,7 @@ if [ "$MEMBERS" -gt 1 ]; then  # an ensemble: the members side by side, then sco
     members+=("$OUT/member$i")
   done
   ensemble=(--model_name_or_path "${members[0]}" --ensemble_with "${members[@]:1}")
-  "$PY" scripts/run_translation.py "${ensemble[@]}" --validation_file "$SPLIT/tune" \
+  "$PY" "$HERE/../scripts/run_translation.py" "${ensemble[@]}" --validation_file "$SPLIT/tune" \
     --source_lang de --target_lang en --do_eval --predict_with_generate true --per_device_eval_batch_size 64 \
     --bf16 false --output_dir "$OUT/tune"
   validate "${ensemble[@]}"

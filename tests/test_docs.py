@@ -7,6 +7,7 @@ The package's description (docs/package.md, the page a package index shows) uses
 cannot resolve."""
 
 import dataclasses
+import json
 import os
 import re
 import subprocess
@@ -97,20 +98,36 @@ def test_package_description_has_only_absolute_links():
     assert 'readme = "docs/package.md"' in open(os.path.join(ROOT, "pyproject.toml"), encoding="utf-8").read()
 
 
-def test_readme_results_come_from_the_results_page():
-    """Every number in README's results table (scores, times, versions) is one docs/results.md shows too: the README
-    summarises, it does not hold numbers of its own."""
+def test_the_readme_quotes_no_measured_figure():
+    """A measured figure lives in one table of docs/ (results.md, benchmarks.md, ...), which the README links to: its
+    prose and tables hold no scores, times, speeds or ratios, only versions, addresses and the demo's pass mark."""
+    from vanilla_transformer.commands.train_translation import DEMO_MIN_EXACT_MATCH
+
+    text = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    text = re.sub(r"`[^`]*`", "", re.sub(r"```.*?```", "", text, flags=re.S))
+    figures = re.finditer(r"(?<![\w.])\d+(?:[.,]\d+)*(?: ?(?:s|ms|min|minutes|seconds|hours|%|x|/s)\b)?", text)
+    version = re.compile(r"(?:Python|transformers|torch|>=|<|Apache-|//[\d.]*)\s*$")
+    measured = [m.group(0) for m in figures if not version.search(text[max(0, m.start() - 16):m.start()])
+                and (re.search(r"[.,]\d", m.group(0)) or not m.group(0).isdigit())
+                and m.group(0) != str(DEMO_MIN_EXACT_MATCH)]
+    assert measured == [], measured
+
+
+def test_readme_results_name_each_recipe_s_command_and_section():
+    """README's results table: one row per recipe, its make target a real one and its link a results.md heading."""
     readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
     results = open(os.path.join(ROOT, "docs", "results.md"), encoding="utf-8").read()
+    anchors = {re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+               for heading in re.findall(r"^#+ (.*)$", results, re.M)}
     section = readme[readme.index("## Results"):]
     rows = [line for line in section[:section.index("\n## ")].splitlines() if line.startswith("| ")][2:]
-    assert len(rows) >= 3, rows
+    assert len(rows) >= 4, rows
+    makefile = open(os.path.join(ROOT, "Makefile"), encoding="utf-8").read()
     for row in rows:
-        recipe = row.split("|")[1].strip()
-        numbers = re.findall(r"\d+(?:\.\d+)*", "|".join(row.split("|")[2:]))
-        assert numbers, row
-        missing = [n for n in numbers if not re.search(rf"(?<![\d.]){re.escape(n)}(?![\d]|\.\d)", results)]
-        assert not missing, f"README results row {recipe!r}: {missing} not in docs/results.md"
+        target = re.search(r"`make ([\w-]+)`", row).group(1)
+        assert re.search(rf"^{target}:", makefile, re.M), row
+        anchor = re.search(r"docs/results\.md#([\w-]+)", row).group(1)
+        assert anchor in anchors, (anchor, sorted(anchors))
 
 
 def test_the_multi30k_recipe_the_results_page_describes_is_the_script():
@@ -121,6 +138,33 @@ def test_the_multi30k_recipe_the_results_page_describes_is_the_script():
     described = (f"peak learning rate {flags['learning_rate']} with {flags['warmup_steps']} warm-up steps and cosine "
                  f"decay over {flags['num_train_epochs']} epochs")
     assert described in results, described
+
+
+def test_the_ensemble_recipe_s_figures_are_its_run_s_files():
+    """docs/results.md's row for `make recipe-multi30k-best` quotes the run's own metrics files (docs/runs/), and the
+    target is the recipe the section describes."""
+    run = os.path.join(ROOT, "docs", "runs", "multi30k-best")
+
+    def metrics(*parts):
+        with open(os.path.join(run, *parts), encoding="utf-8") as f:
+            return json.load(f)
+
+    results = open(os.path.join(ROOT, "docs", "results.md"), encoding="utf-8").read()
+    section = results[results.index("### Two models as one ensemble"):]
+    row = [line for line in section.splitlines() if line.startswith("| ")][2]
+    members = [metrics(f"member{i}", "all_results.json") for i in (1, 2)]
+    tune, validation = metrics("tune", "eval_results.json"), metrics("validation", "eval_results.json")
+    quoted = [f"{max(m['train_wall_seconds'] for m in members) / 60:.1f} min",
+              " / ".join(f"{m['train_steps_per_second']:.2f}" for m in members) + " steps/s",
+              f"{metrics('run.json')['wall_seconds'] / 60:.1f} min",
+              " / ".join(f"{m['eval_bleu']:.2f}" for m in (*members, tune)),
+              f"{validation['eval_bleu']:.2f} ({validation['eval_chrf']:.2f})"]
+    assert [q for q in quoted if q not in row] == [], (quoted, row)
+    assert metrics("run.json")["command"] == "make recipe-multi30k-best"
+    assert tune["eval_samples"] == 1015 and validation["eval_samples"] == 1014
+    makefile = open(os.path.join(ROOT, "Makefile"), encoding="utf-8").read()
+    recipe = makefile[makefile.index("recipe-multi30k-best: setup"):].splitlines()[1].strip()
+    assert recipe.replace("PY=$(PY) ", "").replace("$(DATA)", "../shared/data") in " ".join(section.split())
 
 
 # ------------------------------------------------------------------------------------- every flag and target exists
@@ -291,6 +335,19 @@ def test_the_training_defaults_table_is_the_argument_classes():
             default = next(f.default for f in dataclasses.fields(cls) if f.name == name)
             default = getattr(default, "value", default)  # an enum's value
             assert str(default) == value.strip(), (cls.__name__, name, default, value)
+
+
+def test_the_demo_defaults_the_training_page_lists_are_the_commands():
+    """training.md's demo defaults are DEMO_ARGS of train-translation (with its exact-match floor) and train-ner's
+    demo configuration, flag for flag."""
+    from vanilla_transformer.commands import train_ner, train_translation
+
+    text = open(os.path.join(ROOT, "docs", "training.md"), encoding="utf-8").read()
+    section = " ".join(text[text.index("<!-- demo defaults"):].split("\n\n")[0].split())
+    translation, ner = section.split("- `train-ner`")
+    assert " ".join(train_translation.DEMO_ARGS) in translation.replace("`", ""), translation
+    assert f"below {train_translation.DEMO_MIN_EXACT_MATCH}" in translation
+    assert f"--config_overrides {train_ner.DEMO_CONFIG_OVERRIDES}" in ner.replace("`", ""), ner
 
 
 def test_serve_limits_table_is_the_flags_defaults():

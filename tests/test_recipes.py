@@ -30,8 +30,10 @@ CONLL_QUICK_MIN_F1, CONLL_QUICK_MIN_MEMBER_F1 = 0.66, 0.65
 
 
 def run_recipe(script, out, *extra, scores="eval_results.json", **env_vars):
+    """The recipe run from outside the repository (it finds scripts/ beside itself), into `out`."""
     env = {**os.environ, "PY": sys.executable, **env_vars}
-    proc = subprocess.run(["bash", os.path.join(ROOT, "recipes", script), SHARED_DATA, str(out), *extra], cwd=ROOT,
+    proc = subprocess.run(["bash", os.path.join(ROOT, "recipes", script), os.path.abspath(SHARED_DATA), str(out),
+                           *extra], cwd=out.parent,
                           env=env, capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     return json.loads((out / scores).read_text())

@@ -107,6 +107,14 @@ def is_tagger_dir(path) -> bool:
         return False
 
 
+def check_tagger_dir(path) -> None:
+    """A clear error for a directory (or Hub id) that holds no saved tagger, naming what it holds."""
+    architectures = architectures_of(path)
+    if TAGGER not in architectures:
+        raise ValueError(f"{str(path)!r} holds a {', '.join(architectures) or 'model of no known kind'}, not a tagger "
+                         f"({TAGGER}): train one with `vanilla-transformer train-ner`.")
+
+
 def check_translation_model_dir(path) -> None:
     """A clear error for a missing directory or one that holds something other than a translation model."""
     if looks_local(path):
@@ -140,6 +148,16 @@ def recognise(path, engine: str = "auto") -> ModelDir:
         return ModelDir(path, "tagging", resolve_engine(path, "auto", "tagging"))
     check_translation_model_dir(path)
     return ModelDir(path, "translation", resolve_engine(path, engine))
+
+
+def recognise_tagger(path, engine: str = "auto") -> ModelDir:
+    """A tagger's directory (saved, or written by `export-onnx`) and the engine (`--engine`) that runs it; a missing
+    directory, another kind of model, an incomplete export or an engine that cannot run it is an error naming it."""
+    path = os.fspath(path)
+    engine = resolve_engine(path, engine, "tagging")
+    if engine == "pytorch":
+        check_tagger_dir(path)
+    return ModelDir(path, "tagging", engine)
 
 
 # ---------------------------------------------------------------------------------------------------- which engine

@@ -7,6 +7,7 @@
 # Trains for MINUTES minutes, a checkpoint every EVERY steps; score.py then translates each with beam 4 and scores it.
 # Usage: benchmarks/peers/opennmt.sh [DATA_DIR] [OUT]    (DATA_DIR holds train.{de,en} and validation.{de,en})
 set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)  # the repository: the script runs from any directory
 shopt -s nullglob
 DATA=${1:-../shared/data/multi30k}; OUT=${2:-outputs/peers/opennmt}
 MINUTES=${MINUTES:-60}; EVERY=${EVERY:-1000}; PY=${PY:-python}
@@ -16,9 +17,9 @@ if [ ! -x "$VENV/bin/onmt_train" ]; then  # its own environment: OpenNMT-py 3.5 
   python3 -m venv "$VENV"
   PIP_CONFIG_FILE=/dev/null "$VENV/bin/pip" install "torch==2.2.2" "OpenNMT-py==3.5.1" "numpy<2"
 fi
-[ -f "$PIECES/train.de.bpe" ] || "$PY" benchmarks/peers/prepare.py "$DATA" "$PIECES"
+[ -f "$PIECES/train.de.bpe" ] || "$PY" "$ROOT/benchmarks/peers/prepare.py" "$DATA" "$PIECES"
 mkdir -p "$OUT"
-source recipes/tcmalloc.sh  # the allocator vanilla-transformer's recipes run with, where it is installed
+source "$ROOT/recipes/tcmalloc.sh"  # the allocator vanilla-transformer's recipes run with, where it is installed
 cat > "$OUT/config.yaml" <<YAML
 save_data: $OUT/run
 src_vocab: $OUT/vocab.shared
@@ -74,4 +75,4 @@ for checkpoint in "$OUT"/model_step_*.pt; do
   OMP_NUM_THREADS=2 "$VENV/bin/onmt_translate" -model "$checkpoint" -src "$PIECES/validation.de.bpe" \
     -output "${checkpoint%.pt}.hyp" -beam_size 4 -batch_size 64 -batch_type sents > /dev/null 2>&1
 done
-"$PY" benchmarks/peers/score.py "$OUT" "$PIECES/validation.en" --system "OpenNMT-py 3.5.1"
+"$PY" "$ROOT/benchmarks/peers/score.py" "$OUT" "$PIECES/validation.en" --system "OpenNMT-py 3.5.1"

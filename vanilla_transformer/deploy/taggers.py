@@ -20,14 +20,13 @@ from ..files import conll_sentences, file_stats, read_json, read_lines, write_li
 from ..loading import load_model, own_tokenizer, require
 from ..model_dirs import (
     ONNX_META,
-    TAGGER,
     ModelDir,
-    architectures_of,
     check_export_files,
+    check_tagger_dir,
     export_tokenizer,
+    recognise_tagger,
     reexport,
     resolve_device,
-    resolve_engine,
     special_token_id,
 )
 from ..ner.mentions import document_consistency, mention_spans
@@ -103,40 +102,34 @@ class Tagger:
     directory written by `export-onnx`) runs an ONNX export on the CPU instead of PyTorch, without loading torch or
     transformers. `sentences` counts the sentences tagged, `engine_seconds` the time spent in the model's calls."""
 
-    def __init__(self, model_dir, ensemble_with=(), device: str = "auto", batch_size: int = 32, engine: str = "auto"):
+    def __init__(self, model, ensemble_with=(), device: str = "auto", batch_size: int = 32, engine: str = "auto"):
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}.")
         self.batch_size, self.sentences, self.engine_seconds, self.onnx = batch_size, 0, 0.0, None
-        recognised = isinstance(model_dir, ModelDir) and model_dir.task == "tagging"  # (not inspected again)
-        if recognised:
-            model_dir, engine = model_dir.path, model_dir.engine
-        else:
-            engine = resolve_engine(model_dir, engine, "tagging")
-        if engine == "onnxruntime":
+        # a `ModelDir` recognised by the caller is not inspected again; a path is, once
+        found = model if isinstance(model, ModelDir) and model.task == "tagging" else recognise_tagger(model, engine)
+        if found.engine == "onnxruntime":
             if ensemble_with:
                 raise ValueError("--ensemble_with runs the taggers in PyTorch: give their saved directories.")
-            self.device = resolve_device(device, engine)
-            self.onnx = OnnxTagger(model_dir)
+            self.device = resolve_device(device, found.engine)
+            self.onnx = OnnxTagger(found.path)
             self.scores, self.labels = self.onnx.scores, self.onnx.meta["labels"]
-            self.piece_tokenizer, settings = export_tokenizer(model_dir, "export-onnx")
+            self.piece_tokenizer, settings = export_tokenizer(found.path, "export-onnx")
             self.pad = special_token_id(self.piece_tokenizer, settings, "pad_token", "<pad>") or 0
             self.window = self.onnx.meta["max_position_embeddings"] - self.special_tokens()
             self.call_words = CALL_COST_WORDS
             return
-        self.load_pytorch(model_dir, ensemble_with, device, recognised)
+        self.load_pytorch(found.path, ensemble_with, device)
 
-    def load_pytorch(self, model_dir, ensemble_with, device: str, recognised: bool = False) -> None:
+    def load_pytorch(self, model_dir: str, ensemble_with, device: str) -> None:
         import torch
 
         from ..model.modeling_vanilla_transformer import VanillaTransformerForTokenClassification
         from ..ner.ensemble import ensemble_of
         from ..tokenization import load_tokenizer
 
-        for path in (*([] if recognised else [model_dir]), *ensemble_with):
-            architectures = architectures_of(path)
-            if TAGGER not in architectures:
-                raise ValueError(f"{str(path)!r} holds a {', '.join(architectures) or 'model of no known kind'}, "
-                                 f"not a tagger ({TAGGER}): train one with `vanilla-transformer train-ner`.")
+        for path in ensemble_with:
+            check_tagger_dir(path)
         tokenizer = load_tokenizer(model_dir)
         model = load_model(VanillaTransformerForTokenClassification, model_dir)
         if ensemble_with:
