@@ -141,9 +141,9 @@ def test_the_multi30k_recipe_the_results_page_describes_is_the_script():
 
 
 def test_the_ensemble_recipe_s_figures_are_its_run_s_files():
-    """docs/results.md's row for `make recipe-multi30k-best` quotes the run's own metrics files (docs/runs/), and the
-    target is the recipe the section describes."""
-    run = os.path.join(ROOT, "docs", "runs", "multi30k-best")
+    """docs/results.md's row for `make recipe-multi30k-best` quotes the run's own metrics files (docs/recipe-runs/),
+    and the target is the recipe the section describes."""
+    run = os.path.join(ROOT, "docs", "recipe-runs", "multi30k-best")
 
     def metrics(*parts):
         with open(os.path.join(run, *parts), encoding="utf-8") as f:
