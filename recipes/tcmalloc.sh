@@ -1,7 +1,7 @@
 # Sourced by the recipes and `make demo` (POSIX sh): run Python with TCMalloc instead of glibc's malloc where it is
 # installed (Debian/Ubuntu: apt install libtcmalloc-minimal4). glibc hands large freed blocks (such as the 8000 x 256
 # embedding gradient made afresh at every step) back to the operating system and page-faults them in again at the next
-# step; TCMalloc keeps them. Same numbers, about 1.1x faster training (docs/results.md). TCMALLOC=path chooses the
+# step; TCMalloc keeps them. Same numbers, faster training (measured: docs/results.md). TCMALLOC=path chooses the
 # library, TCMALLOC= none.
 if [ -z "${TCMALLOC+set}" ]; then
   TCMALLOC=""
