@@ -58,6 +58,7 @@ def main(out_dir: str):
         with open(f"{out_dir}/result.json", "w") as f:
             json.dump({"total": total, "local": local, "losses": (mean_losses / world).tolist(),
                        "reference_losses": reference_losses}, f)
+    dist.barrier()  # no rank tears the group down while another still works (a gloo abort at exit otherwise)
     dist.destroy_process_group()
 
 
