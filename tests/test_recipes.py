@@ -1,7 +1,7 @@
 """Quick variants of the quality recipes on the real data (opt-in: VT_SLOW=1; skipped without ../shared/data).
 
 Each runs the recipe script itself with a shorter schedule and fails on a quality regression: the thresholds sit a
-margin below what the short run reached on a 2-core CPU when the recipe was tuned (README "Results").
+margin below what the short run reached on a 2-core CPU when the recipe was tuned (docs/results.md, "Regression runs").
 """
 
 import json
