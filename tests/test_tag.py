@@ -211,4 +211,3 @@ def test_a_tagger_directory_is_inspected_once(small_ner_model, tagger, monkeypat
     (tmp_path / "in.txt").write_text("Anna Novak lives in Berlin\n", encoding="utf-8")
     stats = taggers.tag_file(small_ner_model, str(tmp_path / "in.txt"), str(tmp_path / "out.jsonl"), progress=False)
     assert stats["sentences"] == 1 and calls == [str(small_ner_model)], calls
-    assert direct_tags(Tagger(found, device="cpu"), words) == direct_tags(tagger, words)

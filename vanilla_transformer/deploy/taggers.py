@@ -106,8 +106,11 @@ class Tagger:
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}.")
         self.batch_size, self.sentences, self.engine_seconds, self.onnx = batch_size, 0, 0.0, None
-        # a `ModelDir` recognised by the caller is not inspected again; a path is, once
-        found = model if isinstance(model, ModelDir) and model.task == "tagging" else recognise_tagger(model, engine)
+        # a tagger's `ModelDir` recognised by the caller is not inspected again; a path is, once
+        if isinstance(model, ModelDir):
+            found = model if model.task == "tagging" else recognise_tagger(model.path, engine)
+        else:
+            found = recognise_tagger(model, engine)
         if found.engine == "onnxruntime":
             if ensemble_with:
                 raise ValueError("--ensemble_with runs the taggers in PyTorch: give their saved directories.")
