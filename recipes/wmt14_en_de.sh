@@ -14,11 +14,11 @@
 #   TOKENS_PER_STEP (default 25000) padded tokens per side and optimizer step are reached as --max_tokens per process x
 #   NPROC x gradient accumulation; MAX_TOKENS (default 4096) is the most one process holds at once (lower it when the
 #   GPU runs out of memory: the accumulation grows to keep the step's size). STEPS (default 100000), SAVE_STEPS
-#   (default 1500: the paper's 10 minutes of 8 P100s; measured on a GPU: docs/training.md) and
-#   MAX_LENGTH (default 256 tokens per sentence; longer are truncated) shorten or change the run. PACKING (default true where torch sees a CUDA GPU,
-#   else false) trains on packed rows compiled with CUDA graphs (--packing true --torch_compile true
-#   --torch_compile_mode reduce-overhead: faster than token budgets on a GPU, docs/gpu.md; on CPUs it does not pay). Extra flags go to the training command and replace the recipe's (a later
-#   flag wins).
+#   (default 1500: the paper's 10 minutes of 8 P100s; measured on a GPU: docs/training.md) and MAX_LENGTH (default
+#   256 tokens per sentence; longer are truncated) shorten or change the run. PACKING (default true where torch sees a
+#   CUDA GPU, else false) trains on packed rows compiled with CUDA graphs (--packing true --torch_compile true
+#   --torch_compile_mode reduce-overhead: faster than token budgets on a GPU, docs/gpu.md; on CPUs it does not pay).
+#   Extra flags go to the training command and replace the recipe's (a later flag wins).
 # Writes OUTPUT_DIR (model, checkpoints, train_results.json), OUTPUT_DIR/averaged (the averaged model) and
 # OUTPUT_DIR/newstest2014 (generated_predictions_test.txt, scores.json).
 set -euo pipefail

@@ -22,6 +22,12 @@ MARK = "<!-- test: run -->"
 BLOCK = re.compile(r"(<!-- test: run -->\n)?```(python|bash)\n(.*?)```", re.S)
 
 
+def text_of(*parts) -> str:
+    """A file of the repository (path parts from its root), as text."""
+    with open(os.path.join(ROOT, *parts), encoding="utf-8") as f:
+        return f.read()
+
+
 def documents():
     paths = [os.path.join(ROOT, "README.md"), os.path.join(ROOT, "CONTRIBUTING.md")]
     docs = os.path.join(ROOT, "docs")
@@ -90,12 +96,12 @@ def test_documented_code_runs(language, code, stand_ins, docs_hub, tmp_path):
 
 def test_package_description_has_only_absolute_links():
     """A package index shows docs/package.md without the repository around it: relative links and images break."""
-    text = open(os.path.join(ROOT, "docs", "package.md"), encoding="utf-8").read()
+    text = text_of("docs", "package.md")
     targets = re.findall(r"\]\(([^)]+)\)", text) + re.findall(r'src="([^"]+)"', text)
     assert targets, "expected at least the paper's link"
     assert [t for t in targets if not t.startswith("https://")] == []
     assert "pyproject.toml" in os.listdir(ROOT)
-    assert 'readme = "docs/package.md"' in open(os.path.join(ROOT, "pyproject.toml"), encoding="utf-8").read()
+    assert 'readme = "docs/package.md"' in text_of("pyproject.toml")
 
 
 def test_the_readme_quotes_no_measured_figure():
@@ -103,7 +109,7 @@ def test_the_readme_quotes_no_measured_figure():
     prose and tables hold no scores, times, speeds or ratios, only versions, addresses and the demo's pass mark."""
     from vanilla_transformer.commands.train_translation import DEMO_MIN_EXACT_MATCH
 
-    text = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    text = text_of("README.md")
     text = re.sub(r"`[^`]*`", "", re.sub(r"```.*?```", "", text, flags=re.S))
     figures = re.finditer(r"(?<![\w.])\d+(?:[.,]\d+)*(?: ?(?:s|ms|min|minutes|seconds|hours|%|x|/s)\b)?", text)
     version = re.compile(r"(?:Python|transformers|torch|>=|<|Apache-|//[\d.]*)\s*$")
@@ -115,14 +121,14 @@ def test_the_readme_quotes_no_measured_figure():
 
 def test_readme_results_name_each_recipe_s_command_and_section():
     """README's results table: one row per recipe, its make target a real one and its link a results.md heading."""
-    readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
-    results = open(os.path.join(ROOT, "docs", "results.md"), encoding="utf-8").read()
+    readme = text_of("README.md")
+    results = text_of("docs", "results.md")
     anchors = {re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
                for heading in re.findall(r"^#+ (.*)$", results, re.M)}
     section = readme[readme.index("## Results"):]
     rows = [line for line in section[:section.index("\n## ")].splitlines() if line.startswith("| ")][2:]
     assert len(rows) >= 4, rows
-    makefile = open(os.path.join(ROOT, "Makefile"), encoding="utf-8").read()
+    makefile = text_of("Makefile")
     for row in rows:
         target = re.search(r"`make ([\w-]+)`", row).group(1)
         assert re.search(rf"^{target}:", makefile, re.M), row
@@ -132,8 +138,8 @@ def test_readme_results_name_each_recipe_s_command_and_section():
 
 def test_the_multi30k_recipe_the_results_page_describes_is_the_script():
     """The schedule docs/results.md gives for `make recipe-multi30k` is the one recipes/multi30k.sh trains with."""
-    script = open(os.path.join(ROOT, "recipes", "multi30k.sh"), encoding="utf-8").read()
-    results = " ".join(open(os.path.join(ROOT, "docs", "results.md"), encoding="utf-8").read().split())
+    script = text_of("recipes", "multi30k.sh")
+    results = " ".join(text_of("docs", "results.md").split())
     flags = dict(re.findall(r"--(learning_rate|warmup_steps|num_train_epochs) (\S+)", script.split("train() {")[1]))
     described = (f"peak learning rate {flags['learning_rate']} with {flags['warmup_steps']} warm-up steps and cosine "
                  f"decay over {flags['num_train_epochs']} epochs")
@@ -143,13 +149,10 @@ def test_the_multi30k_recipe_the_results_page_describes_is_the_script():
 def test_the_ensemble_recipe_s_figures_are_its_run_s_files():
     """docs/results.md's row for `make recipe-multi30k-best` quotes the run's own metrics files (docs/recipe-runs/),
     and the target is the recipe the section describes."""
-    run = os.path.join(ROOT, "docs", "recipe-runs", "multi30k-best")
-
     def metrics(*parts):
-        with open(os.path.join(run, *parts), encoding="utf-8") as f:
-            return json.load(f)
+        return json.loads(text_of("docs", "recipe-runs", "multi30k-best", *parts))
 
-    results = open(os.path.join(ROOT, "docs", "results.md"), encoding="utf-8").read()
+    results = text_of("docs", "results.md")
     section = results[results.index("### Two models as one ensemble"):]
     row = [line for line in section.splitlines() if line.startswith("| ")][2]
     members = [metrics(f"member{i}", "all_results.json") for i in (1, 2)]
@@ -162,7 +165,7 @@ def test_the_ensemble_recipe_s_figures_are_its_run_s_files():
     assert [q for q in quoted if q not in row] == [], (quoted, row)
     assert metrics("run.json")["command"] == "make recipe-multi30k-best"
     assert tune["eval_samples"] == 1015 and validation["eval_samples"] == 1014
-    makefile = open(os.path.join(ROOT, "Makefile"), encoding="utf-8").read()
+    makefile = text_of("Makefile")
     recipe = makefile[makefile.index("recipe-multi30k-best: setup"):].splitlines()[1].strip()
     assert recipe.replace("PY=$(PY) ", "").replace("$(DATA)", "../shared/data") in " ".join(section.split())
 
@@ -269,7 +272,7 @@ def test_every_documented_flag_exists(flags_of):
 
 def test_every_documented_make_target_exists():
     """Each `make TARGET` in README.md, CONTRIBUTING.md or docs/ (code blocks and inline code) is a Makefile target."""
-    makefile = open(os.path.join(ROOT, "Makefile"), encoding="utf-8").read()
+    makefile = text_of("Makefile")
     targets = set(re.findall(r"^([a-z][a-z0-9-]*):", makefile, re.M))
     named = {(os.path.relpath(path, ROOT), target) for path in documents()
              for _, line in command_lines(open(path, encoding="utf-8").read())
@@ -290,11 +293,11 @@ def test_the_python_the_docs_name_is_the_one_pyproject_admits():
         project = tomllib.load(f)["project"]
     oldest = re.fullmatch(r">=3\.(\d+)", project["requires-python"]).group(1)
     for page in ("README.md", "CONTRIBUTING.md"):
-        named = re.findall(r"Python 3\.(\d+) or newer", open(os.path.join(ROOT, page), encoding="utf-8").read())
+        named = re.findall(r"Python 3\.(\d+) or newer", text_of(page))
         assert named and set(named) == {oldest}, (page, named)
     minors = sorted(int(c.rsplit(".", 1)[1]) for c in project["classifiers"] if re.fullmatch(r".*Python :: 3\.\d+", c))
     assert minors == list(range(int(oldest), minors[-1] + 1))
-    assert f'PYTHON="$(python_of 3.{minors[-1]})"' in open(os.path.join(ROOT, ".ci", "run"), encoding="utf-8").read()
+    assert f'PYTHON="$(python_of 3.{minors[-1]})"' in text_of(".ci", "run")
 
 
 def test_quoted_version_floors_are_pyproject_s():
@@ -310,7 +313,7 @@ def test_quoted_version_floors_are_pyproject_s():
                                                  if p.endswith(".md")]
     quoted = 0
     for page in pages:
-        text = open(os.path.join(ROOT, page), encoding="utf-8").read()
+        text = text_of(page)
         for name, version in re.findall(r"\b(torch|transformers) >= ([\d.]+)", text):
             assert version == floors[name], f"{page}: {name} >= {version}, pyproject.toml: {floors[name]}"
             quoted += 1
@@ -324,7 +327,7 @@ def test_the_training_defaults_table_is_the_argument_classes():
         TranslationTrainingArguments,
     )
 
-    text = open(os.path.join(ROOT, "docs", "training.md"), encoding="utf-8").read()
+    text = text_of("docs", "training.md")
     table = text.split("<!-- defaults:", 1)[1].split("\n\n", 1)[0]
     rows = [line.split("|")[1:-1] for line in table.splitlines() if line.startswith("| `--")]
     assert len(rows) >= 10
@@ -342,7 +345,7 @@ def test_the_demo_defaults_the_training_page_lists_are_the_commands():
     demo configuration, flag for flag."""
     from vanilla_transformer.commands import train_ner, train_translation
 
-    text = open(os.path.join(ROOT, "docs", "training.md"), encoding="utf-8").read()
+    text = text_of("docs", "training.md")
     section = " ".join(text[text.index("<!-- demo defaults"):].split("\n\n")[0].split())
     translation, ner = section.split("- `train-ner`")
     assert " ".join(train_translation.DEMO_ARGS) in translation.replace("`", ""), translation
@@ -353,7 +356,7 @@ def test_the_demo_defaults_the_training_page_lists_are_the_commands():
 def test_serve_limits_table_is_the_flags_defaults():
     from vanilla_transformer.commands.serve import parse_args
 
-    text = open(os.path.join(ROOT, "docs", "serving.md"), encoding="utf-8").read()
+    text = text_of("docs", "serving.md")
     limits = re.findall(r"`--([\w-]+)` \((-?[\d.]+) ?(MiB|s|sentences)?", text.split("## Limits and errors", 1)[1])
     assert len(limits) >= 10, limits
     defaults = parse_args(["model"])
@@ -367,6 +370,6 @@ def test_the_flex_head_size_the_docs_quote_is_the_models():
     """docs/configuration.md's least head size for flex attention on a CPU is the one the model enforces."""
     from vanilla_transformer.model.modeling_vanilla_transformer import FLEX_ON_CPU_MIN_HEAD_DIM
 
-    text = " ".join(open(os.path.join(ROOT, "docs", "configuration.md"), encoding="utf-8").read().split())
+    text = " ".join(text_of("docs", "configuration.md").split())
     assert re.findall(r"heads of at least 16 dimensions on a GPU and (\d+) on a CPU", text) == [
         str(FLEX_ON_CPU_MIN_HEAD_DIM)]

@@ -3,8 +3,8 @@
 # batches of at most 1024 tokens a side, 16 epochs, bf16 where the CPU is fast at it, or as BF16=true/false says)
 # timed as the peers are: trained for at most MINUTES minutes with a weights-only checkpoint every EVERY steps and no
 # evaluation during training, on all 29,000 training pairs as the peers train (not the recipe's tuning-split
-# remainder: 465 batches an epoch, 7,440 steps in 16 epochs); then every checkpoint translates the validation set (beam 4) and score.py scores it
-# against the minutes since the start. The system's name in the report ends with the dtype trained in.
+# remainder: 465 batches an epoch, 7,440 steps in 16 epochs); then every checkpoint translates the validation set
+# (beam 4) and score.py scores it against the minutes since the start. The system's name in the report ends with the dtype trained in.
 # Usage: benchmarks/peers/ours.sh [DATA_DIR] [OUT]    (DATA_DIR holds multi30k/{train,validation}.{de,en})
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)  # the repository: the script runs from any directory
