@@ -438,7 +438,7 @@ def start_server(model_dir, *flags):
     """`vanilla-transformer serve MODEL_DIR` (PyTorch, CPU) in a child process on a free port, once healthy:
     (process, URL)."""
     port = free_port()
-    env = {**os.environ, "VT_API_KEY": ""}
+    env = {name: value for name, value in os.environ.items() if name != "VT_API_KEY"}  # (an empty one is refused)
     proc = subprocess.Popen([sys.executable, "-m", "vanilla_transformer.cli", "serve", str(model_dir), "--port",
                              str(port), "--engine", "pytorch", "--device", "cpu", *flags],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
@@ -461,3 +461,65 @@ def post_json(url, body, timeout=60):
     request = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"content-type": "application/json"})
     with urllib.request.urlopen(request, timeout=timeout) as response:
         return json.loads(response.read())
+
+
+# Debian's nginx in front of a server: the X-Forwarded-For a deployment sets (the client's header, then the address
+# nginx was connected from), besides the usual Host, X-Real-IP and X-Forwarded-Proto.
+NGINX_PROXY_HEADERS = """proxy_set_header Host $http_host;
+            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+            proxy_set_header X-Real-IP $remote_addr;
+            proxy_set_header X-Forwarded-Proto $scheme;"""
+
+
+@pytest.fixture
+def nginx(tmp_path):
+    """`nginx(upstream_url, directives=NGINX_PROXY_HEADERS)`: Debian's nginx as a reverse proxy to `upstream_url` on
+    a free loopback port, `directives` in its one location; its URL once it accepts connections. Root not needed (the
+    config, pid, logs and temporary files in tmp_path); stopped after the test; a skip where nginx is absent."""
+    binary = shutil.which("nginx", path=os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/usr/local/sbin"]))
+    if binary is None:
+        pytest.skip("nginx is not installed (Debian: apt-get install nginx)")
+    started = []
+
+    def start(upstream: str, directives: str = NGINX_PROXY_HEADERS) -> str:
+        port = free_port()
+        folder = tmp_path / f"nginx-{port}"
+        folder.mkdir()
+        temp = "\n    ".join(f'{kind}_temp_path "{folder / kind}";' for kind in ("client_body", "proxy", "fastcgi",
+                                                                             "uwsgi", "scgi"))
+        (folder / "nginx.conf").write_text(f"""{"user root;" if os.geteuid() == 0 else ""}
+worker_processes 1;
+pid "{folder / 'nginx.pid'}";
+error_log "{folder / 'error.log'}";
+events {{ worker_connections 64; }}
+http {{
+    access_log off;
+    {temp}
+    server {{
+        listen 127.0.0.1:{port};
+        location / {{
+            proxy_pass {upstream};
+            {directives}
+        }}
+    }}
+}}
+""")
+        proc = subprocess.Popen([binary, "-p", str(folder), "-c", str(folder / "nginx.conf"), "-e",
+                                 str(folder / "error.log"), "-g", "daemon off;"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        started.append(proc)
+        import socket
+
+        for _ in range(200):
+            if proc.poll() is not None:
+                raise AssertionError(f"nginx exited: {(folder / 'error.log').read_text()}")
+            with socket.socket() as sock:
+                if sock.connect_ex(("127.0.0.1", port)) == 0:
+                    return f"http://127.0.0.1:{port}"
+            time.sleep(0.05)
+        raise AssertionError("nginx did not listen")
+
+    yield start
+    for proc in started:
+        proc.terminate()
+        proc.wait(timeout=10)

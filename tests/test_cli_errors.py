@@ -74,14 +74,14 @@ CASES = [  # (argv with {d} for the folder of broken inputs, what stderr must na
     ("average-checkpoints {d}/empty --output_dir {d}/avg", "No checkpoint-* directory"),
     ("average-checkpoints {d}/run --last 2 --output_dir {d}/avg", "has shape (5,), not (4,)"),
     ("average-checkpoints {d}/run --last 0 --output_dir {d}/avg", "--last must be at least 1"),
-    ("translate {d}/missing --input -", "does not exist"),
+    ("translate {d}/missing --input -", "no such directory: "),
     ("translate {d}/tagger --input -", "not a translation model"),
     ("translate {d}/tagger --num_beams 0", "argument --num_beams: must be at least 1, got 0"),
     ("translate {d}/tagger --batch_size x", "argument --batch_size: not an integer: 'x'"),
     ("export-ctranslate2 {d}/tagger {d}/ct2", "not a translation model"),
     ("plot curves {d}/empty", "trainer_state.json not found"),
     ("plot attention {d}/missing abc", "missing"),
-    ("demo {d}/missing", "does not exist"),
+    ("demo {d}/missing", "no such directory: "),
     ("demo {d}/tagger", "not a translation model"),
     ("demo {d}/tagger --port 70000", "not a port number"),
     ("push {d}/empty me/model", "config.json is missing"),
@@ -89,11 +89,11 @@ CASES = [  # (argv with {d} for the folder of broken inputs, what stderr must na
      "is not taken here: it is T5's task prefix"),
     ("train-ner --return_entity_level_metrics true --output_dir {d}/out", "scores of each entity type are always"),
     ("translate {d}/tagger --threads -1", "argument --threads: must be at least 0, got -1"),
-    ("serve {d}/tagger --workers -2", "argument --workers: must be at least 0, got -2"),
+    ("serve {d}/tagger --workers -2", "--workers '-2': must be at least 0, got -2"),
     ("serve {d}/tagger --port 0", "not a port number"),
-    ("serve {d}/tagger --request_timeout nan", "--request_timeout must be > 0"),
-    ("serve {d}/tagger --file_ttl 0", "--file_ttl must be > 0"),
-    ("serve {d}/tagger --char-limit -5", "argument --char-limit/--char_limit: must be at least -1, got -5"),
+    ("serve {d}/tagger --request_timeout nan", "--request_timeout 'nan': not a number"),
+    ("serve {d}/tagger --file_ttl 0", "--file_ttl '0': must be more than 0"),
+    ("serve {d}/tagger --char-limit -5", "--char-limit '-5': must be at least -1, got -5"),
     ("plot positions --d_model 0", "argument --d_model: must be at least 1, got 0"),
     ("translate {d}/reshaped --input -", "reshaped/model.safetensors holds tensors whose shapes do not match"),
     ("serve {d}/badcard", "badcard/README.md is damaged: its metadata block is not a YAML mapping"),
@@ -174,7 +174,7 @@ def test_the_console_command_prints_no_trace_unless_debug(files):
      "--max_source_length must be at least 1, got 0", "python -m vanilla_transformer.run_translation"),
     ("vanilla_transformer.run_ner", ["--train_file", "/no/such.conll", "--do_train", "--output_dir", "out"],
      "/no/such.conll: file not found", "python -m vanilla_transformer.run_ner"),
-    ("vanilla_transformer", ["average-checkpoints", "/no/such/run", "--output_dir", "x"], "is not a directory",
+    ("vanilla_transformer", ["average-checkpoints", "/no/such/run", "--output_dir", "x"], "no such directory",
      "vanilla-transformer average-checkpoints"),
 ])
 def test_python_m_launches_answer_a_mistake_with_one_line(module, argv, named, program, tmp_path):
@@ -206,5 +206,5 @@ def test_an_empty_model_path_is_named_not_sent_to_the_hub(capsys, argv):
     repository name."""
     status, err = run(capsys, argv)
     assert status == 2 and err.strip().splitlines()[-1].endswith(
-        ("the model directory is an empty path: give the saved model or export to use.", "is not a saved tagger "
+        ("no such directory: '' (an empty path).", "is not a saved tagger "
          "(VanillaTransformerForTokenClassification: a config.json naming it).")), err

@@ -220,8 +220,8 @@ def test_serve_command_refuses_what_cannot_be_one_server(small_demo_model, tmp_p
             ([f"{small_demo_model}:de-en", f"{small_demo_model}:de-en"], "two models translate de -> en"),
             ([f"{small_demo_model}:de-en", f"{small_demo_model}:en-de", "--source_lang", "de"], "name one model's"),
             ([str(small_demo_model), "--api-keys", str(keys)], f"{keys}, line 1: expected"),
-            ([str(small_demo_model), "--api-keys", ""], "--api-keys: an empty path"),
-            ([str(small_demo_model), "--api-keys", str(tmp_path)], "file not found"),
+            ([str(small_demo_model), "--api-keys", ""], "--api-keys '': an empty path"),
+            ([str(small_demo_model), "--api-keys", str(tmp_path)], f"--api-keys: {tmp_path}: a directory"),
             ([str(small_demo_model), "--api-keys", str(tmp_path / "binary")], "bytes that are not UTF-8"),
             ([str(small_demo_model), "--req-limit", "-2"], "--req-limit")):
         proc = subprocess.run([sys.executable, "-m", "vanilla_transformer.cli", "serve", *argv], capture_output=True,

@@ -41,7 +41,7 @@ def test_every_option_from_its_lt_variable_and_the_flag_wins():
                                      ("LT_PORT", "70000", "LT_PORT='70000'")):
         with pytest.raises(ValueError, match=message):
             serve.parse_args(["m"], {variable: value})
-    with pytest.raises(ValueError, match="--url-prefix '/a b'"):
+    with pytest.raises(ValueError, match="--url-prefix 'a b'"):
         serve.parse_args(["m", "--url-prefix", "a b"], {})
     assert serve.limits(serve.parse_args(["m"], {"LT_API_KEYS": "false"}))["api_keys"] == {}  # LibreTranslate's switch
     with pytest.raises(ValueError, match="give the key file"):
@@ -140,15 +140,17 @@ def test_hourly_and_daily_limits_and_the_flood_ban():
 
 
 def test_forwarded_for_is_the_client_only_when_trusted():
+    """Trusted, the client is the hop the proxy added: the last address of X-Forwarded-For (tests/test_proxy.py: the
+    same through a real nginx)."""
     with client_for(FakeEngine(), req_limit=1) as client:
         wait_ready(client)
         assert lt(client, headers={"X-Forwarded-For": "10.0.0.1"}).status_code == 200
         assert lt(client, headers={"X-Forwarded-For": "10.0.0.2"}).status_code == 429  # one client: the proxy
     with client_for(FakeEngine(), req_limit=1, trust_forwarded_for=True) as client:
         wait_ready(client)
-        assert lt(client, headers={"X-Forwarded-For": "10.0.0.1, 172.16.0.9"}).status_code == 200
+        assert lt(client, headers={"X-Forwarded-For": "172.16.0.9, 10.0.0.1"}).status_code == 200
         assert lt(client, headers={"X-Forwarded-For": "10.0.0.2"}).status_code == 200
-        assert lt(client, headers={"X-Forwarded-For": "10.0.0.1"}).status_code == 429
+        assert lt(client, headers={"X-Forwarded-For": "172.16.0.7, 10.0.0.1"}).status_code == 429  # forged left part
         assert lt(client).status_code == 200  # no header: the connection's address
 
 

@@ -359,7 +359,7 @@ def test_serve_command_errors_are_one_line(small_demo_model):
                           capture_output=True, text=True)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
-        "vanilla-transformer serve: error: Model directory '/no/such/model' does not exist."]
+        "vanilla-transformer serve: error: no such directory: '/no/such/model'."]
     proc = subprocess.run([sys.executable, "-m", "vanilla_transformer.cli", "serve", str(small_demo_model),
                            "--workers", "2"], capture_output=True, text=True)
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1

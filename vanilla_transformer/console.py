@@ -1,23 +1,29 @@
 """How every command meets its user, whether started as `vanilla-transformer COMMAND`, `python -m
 vanilla_transformer.MODULE` or under `torchrun -m`: argparse types, and a user's mistake (a missing or damaged file,
 malformed data, an option out of range, a model of the wrong kind) answered with one `PROGRAM: error: ...` line on
-stderr and exit status 2. `--debug` anywhere on the command line (or VT_DEBUG=1) shows the full trace instead. Other
-exceptions are bugs and keep their trace."""
+stderr and exit status 2. `--debug` anywhere on the command line (or VT_DEBUG=1) shows the full trace instead, except
+after `serve`, where it is LibreTranslate's, refused (`OWN_DEBUG`). Other exceptions are bugs and keep their trace."""
 
 import argparse
 import os
+import re
 import sys
 
+INTEGER = re.compile(r"[+-]?[0-9]+")  # ASCII digits only: int() would also take " 5", "1_000" and other scripts' digits
+DECIMAL = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")  # float()'s forms less nan, inf and "_"
 
-def int_at_least(lowest: int):
-    """An argparse type: an integer >= `lowest` (the option is named by argparse's own error line)."""
+
+def int_at_least(lowest: int, highest: int | None = None):
+    """An argparse type: an integer of ASCII digits >= `lowest` (and <= `highest` where given; the option is named by
+    argparse's own error line)."""
     def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if not INTEGER.fullmatch(text) or len(text) > 100:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}")
+        value = int(text)
         if value < lowest:
             raise argparse.ArgumentTypeError(f"must be at least {lowest}, got {value}")
+        if highest is not None and value > highest:
+            raise argparse.ArgumentTypeError(f"must be at most {highest}, got {value}")
         return value
 
     parse.__name__ = "integer"  # (argparse's name for the type in its messages)
@@ -25,6 +31,22 @@ def int_at_least(lowest: int):
 
 
 positive_int, non_negative_int = int_at_least(1), int_at_least(0)
+
+
+def number_between(lowest: float, highest: float, lowest_allowed: bool = True):
+    """An argparse type: a finite decimal number in [`lowest`, `highest`) (`lowest` itself refused unless
+    `lowest_allowed`); nan, inf and numbers too large for a float are refused."""
+    def parse(text: str) -> float:
+        if not DECIMAL.fullmatch(text) or len(text) > 100:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}")
+        value = float(text)
+        if not (lowest <= value < highest if lowest_allowed else lowest < value < highest):
+            bound = "at least" if lowest_allowed else "more than"
+            raise argparse.ArgumentTypeError(f"must be {bound} {lowest:g} and less than {highest:g}, got {text}")
+        return value
+
+    parse.__name__ = "number"
+    return parse
 
 
 def output_path(text: str) -> str:
@@ -37,18 +59,24 @@ def output_path(text: str) -> str:
 
 def port_number(text: str) -> int:
     """argparse type: a TCP port, 1-65535."""
-    if not text.isdigit() or not 1 <= int(text) <= 65535:
+    if not re.fullmatch(r"[0-9]{1,5}", text) or not 1 <= int(text) <= 65535:
         raise argparse.ArgumentTypeError(f"not a port number (1-65535): {text!r}")
     return int(text)
 
 
+OWN_DEBUG = ("serve",)  # commands whose `--debug` is their own argument (serve: LibreTranslate's, refused by name)
+
+
 def take_debug(argv: list[str]) -> tuple[bool, list[str]]:
     """(whether to show traces, `argv` without `--debug`). A `--debug` followed by one of TrainingArguments' debug
-    options (`--debug underflow_overflow`) is the training commands' own flag and stays."""
-    debug, rest = os.environ.get("VT_DEBUG", "") not in ("", "0"), []
+    options (`--debug underflow_overflow`) is the training commands' own flag and stays; so is a `--debug` after a
+    command of `OWN_DEBUG` (before the command it is the console's: `vanilla-transformer --debug serve ...`)."""
+    debug, rest, command = os.environ.get("VT_DEBUG", "") not in ("", "0"), [], None
     for i, arg in enumerate(argv):
         following = argv[i + 1] if i + 1 < len(argv) else ""
-        if arg == "--debug" and (not following or following.startswith("-") or not is_training_debug(following)):
+        command = command or (arg if not arg.startswith("-") else None)
+        if arg == "--debug" and command not in OWN_DEBUG and (
+                not following or following.startswith("-") or not is_training_debug(following)):
             debug = True
         else:
             rest.append(arg)

@@ -99,6 +99,94 @@ def check_output_path(path, what: str = "the output path") -> str:
     return os.fspath(path)
 
 
+# ---------------------------------------------------------------------------------------- nothing read is written over
+# The rule of every command: no output replaces what the run reads (an input file, a model it loads) or a finished
+# model, whichever way the path is spelled. Devices and pipes (/dev/null, /dev/stdout, a FIFO) are written in place and
+# replace nothing: they are never refused.
+FINISHED_MODEL_FILES = ("config.json", "model.safetensors", "pytorch_model.bin", "model.bin", "model.onnx")
+CHECKPOINT_NAME = re.compile(r"checkpoint-(\d+)")  # transformers' PREFIX_CHECKPOINT_DIR + "-STEP"
+
+
+def run_checkpoints(run_dir) -> list[str]:
+    """The `checkpoint-STEP` directories of a run directory, oldest first."""
+    run_dir = os.fspath(run_dir)
+    if not os.path.isdir(run_dir):
+        return []
+    steps = [(int(m.group(1)), name) for name in os.listdir(run_dir)
+             if (m := CHECKPOINT_NAME.fullmatch(name)) and os.path.isdir(os.path.join(run_dir, name))]
+    return [os.path.join(run_dir, name) for _, name in sorted(steps)]
+
+
+def same_path(a, b) -> bool:
+    """Whether `a` and `b` name one file or directory: equal once symlinks, `..`, trailing slashes and (where the file
+    system ignores it) case are resolved, or one inode (a hard link)."""
+    a, b = os.fspath(a), os.fspath(b)
+    try:
+        if os.path.samefile(a, b):
+            return True
+    except (OSError, ValueError):  # (one of them missing)
+        pass
+    return os.path.normcase(os.path.realpath(a)) == os.path.normcase(os.path.realpath(b))
+
+
+def is_within(path, directory) -> bool:
+    """Whether `path` lies in `directory` (at any depth, or is it), symlinks resolved."""
+    path, directory = os.path.realpath(os.fspath(path)), os.path.realpath(os.fspath(directory))
+    return os.path.normcase(path) == os.path.normcase(directory) or os.path.normcase(path).startswith(
+        os.path.normcase(directory.rstrip(os.sep) + os.sep))
+
+
+def written_in_place(path) -> bool:
+    """A device or pipe: written in place, never replaced."""
+    path = os.fspath(path)
+    return os.path.exists(path) and not os.path.isfile(path) and not os.path.isdir(path)
+
+
+def finished_model(directory) -> list[str]:
+    """What makes `directory` a finished model or a run's: the model files and `checkpoint-STEP` folders it holds."""
+    directory = os.fspath(directory)
+    if not os.path.isdir(directory):
+        return []
+    found = [name for name in FINISHED_MODEL_FILES if os.path.isfile(os.path.join(directory, name))]
+    return found + [os.path.basename(path) for path in run_checkpoints(directory)]
+
+
+def files_of(*directories) -> list[str]:
+    """The files at the top of each of `directories` that is a local directory (a model's: what the run reads)."""
+    found = []
+    for directory in directories:
+        if directory and os.path.isdir(os.fspath(directory)):
+            found += [os.path.join(os.fspath(directory), name) for name in sorted(os.listdir(directory))
+                      if os.path.isfile(os.path.join(os.fspath(directory), name))]
+    return found
+
+
+def refuse_overwriting(outputs, inputs=(), replaced=(), model_dirs=()) -> None:
+    """A `ValueError` naming both paths when a command would write over something of the user's: one of `outputs`
+    (files or directories it writes) that is one of `inputs` (files and directories the run reads), or a directory of
+    `replaced` (replaced whole) that is or holds one of them, or one of `model_dirs` (directories it writes files
+    into) that holds a finished model or checkpoints. Devices and pipes are not refused (written in place)."""
+    inputs = [os.fspath(path) for path in inputs if path not in (None, "-") and os.fspath(path).strip()]
+    for output in [*outputs, *replaced, *model_dirs]:
+        if output in (None, "-") or written_in_place(output):
+            continue
+        for source in inputs:
+            if same_path(output, source):
+                raise ValueError(f"the output {os.fspath(output)} is the input {source}: writing it would replace "
+                                 "what the run reads; give another output.")
+    for directory in replaced:
+        for source in inputs:
+            if is_within(source, directory):
+                raise ValueError(f"the output directory {os.fspath(directory)} holds the input {source}: replacing it "
+                                 "would delete what the run reads; give another output directory.")
+    for directory in model_dirs:
+        held = finished_model(directory)
+        if held:
+            what = ", ".join(held[:4]) + (", ..." if len(held) > 4 else "")
+            raise ValueError(f"the output directory {os.fspath(directory)} holds a finished model or checkpoints "
+                             f"({what}): writing into it would replace them; give another output directory.")
+
+
 @contextmanager
 def replaced_atomically(path):
     """A name for the block to write a file or a directory to, in a private folder beside `path` (same file system),

@@ -11,10 +11,44 @@ from .files import read_json
 
 
 def looks_local(name_or_path) -> bool:
-    """A path rather than a Hub id ("name" or "owner/name"): it exists, or it is written as a path."""
+    """A path rather than a Hub id ("name" or "owner/name"): it exists, it is written as a path, or it is no valid Hub
+    id at all (empty, a space, a trailing space or slash, ...: only a path can be meant)."""
+    from huggingface_hub.utils import validate_repo_id
+
     text = os.fspath(name_or_path)
-    return (os.path.exists(text) or text.startswith((".", "/", "~")) or text.count("/") > 1
-            or (os.path.sep != "/" and os.path.sep in text))
+    if (os.path.exists(text) or text.startswith((".", "/", "~")) or text.count("/") > 1
+            or (os.path.sep != "/" and os.path.sep in text)):
+        return True
+    try:
+        validate_repo_id(text)
+    except ValueError:  # (huggingface_hub's HFValidationError)
+        return True
+    return False
+
+
+def is_local_dir(name_or_path) -> bool:
+    """Whether `name_or_path` is a local directory (False: a Hub id). A path (`looks_local`) that names no directory
+    is a `FileNotFoundError` saying so, "no such directory: PATH", never a malformed Hub id: missing, a file, empty."""
+    text = os.fspath(name_or_path)
+    if not looks_local(text):
+        return False
+    if os.path.isdir(text):
+        return True
+    if os.path.exists(text):
+        raise FileNotFoundError(f"no such directory: {text!r} is a file, where a model directory belongs.")
+    raise FileNotFoundError(f"no such directory: {text!r}" + (" (an empty path)" if not text.strip() else "") + ".")
+
+
+def check_finite(named_tensors, where) -> None:
+    """No NaN or infinity is ever saved into a model: a `ValueError` naming the first tensor of `named_tensors`
+    ((name, tensor) pairs) that holds one, and `where` it is (the file, model or step)."""
+    import torch
+
+    for name, tensor in named_tensors:
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            bad = int((~torch.isfinite(tensor)).sum())
+            raise ValueError(f"{where}: the tensor {name} holds {bad} non-finite value(s) (NaN or infinity); a model "
+                             "with such weights is refused.")
 
 
 def check_json_files(directory, names, advice: str = "", mapping: bool = True) -> None:
@@ -43,7 +77,7 @@ def load_model(cls, path, **kwargs):
     corrupted `model.safetensors`, or one with tensors of other shapes than config.json's, and a config that is not a
     JSON object raise `OSError` naming the file instead of safetensors' bare message or transformers' trace."""
     weights = os.path.join(str(path), "model.safetensors")
-    if looks_local(path) and os.path.isdir(path):  # damaged configs named (transformers would trace or ignore them)
+    if is_local_dir(path):  # damaged configs named (transformers would trace or ignore them)
         check_json_files(path, ("config.json", "generation_config.json"))
     try:
         return cls.from_pretrained(path, **kwargs)
@@ -58,18 +92,61 @@ def load_model(cls, path, **kwargs):
 
 def ensemble_members(model, tokenizer, paths, cls, what: str, **kwargs) -> list:
     """`model` (whose tokenizer is `tokenizer`) and the `cls` models saved at `paths`, on `model`'s device: the
-    members of an ensemble (`what` names them in errors), which must share the tokenizer. `kwargs` go to
+    members of an ensemble (`what` names them in errors), which must agree (`check_members_agree`). `kwargs` go to
     `from_pretrained` of the tokenizers and models."""
     from transformers import AutoTokenizer
 
     members = [model]
     for path in paths:
+        is_local_dir(path)  # a missing directory named as one, not as a malformed Hub id
         tokenizer_kwargs = {k: v for k, v in kwargs.items() if k in ("cache_dir", "trust_remote_code")}
-        if AutoTokenizer.from_pretrained(path, **tokenizer_kwargs).get_vocab() != tokenizer.get_vocab():
-            raise ValueError(f"The tokenizer of {str(path)!r} differs from that of the first {what}; ensemble members "
-                             "must share one tokenizer.")
-        members.append(load_model(cls, path, **kwargs).to(model.device))
+        member = load_model(cls, path, **kwargs).to(model.device)
+        check_members_agree(model, tokenizer, member, AutoTokenizer.from_pretrained(path, **tokenizer_kwargs), path,
+                            what)
+        members.append(member)
     return members
+
+
+def check_members_agree(first, first_tokenizer, member, tokenizer, path, what: str) -> None:
+    """Models combined must agree, else a `ValueError` naming what differs: the architecture (config.architectures),
+    the direction (the source and target languages of the model cards, where both have them) and the vocabulary (the
+    tokenizers whole, their normalisation and special tokens included, and the model's vocab_size)."""
+    from .model_card import card_languages
+
+    first_path, path = str(getattr(first, "name_or_path", "") or "the first"), str(path)
+    pairs = [("architecture", first.config.architectures or [type(first).__name__],
+              member.config.architectures or [type(member).__name__]),
+             ("vocab_size", first.config.vocab_size, member.config.vocab_size),
+             ("tokenizer vocabulary", first_tokenizer.get_vocab(), tokenizer.get_vocab()),
+             ("tokenizer", tokenizer_definition(first_tokenizer), tokenizer_definition(tokenizer))]
+    for name, expected, found in pairs:
+        if expected != found:
+            shown = f"{found!r} differs from {expected!r}"
+            if isinstance(expected, dict) and isinstance(found, dict):  # the parts that differ, not the whole
+                shown = "its " + ", ".join(sorted(k for k in expected.keys() | found.keys()
+                                                  if expected.get(k) != found.get(k))[:5]) + " differ"
+            raise ValueError(f"The {name} of {path!r} ({shown}) does not match {first_path!r}'s: the {what} of an "
+                             "ensemble must share one tokenizer and architecture.")
+    if os.path.isdir(first_path) and os.path.isdir(path):
+        expected, found = card_languages(first_path), card_languages(path)
+        if expected and found and expected != found:
+            raise ValueError(f"{path!r} translates {found[0]}->{found[1]} but {first_path!r} translates "
+                             f"{expected[0]}->{expected[1]} (their model cards' languages): the {what} of an ensemble "
+                             "must share one direction.")
+
+
+def tokenizer_definition(tokenizer) -> dict | None:
+    """A transformers tokenizer's whole definition (its `tokenizers` JSON: vocabulary, merges, normalisation, special
+    tokens), where it has one."""
+    import json
+
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        return None
+    definition = json.loads(backend.to_str())
+    for setting in ("truncation", "padding"):  # how a call cuts and pads, not what the tokens are
+        definition.pop(setting, None)
+    return definition
 
 
 def no_progress_bars() -> None:

@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass
 
 from .files import check_output_path, read_json
-from .loading import check_json_files, looks_local, own_tokenizer, require
+from .loading import check_json_files, is_local_dir, looks_local, own_tokenizer, require
 
 TAGGER = "VanillaTransformerForTokenClassification"
 TRANSLATOR = "VanillaTransformerForConditionalGeneration"
@@ -85,16 +85,19 @@ def architectures_of(path) -> list[str]:
     """The architectures a saved model's config names (a local one read without transformers); a local path without
     config.json, or with a damaged one, is an error naming it; an empty path (an unset shell variable) is refused
     before it reaches the Hub as a name."""
-    if not os.fspath(path).strip():
-        raise FileNotFoundError("the model directory is an empty path: give the saved model or export to use.")
-    if looks_local(path):
+    if is_local_dir(path):  # (a path that is no directory, an empty one included, is named as such)
         config = os.path.join(path, "config.json")
         if not os.path.isfile(config):
             raise FileNotFoundError(f"{str(path)!r} is not a saved model directory (no config.json).")
         return read_json(config, mapping=True).get("architectures") or []
     from transformers import PretrainedConfig
 
-    return PretrainedConfig.get_config_dict(path)[0].get("architectures") or []
+    try:
+        return PretrainedConfig.get_config_dict(path)[0].get("architectures") or []
+    except OSError as error:  # (also what a mistyped local folder written as "name" or "folder/name" ends in)
+        reason = " ".join(str(error).split())
+        raise FileNotFoundError(f"no such directory: {str(path)!r}, and no model of that name could be read from the "
+                                f"Hub ({reason[:300]})") from None
 
 
 def is_tagger_dir(path) -> bool:
@@ -117,9 +120,7 @@ def check_tagger_dir(path) -> None:
 
 def check_translation_model_dir(path) -> None:
     """A clear error for a missing directory or one that holds something other than a translation model."""
-    if looks_local(path):
-        if not os.path.isdir(path):
-            raise FileNotFoundError(f"Model directory {str(path)!r} does not exist.")
+    if is_local_dir(path):
         if is_ctranslate2_dir(path):
             return
         if not os.path.isfile(os.path.join(path, "config.json")):

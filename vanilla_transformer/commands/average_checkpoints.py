@@ -12,7 +12,7 @@ import os
 import shutil
 
 from ..console import output_path
-from ..files import read_json, replaced_atomically
+from ..files import read_json, refuse_overwriting, replaced_atomically, run_checkpoints
 from ..model_card import CARD_INFO
 
 WEIGHTS = "model.safetensors"
@@ -20,10 +20,9 @@ WEIGHTS = "model.safetensors"
 
 def checkpoints(run_dir: str) -> list[str]:
     """The run's `checkpoint-STEP` directories that hold weights, oldest first."""
-    from ..training.checkpoints import run_checkpoints
-
     if not os.path.isdir(run_dir):
-        raise ValueError(f"{run_dir!r} is not a directory.")
+        raise FileNotFoundError(f"no such directory: {run_dir!r}" + (" (a file is there)" if os.path.exists(run_dir)
+                                                                      else "") + ".")
     return [path for path in run_checkpoints(run_dir) if os.path.isfile(os.path.join(path, WEIGHTS))]
 
 
@@ -42,13 +41,56 @@ def check_one_run(paths: list[str]) -> None:
                          "histories differ): average the checkpoints of one run, or give --last fewer.")
 
 
+# What must be equal in the checkpoints averaged: the model's config (its shapes, vocabulary size and special tokens)
+# and tokenizer files. Checkpoints of one run agree; differing ones are of different models.
+SAME_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
+              "merges.txt")
+CONFIG_BOOKKEEPING = ("transformers_version", "_name_or_path", "dtype", "torch_dtype")
+
+
+def check_same_model(paths: list[str]) -> None:
+    """The checkpoints are of one model: their configs (bookkeeping aside) and tokenizer files are equal, else a
+    `ValueError` naming the checkpoint and what differs."""
+    first = paths[-1]
+    for name in SAME_FILES:
+        expected = same_file_contents(os.path.join(first, name))
+        for path in paths[:-1]:
+            found = same_file_contents(os.path.join(path, name))
+            if found != expected:
+                differ = ("present in one only" if None in (found, expected) else
+                          ", ".join(sorted(k for k in expected.keys() | found.keys()
+                                           if expected.get(k) != found.get(k))[:5])
+                          if isinstance(found, dict) and isinstance(expected, dict) else "contents")
+                raise ValueError(f"{os.path.join(path, name)} differs from {os.path.join(first, name)} ({differ}): "
+                                 "the checkpoints are of different models; average the checkpoints of one run.")
+
+
+def same_file_contents(path: str):
+    """A file's contents as compared by `check_same_model`: a JSON file's object (bookkeeping fields aside), other
+    files' bytes; None where there is none."""
+    if not os.path.isfile(path):
+        return None
+    if not path.endswith(".json"):
+        with open(path, "rb") as f:
+            return f.read()
+    values = read_json(path)
+    if isinstance(values, dict):
+        for name in CONFIG_BOOKKEEPING:
+            values.pop(name, None)
+    return values
+
+
 def average(paths: list[str]) -> dict:
-    """Element-wise mean (in fp32, cast back to each tensor's dtype) of the checkpoints' weights: name -> tensor."""
+    """Element-wise mean (in fp32, cast back to each tensor's dtype) of the checkpoints' weights: name -> tensor. A
+    checkpoint holding a NaN or an infinity is refused, naming the tensor: no such number is saved into a model."""
     from safetensors.torch import load_file
+
+    from ..loading import check_finite
 
     total, reference = None, None
     for path in paths:
         state = load_file(os.path.join(path, WEIGHTS))
+        check_finite(state.items(), os.path.join(path, WEIGHTS))
         if total is None:
             reference = {k: v.dtype for k, v in state.items()}
             total = {k: v.float().clone() for k, v in state.items()}
@@ -59,7 +101,9 @@ def average(paths: list[str]) -> dict:
             if value.shape != total[key].shape:
                 raise ValueError(f"{path}: {key} has shape {tuple(value.shape)}, not {tuple(total[key].shape)}.")
             total[key] += value.float()
-    return {k: (v / len(paths)).to(reference[k]).contiguous() for k, v in total.items()}
+    averaged = {k: (v / len(paths)).to(reference[k]).contiguous() for k, v in total.items()}
+    check_finite(averaged.items(), "the averaged weights")  # (a mean beyond a half-precision dtype's range)
+    return averaged
 
 
 def main(argv=None):
@@ -78,7 +122,10 @@ def main(argv=None):
                          f"({', '.join(os.path.basename(p) for p in found)}); pass --last {len(found)} to average "
                          "those.")
     paths = found[-args.last:]
+    # the output is never the run, one of its checkpoints, or any other finished model: it would replace its weights
+    refuse_overwriting([args.output_dir], [args.run_dir, *run_checkpoints(args.run_dir)], model_dirs=[args.output_dir])
     check_one_run(paths)
+    check_same_model(paths)
     averaged = average(paths)
     os.makedirs(args.output_dir, exist_ok=True)
     newest = paths[-1]

@@ -10,20 +10,23 @@ PREDICTIONS holds `token gold predicted` a line, a blank line between sentences,
 import argparse
 import json
 
+from ..console import output_path
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("predictions", help="A predictions file (token gold predicted).")
     parser.add_argument("--train_file", required=True, help="The CoNLL file the tagger was trained on.")
-    parser.add_argument("--json", default=None, help="Also write the report to this JSON file.")
+    parser.add_argument("--json", type=output_path, default=None, help="Also write the report to this JSON file.")
     return parser
 
 
 def main(argv=None) -> None:
     args = build_parser().parse_args(argv)
-    from ..files import write_lines
+    from ..files import refuse_overwriting, write_lines
     from ..ner.analysis import format_report, seen_unseen_report
 
+    refuse_overwriting([args.json], [args.predictions, args.train_file])
     report = seen_unseen_report(args.predictions, args.train_file)
     print(format_report(report))
     if args.json:

@@ -22,8 +22,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> dict:
     args = build_parser().parse_args(argv)
     from ..evaluation.paper_bleu import score
-    from ..files import read_lines, write_text
+    from ..files import read_lines, refuse_overwriting, write_text
 
+    refuse_overwriting([args.output], [args.hypotheses, args.references])
     result = score(read_lines(args.hypotheses), read_lines(args.references), args.lang)
     print(json.dumps(result, indent=2))
     if args.output:

@@ -40,7 +40,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> None:
     args = build_parser().parse_args(argv)
     from ..deploy.translators import translate_file
+    from ..files import files_of, refuse_overwriting
     from ..loading import no_progress_bars
+
+    models = [args.model_dir, *(args.ensemble_with or ())]
+    refuse_overwriting([args.output], [args.input, *models, *files_of(*models)])
 
     if args.quiet:
         no_progress_bars()

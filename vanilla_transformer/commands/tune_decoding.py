@@ -13,6 +13,7 @@ writes them as JSON.
 import argparse
 import itertools
 import json
+import math
 import os
 
 from ..console import add_device_argument, add_engine_argument, output_path, positive_int
@@ -72,10 +73,14 @@ def save_decoding(model_dir: str, num_beams: int, length_penalty: float) -> str:
 def main(argv=None) -> dict:
     args = build_parser().parse_args(argv)
     from ..deploy.translators import make_translator
-    from ..files import read_lines, write_text
-    from ..loading import no_progress_bars
+    from ..files import files_of, read_lines, refuse_overwriting, write_text
+    from ..loading import is_local_dir, no_progress_bars
 
-    if args.save and not os.path.isdir(args.model_dir):  # (a Hub id: nothing local to write into)
+    bad = [penalty for penalty in args.length_penalty if not math.isfinite(penalty)]
+    if bad:  # (never saved into a model's generation config, nor tried)
+        raise ValueError(f"--length_penalty {bad[0]} is not a finite number.")
+    refuse_overwriting([args.output], [args.source, args.reference, args.model_dir, *files_of(args.model_dir)])
+    if args.save and not is_local_dir(args.model_dir):  # (a Hub id: nothing local to write into)
         raise ValueError(f"--save writes into the model's directory, and {args.model_dir!r} is none: download the "
                          "model first, or leave --save out.")
     sources, references = read_lines(args.source), read_lines(args.reference)

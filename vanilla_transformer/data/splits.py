@@ -10,7 +10,7 @@ file. Tune on the tune files; score validation once, at the end.
 import os
 import random
 
-from ..files import DOCSTART, DataError, check_output_path, read_lines, write_lines
+from ..files import DOCSTART, DataError, check_output_path, read_lines, refuse_overwriting, write_lines
 
 
 def held_out(count: int, fraction: float, seed: int) -> set[int]:
@@ -18,6 +18,24 @@ def held_out(count: int, fraction: float, seed: int) -> set[int]:
     if not 0 < fraction < 1:
         raise ValueError(f"fraction must be between 0 and 1, got {fraction}.")
     return set(random.Random(seed).sample(range(count), min(count - 1, max(1, round(fraction * count)))))
+
+
+def split_outputs(output_dir: str, names, inputs) -> dict:
+    """{name: OUTPUT_DIR/name} for the files a split writes, checked first: none of them is one of the `inputs` (by any
+    spelling: links, `..`, case), and OUTPUT_DIR holds no finished model or checkpoints."""
+    check_output_path(output_dir, "the output directory")
+    paths = {name: os.path.join(output_dir, name) for name in names}
+    refuse_overwriting(paths.values(), inputs, model_dirs=[output_dir])
+    return paths
+
+
+def check_language_codes(*codes: str) -> None:
+    """Language codes name files (PREFIX.CODE): two different plain names, no path (`../x`, `a/b`) or blank."""
+    for code in codes:
+        if not code.strip() or code in (".", "..") or "/" in code or os.sep in code or code != code.strip():
+            raise ValueError(f"the language code {code!r} is not a plain name (it names the files PREFIX.CODE).")
+    if len(set(codes)) < len(codes):
+        raise ValueError(f"--source_lang and --target_lang are both {codes[0]!r}: a pair needs two languages.")
 
 
 def write_split(paths: dict, items: list, tune: set[int]) -> None:
@@ -39,13 +57,13 @@ def conll_documents(path: str) -> list[list[str]]:
 
 def split_documents(path: str, output_dir: str, fraction: float = 0.1, seed: int = 0) -> dict:
     """Hold out `fraction` of the documents (at least one, seeded) as tune.txt; the rest is train.txt."""
-    check_output_path(output_dir, "the output directory")
+    outputs = split_outputs(output_dir, ("train.txt", "tune.txt"), [path])
     documents = conll_documents(path)
     if len(documents) < 2:
         raise DataError(f"{path}: one document only; a tuning split needs two or more.")
     tune = held_out(len(documents), fraction, seed)
     os.makedirs(output_dir, exist_ok=True)
-    write_split({name: os.path.join(output_dir, f"{name}.txt") for name in ("train", "tune")}, documents, tune)
+    write_split({name: outputs[f"{name}.txt"] for name in ("train", "tune")}, documents, tune)
     return {"documents": len(documents), "tune_documents": len(tune), "train_documents": len(documents) - len(tune)}
 
 
@@ -53,7 +71,10 @@ def split_pairs(prefix: str, output_dir: str, source_lang: str, target_lang: str
                 seed: int = 0) -> dict:
     """Hold out `fraction` of the line pairs of PREFIX.SRC / PREFIX.TGT (at least one, seeded) as tune.{SRC,TGT}; the
     rest is train.{SRC,TGT}. Files that do not align are a DataError naming both."""
-    check_output_path(output_dir, "the output directory")
+    check_language_codes(source_lang, target_lang)
+    inputs = [f"{prefix}.{lang}" for lang in (source_lang, target_lang)]
+    split_outputs(output_dir, [f"{name}.{lang}" for name in ("train", "tune") for lang in (source_lang, target_lang)],
+                  inputs)
     sides = {lang: read_lines(f"{prefix}.{lang}") for lang in (source_lang, target_lang)}
     (source, target) = sides.values()
     if len(source) != len(target):

@@ -11,7 +11,8 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, RedirectResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from . import libretranslate, v1
+from .. import __version__
+from . import libretranslate, openapi, v1
 from .access import Access
 from .batcher import DynamicBatcher, ServeError
 from .dispatch import body_too_large
@@ -97,7 +98,8 @@ def create_app(translators: list, settings: Settings, tagger=None) -> FastAPI:
     if not translators and tagger is None:
         raise ValueError("serve needs a translation model, a tagger, or both.")
     pairs = Pairs(translators)
-    app = FastAPI(title="vanilla-transformer", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    app = FastAPI(title="vanilla-transformer", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
+                  openapi_url=None)  # (the document is `/spec`, its page `/docs`: under the url prefix)
     batchers: dict[str, DynamicBatcher] = {}
     limits = {"minute": settings.req_limit, "hour": settings.hourly_req_limit, "day": settings.daily_req_limit}
     app.state.server = ServerState(
@@ -118,6 +120,7 @@ def create_app(translators: list, settings: Settings, tagger=None) -> FastAPI:
     prefix = settings.url_prefix
     app.include_router(libretranslate.router, prefix=prefix)
     app.include_router(v1.router, prefix=prefix)
+    openapi.add_docs(app, prefix)  # (LibreTranslate shows it with --disable-web-ui too)
     if prefix:  # LibreTranslate's: the root sends a browser to the prefix
         app.add_api_route("/", lambda: RedirectResponse(prefix + "/", status_code=301), include_in_schema=False)
     app.add_middleware(LimitsAndMetrics, max_request_bytes=settings.max_request_bytes, metrics=app.state.server.metrics,

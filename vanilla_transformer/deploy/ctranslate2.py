@@ -22,8 +22,8 @@ try:
 except ImportError:  # an optional extra: say how to get it when it is used
     Converter = object
 
-from ..files import replaced_atomically
-from ..loading import load_model, require
+from ..files import refuse_overwriting, replaced_atomically
+from ..loading import check_finite, load_model, require
 from ..model.modeling_vanilla_transformer import VanillaTransformerPositionalEmbedding
 from ..model_card import copy_card
 from ..model_dirs import check_export_target, check_translation_model_dir
@@ -76,6 +76,7 @@ class VanillaTransformerConverter(Converter):
         if not hasattr(self.model, "lm_head"):
             raise ValueError(f"{type(self.model).__name__} is not a translation model; only "
                              "VanillaTransformerForConditionalGeneration exports to CTranslate2.")
+        check_finite(self.model.state_dict().items(), self.model_name_or_path or "the model")
         return self.model.eval(), self.tokenizer
 
     def _load(self):  # the hook `Converter.convert` calls
@@ -184,6 +185,7 @@ def export_ctranslate2(model_name_or_path, output_dir, quantization: str | None 
     """Convert a saved translation model to a CTranslate2 directory (with its tokenizer and model card); returns the
     directory."""
     output_dir = check_export_target(output_dir, force, "export-ctranslate2")
+    refuse_overwriting([], [model_name_or_path], replaced=[output_dir])  # (--force replaces the directory whole)
     with replaced_atomically(output_dir) as staging:  # a finished export or none: never half a directory
         VanillaTransformerConverter(model_name_or_path).convert(staging, quantization=quantization)
         copy_card(model_name_or_path, staging)

@@ -1,16 +1,41 @@
 """From a request's sentences to the engines' outputs, shared by both APIs: the server's limits, the engine's batcher,
 the request timeout, and a translation's route (one model, or two through a pivot language)."""
 
-import asyncio
+import functools
+import ipaddress
 
+import anyio
 from fastapi import Request
 
 from .batcher import ServeError
 from .state import server
 
+# Work on fewer characters (or bytes) than this runs on the event loop itself: a thread switch would cost more than
+# the work (parsing, token counting, markup: well under a millisecond)
+INLINE_SIZE = 1 << 14
+
 
 def body_too_large(limit: int) -> ServeError:
     return ServeError(413, f"request body over {limit} bytes (--max_request_bytes)")
+
+
+async def off_loop(size: int, work, *args):
+    """`work(*args)`, CPU-bound work on a request's input of `size` characters or bytes (parsing a body, detecting a
+    language, counting tokens, reading or rebuilding markup or a document): in a worker thread, so the event loop goes
+    on answering other requests meanwhile (`/health` included); small work inline. The request's deadline
+    (`within_deadline`) abandons a thread it no longer waits for."""
+    if size < INLINE_SIZE:
+        return work(*args)
+    return await anyio.to_thread.run_sync(functools.partial(work, *args), abandon_on_cancel=True)
+
+
+async def within_deadline(request: Request, answer):
+    """`await answer` (a route's whole work: its body read and parsed, detection, every batch of a file, both models
+    of a pivot), or a 504 once `--request_timeout` seconds have passed."""
+    timeout = server(request).settings.request_timeout
+    with anyio.move_on_after(timeout):
+        return await answer
+    raise ServeError(504, f"no answer within {timeout:g} s (--request_timeout)")
 
 
 async def read_body(request: Request) -> bytes:
@@ -23,19 +48,49 @@ async def read_body(request: Request) -> bytes:
     return body
 
 
+def ip_address(text: str) -> str | None:
+    """`text` as one canonical IP address (`2001:DB8::1` and `2001:db8::1` alike, an IPv4-mapped IPv6 address as its
+    IPv4 one, a port (`1.2.3.4:80`, `[::1]:80`) and an IPv6 zone (`%eth0`) left out), or None where it is not one."""
+    text = text.strip()
+    if len(text) > 64:  # longer than any address written with a port: not one
+        return None
+    if text.startswith("["):  # [IPv6] or [IPv6]:PORT
+        text, bracket, port = text[1:].partition("]")
+        if not bracket or port and not (port[0] == ":" and port[1:].isascii() and port[1:].isdigit()):
+            return None
+    elif text.count(":") == 1:  # IPv4:PORT (an IPv6 address has two colons or more)
+        text, _, port = text.partition(":")
+        if not (port.isascii() and port.isdigit()):
+            return None
+    try:
+        address = ipaddress.ip_address(text.split("%", 1)[0])
+    except ValueError:
+        return None
+    mapped = getattr(address, "ipv4_mapped", None)
+    return str(mapped or address)
+
+
 def client_address(request: Request) -> str:
-    """The caller's address: the first of X-Forwarded-For with `--trust-forwarded-for` (a proxy in front names the
-    client it serves), else the connection's."""
-    if server(request).settings.trust_forwarded_for:
-        forwarded = request.headers.get("x-forwarded-for", "").split(",")[0].strip()
-        if forwarded:
-            return forwarded[:100]
-    return request.client.host if request.client else "unknown"
+    """Who the client is, for the request limits: the connection's address; with `--trust-forwarded-for` (a proxy in
+    front), the hop that proxy added: the LAST address of X-Forwarded-For (nginx's `$proxy_add_x_forwarded_for` appends
+    the address it was connected from). What the client wrote to the left of it is never believed, and no other
+    header (X-Real-IP, Forwarded) is read; a last hop that is not an address (garbage, empty) counts as the
+    connection's (the proxy's), never as a key the client chose. The HTTP server reads no proxy header itself
+    (`serve` runs uvicorn with proxy_headers=False), so the connection's address is the peer's."""
+    peer = request.client.host if request.client else "unknown"
+    forwarded = request.headers.getlist("x-forwarded-for")
+    if server(request).settings.trust_forwarded_for and forwarded:
+        hop = ip_address(forwarded[-1].rpartition(",")[2])  # several headers: the last one's last address
+        if hop is not None:
+            return hop
+    return ip_address(peer) or peer
 
 
 async def check_access(request: Request, given) -> None:
     """The API key from the body (`given`) or the X-API-Key header where the server has keys, and the request
     limits (`access.Access`)."""
+    if given is not None and not isinstance(given, str):  # (a JSON number, a list, a form's file: never a key)
+        raise ServeError(400, "Invalid request: api_key must be a string")
     given = given if given is not None else request.headers.get("x-api-key")
     await server(request).access.check(given, client_address(request))
 
@@ -79,26 +134,27 @@ async def submit(request: Request, engine, texts: list[str], options: tuple) -> 
                               "(--max_sentences)")
     if not texts:
         return []
-    tokens = engine.count_tokens(texts)
+    tokens = await off_loop(sum(map(len, texts)), engine.count_tokens, texts)
     for i, n in enumerate(tokens):
         if n > settings.max_sentence_tokens:
             raise ServeError(400, f"sentence {i} has {n} tokens; at most {settings.max_sentence_tokens} "
                                   "(--max_sentence_tokens)")
-    try:
-        return await asyncio.wait_for(server(request).batchers[engine.name].submit(texts, tokens, options),
-                                      settings.request_timeout)
-    except TimeoutError:
-        raise ServeError(504, f"no answer within {settings.request_timeout:g} s (--request_timeout)") from None
+    # (no timeout of its own: the route's deadline, `within_deadline`, bounds the request as a whole)
+    return await server(request).batchers[engine.name].submit(texts, tokens, options)
 
 
 async def translate(request: Request, source: str, target: str, texts: list[str], n: int = 1,
                     num_beams: int | None = None, max_new_tokens: int | None = None) -> list[list[str]]:
     """The `n` best translations of each text (none empty), best first, from `source` into `target`: through the
     pair's model, or through a pivot language (the first model's best translation is the second one's input).
-    `num_beams` None: each model's own (its generation config), at least `n`."""
+    `num_beams` None: each model's own (its generation config), at least `n`. A `source` equal to the `target` (a
+    served language) gives each text back as it is, `n` times, translated by no model (both APIs alike)."""
     limit, asked = server(request).settings.max_beams, max(num_beams or 1, n)
     if asked > limit:
         raise ServeError(400, f"num_beams {asked} is over the limit of {limit} (--max_beams)")
+    if source == target:
+        server(request).pairs.check_served(source)
+        return [[text] * n for text in texts]
     route = server(request).pairs.checked_route(source, target)
     engines = [engine_of(request, engine.name) for engine in route]  # every leg ready before the first runs
     for engine in engines[:-1]:

@@ -12,6 +12,8 @@ from ..model_dirs import ModelDir
 
 logger = logging.getLogger(__name__)
 
+BATCH_COUNT_CHARS = 4096  # texts of more characters than this in all are counted by the tokenizer's thread pool
+
 
 class Engine:
     """A model served under `name` (its batcher's key and its name in logs and /v1/health); `ready` is set once it
@@ -46,7 +48,11 @@ class Engine:
             logger.error("could not load %s: %s", self.model_dir, error)
 
     def count_tokens(self, texts: list[str]) -> list[int]:
-        return [len(self.counter.encode(text)) for text in texts]  # one by one: no thread pool for a few sentences
+        if sum(map(len, texts)) < BATCH_COUNT_CHARS:  # one by one: no thread pool for a few sentences
+            return [len(self.counter.encode(text)) for text in texts]
+        # many characters: `encode_batch` lets go of the GIL while it works (`encode` holds it: a long text would
+        # stop the server's event loop even from a worker thread)
+        return [len(encoding) for encoding in self.counter.encode_batch(texts)]
 
 
 class TranslationEngine(Engine):

@@ -3,18 +3,28 @@
 `/frontend/settings`, `/spec`, `/suggest` (disabled) and `/health`, with LibreTranslate's fields (a JSON body or a
 form), limits and error texts; and the translation page at `/` (`web_page.html`)."""
 
+import io
 import json
 import re
+from email.message import Message
+from email.utils import collapse_rfc2231_value
 from pathlib import Path
+from urllib.parse import unquote_to_bytes
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.datastructures import UploadFile
 
+try:  # (python-multipart's module name from 0.0.13 on; `multipart` before)
+    from python_multipart import MultipartParser
+except ImportError:  # pragma: no cover
+    from multipart import MultipartParser
+
+from . import openapi
 from .batcher import ServeError
-from .dispatch import check_access, model_state, read_body, translate
-from .documents import DOCUMENTS, read_document, sentence_lines
-from .languages import language_name
+from .dispatch import check_access, model_state, off_loop, read_body, translate, within_deadline
+from .documents import DOCUMENTS, decode_text, read_document, sentence_lines
+from .languages import DETECTED_CHARS, language_name
 from .markup import FORMATS, rebuild, segments, sentences
 from .state import server
 
@@ -25,30 +35,136 @@ WEB_PAGE = (Path(__file__).parent / "web_page.html").read_text(encoding="utf-8")
 
 
 async def fields_of(request: Request) -> dict:
-    """LibreTranslate's fields from a JSON or form body (a file field as `UploadFile`); anything else is a 415."""
-    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    """LibreTranslate's fields from a JSON or form body (a file field as `UploadFile`); anything else is a 415. A
+    form's text is in the charset its content type names (HTML's rule: `; charset=latin-1`), UTF-8 where it names
+    none; JSON is UTF-8 (RFC 8259: a charset label changes nothing), a body that is not UTF-8 read in the charset the
+    label names as a client that sends one means it. A byte-order mark is dropped; bytes that are not text in that
+    charset are a 400 naming the field, never read as another charset's characters (mojibake). A field given twice
+    in a form is refused unless `q` (a list of texts) or twice the same. Parsing a large body runs off the event
+    loop."""
+    content_type, params = media_type(request.headers.get("content-type", ""))
     body = await read_body(request)
     if content_type == "application/json":
-        try:
-            fields = json.loads(body)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ServeError(400, f"malformed JSON body ({exc})") from None
-        except RecursionError:
-            raise ServeError(400, "malformed JSON body (nested too deeply)") from None
+        fields = await off_loop(len(body), json_fields, body, params.get("charset"))
         if not isinstance(fields, dict):
             raise ServeError(400, "the JSON body must be an object")
         return fields
     if content_type in ("application/x-www-form-urlencoded", "multipart/form-data", ""):
         if not body:
             return {}
+        parse = urlencoded_fields if content_type != "multipart/form-data" else multipart_fields
+        return one_value_each(await off_loop(len(body), parse, body, params))
+    raise ServeError(415, f"unsupported content type {content_type[:100]!r}: send JSON or a form")
 
-        async def replay():  # the body, read once under the size limit, given to the form parser
-            return {"type": "http.request", "body": body, "more_body": False}
 
-        form = await Request(request.scope, replay).form()
-        return {key: (form.getlist(key) if key == "q" and len(form.getlist(key)) > 1 else form[key])
-                for key in form.keys()}
-    raise ServeError(415, f"unsupported content type {content_type!r}: send JSON or a form")
+def media_type(header: str) -> tuple[str, dict]:
+    """A Content-Type header's media type (lower case) and parameters (`charset`, `boundary`)."""
+    message = Message()
+    message["content-type"] = header
+    params = message.get_params([], header="content-type")[1:]
+    return header.split(";")[0].strip().lower(), {name.lower(): collapse_rfc2231_value(value) for name, value in params}
+
+
+def text_of(data: bytes, charset: str | None, what: str) -> str:
+    """`data` as text in `charset` (UTF-8 where None), a byte-order mark dropped; a 400 naming `what` where it is not
+    text in it, a 415 for a charset Python does not know."""
+    charset = charset or "UTF-8"
+    try:
+        return data.decode("utf-8-sig" if charset.lower() in ("utf-8", "utf8") else charset).removeprefix("\ufeff")
+    except LookupError:
+        raise ServeError(415, f"unsupported charset {charset[:50]!r}: send UTF-8") from None
+    except UnicodeDecodeError as error:
+        raise ServeError(400, f"Invalid request: {what} is not {charset[:50]} text (byte {error.start})") from None
+
+
+def json_fields(body: bytes, charset: str | None):
+    try:
+        text = body.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        text = text_of(body, charset, "the JSON body")  # (not UTF-8: as labelled, else refused)
+    try:
+        return json.loads(text, object_pairs_hook=one_each)
+    except RecursionError:
+        raise ServeError(400, "malformed JSON body (nested too deeply)") from None
+    except ValueError as exc:  # (JSONDecodeError, and a number of over 4,300 digits)
+        raise ServeError(400, f"malformed JSON body ({exc})") from None
+
+
+def one_each(pairs: list) -> dict:
+    """A JSON object whose keys are each given once (`{"source": "de", "source": "fr"}`: which did the client mean?)."""
+    fields = dict(pairs)
+    if len(fields) < len(pairs):
+        twice = next(key for i, (key, _) in enumerate(pairs) if key in dict(pairs[:i]))
+        raise ValueError(f"the key {twice[:50]!r} given twice")
+    return fields
+
+
+def urlencoded_fields(body: bytes, params: dict) -> list[tuple[str, str]]:
+    """A form's (name, value) pairs as browsers encode them: `+` a space, `%XX` a byte, the bytes text (`text_of`)."""
+    pairs = []
+    for part in body.split(b"&"):
+        if part:
+            name, _, value = (unquote_to_bytes(piece.replace(b"+", b" ")) for piece in part.partition(b"="))
+            name = text_of(name, params.get("charset"), "a form field's name")
+            pairs.append((name, text_of(value, params.get("charset"), f"the form's {name[:50]} field")))
+    return pairs
+
+
+def multipart_fields(body: bytes, params: dict) -> list[tuple[str, "str | UploadFile"]]:
+    """A multipart form's (name, value) pairs: a part with a file name as an `UploadFile`, the others as text
+    (`text_of`, in the part's own charset where it names one)."""
+    if not params.get("boundary"):
+        raise ServeError(400, "Invalid request: a multipart/form-data body without a boundary")
+    parts, header = [], [b"", b""]
+
+    def begin():
+        parts.append({"headers": Message(), "data": []})
+
+    def header_field(data, start, end):
+        header[0] += data[start:end]
+
+    def header_value(data, start, end):
+        header[1] += data[start:end]
+
+    def header_end():
+        parts[-1]["headers"][header[0].decode("latin-1")] = text_of(header[1], params.get("charset"), "a part's header")
+        header[:] = [b"", b""]
+
+    def part_data(data, start, end):
+        parts[-1]["data"].append(data[start:end])
+
+    try:
+        parser = MultipartParser(params["boundary"], {
+            "on_part_begin": begin, "on_header_field": header_field, "on_header_value": header_value,
+            "on_header_end": header_end, "on_part_data": part_data})
+        parser.write(body)
+        parser.finalize()
+    except ValueError as error:  # (python-multipart's errors)
+        raise ServeError(400, f"Invalid request: a malformed multipart/form-data body ({error})") from None
+    fields = []
+    for part in parts:
+        headers, data = part["headers"], b"".join(part["data"])
+        name = collapse_rfc2231_value(headers.get_param("name", "", header="content-disposition"))
+        filename = headers.get_param("filename", None, header="content-disposition")
+        if filename is not None:
+            fields.append((name, UploadFile(io.BytesIO(data), size=len(data), filename=collapse_rfc2231_value(
+                filename))))
+        else:
+            charset = headers.get_content_charset() or params.get("charset")
+            fields.append((name, text_of(data, charset, f"the form's {name[:50]} field")))
+    return fields
+
+
+def one_value_each(pairs: list) -> dict:
+    """Form fields by name: `q` given more than once is a list of texts; another field given twice is a 400 unless
+    both say the same (which one did the client mean?)."""
+    values: dict[str, list] = {}
+    for name, value in pairs:
+        values.setdefault(name, []).append(value)
+    for name, given in values.items():
+        if name != "q" and len(given) > 1 and any(not isinstance(v, str) or v != given[0] for v in given):
+            raise ServeError(400, f"Invalid request: {name[:50]} parameter given {len(given)} times")
+    return {name: given if name == "q" and len(given) > 1 else given[0] for name, given in values.items()}
 
 
 def required(fields: dict, name: str):
@@ -79,11 +195,10 @@ def checked_limits(request: Request, fields: dict, texts: list[str]) -> int:
     for text in texts:
         if 0 <= settings.char_limit < len(text):
             raise ServeError(400, f"Invalid request: request ({len(text)}) exceeds text limit ({settings.char_limit})")
-    alternatives = fields.get("alternatives", 0)
-    try:
-        alternatives = int(alternatives)
-    except (TypeError, ValueError, OverflowError):
-        raise ServeError(400, "Invalid request: alternatives parameter is not a number") from None
+    given = fields.get("alternatives")
+    alternatives = 0 if given is None else whole_number(given)  # (JSON's null: not given)
+    if alternatives is None:
+        raise ServeError(400, "Invalid request: alternatives parameter is not a number")
     if alternatives < 0:
         raise ServeError(400, "Invalid request: alternatives parameter must be >= 0")
     if alternatives > settings.max_beams - 1:
@@ -92,16 +207,30 @@ def checked_limits(request: Request, fields: dict, texts: list[str]) -> int:
     return alternatives
 
 
+def whole_number(value) -> int | None:
+    """`value` as a whole number: a JSON integer (or a number with no fraction: 2.0) or a form's digits ("3"), else
+    None: true and false are not numbers (though Python counts them as 1 and 0), nor is 2.5, "2.5", inf or NaN."""
+    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+        return None
+    if isinstance(value, str) and not re.fullmatch(r"\s*[+-]?[0-9]+\s*", value):
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):  # (a list, a dict; digits past Python's 4,300)
+        return None
+
+
 def checked_format(fields: dict) -> str:
-    text_format = fields.get("format") or "text"
-    if text_format not in FORMATS:
-        raise ServeError(400, f"{text_format} format is not supported")
+    text_format = "text" if fields.get("format") in (None, "") else fields.get("format")  # ({}, 0, false: refused)
+    if not isinstance(text_format, str) or text_format not in FORMATS:
+        raise ServeError(400, f"{str(text_format)[:50]} format is not supported")
     return text_format
 
 
-def detected(request: Request, text: str) -> dict:
-    """The most likely served source language of `text`."""
-    return server(request).detector.detect(text)[0]
+async def detected(request: Request, texts: list[str]) -> list[list[dict]]:
+    """The served source languages of each text, most likely first (`languages.Detector`), found off the event loop."""
+    detector = server(request).detector
+    return await off_loop(sum(map(len, texts)), lambda: [detector.detect(text) for text in texts])
 
 
 def unique(texts: list[str], best: str) -> list[str]:
@@ -117,16 +246,23 @@ def unique(texts: list[str], best: str) -> list[str]:
 async def translated(request: Request, texts: list[str], source: str, target: str, text_format: str,
                      alternatives: int = 0, chunk: int | None = None) -> list[tuple[str, list[str]]]:
     """Each text's translation and its alternatives (distinct, the best left out): every sentence of every text
-    (`markup.segments`) in one call of the engines, or in calls of `chunk` sentences (a file)."""
+    (`markup.segments`) in one call of the engines, or in calls of `chunk` sentences (a file). Reading and rebuilding
+    the markup run off the event loop."""
     if source == target:
         return [(text, []) for text in texts]
-    pieces = [segments(text, text_format) for text in texts]
+    size = sum(map(len, texts))
+    pieces = await off_loop(size, lambda: [segments(text, text_format) for text in texts])
     flat = [sentence for each in pieces for sentence in sentences(each)]
     n, done, step = alternatives + 1, [], chunk or max(1, len(flat))
     for start in range(0, len(flat), step):
         done += await translate(request, source, target, flat[start:start + step], n)
-    hypotheses = iter(done)
-    out = []
+    return await off_loop(size, rebuilt, pieces, done, n, alternatives)
+
+
+def rebuilt(pieces: list, hypotheses: list[list[str]], n: int, alternatives: int) -> list[tuple[str, list[str]]]:
+    """Each text (its `pieces`) with its sentences' translations put back: the best, then its distinct alternatives,
+    the k-th of them each sentence's k-th best."""
+    hypotheses, out = iter(hypotheses), []
     for each in pieces:
         mine = [next(hypotheses) for _ in sentences(each)]
         ranked = [rebuild(each, [h[min(k, len(h) - 1)] for h in mine]) for k in range(n)]
@@ -134,17 +270,21 @@ async def translated(request: Request, texts: list[str], source: str, target: st
     return out
 
 
-@router.post("/translate")
+@router.post("/translate", **openapi.TRANSLATE)
 async def libretranslate(request: Request):
     """LibreTranslate's `/translate`: `q` (a text or a list), `source` (a code or "auto"), `target`, `format` ("text"
     or "html"), `alternatives`, `api_key`."""
+    return await within_deadline(request, libretranslate_answer(request))
+
+
+async def libretranslate_answer(request: Request) -> dict:
     fields = await fields_of(request)
     await check_access(request, fields.get("api_key"))
     q, source, target = required(fields, "q"), required(fields, "source"), required(fields, "target")
     texts = checked_texts(q)
     alternatives, text_format = checked_limits(request, fields, texts), checked_format(fields)
     server(request).pairs.check_served(*([] if source == "auto" else [source]), target)
-    languages = [detected(request, text) if source == "auto" else None for text in texts]
+    languages = [found[0] for found in await detected(request, texts)] if source == "auto" else [None] * len(texts)
     results: list = [None] * len(texts)
     for code in dict.fromkeys(found["language"] if found else source for found in languages):
         mine = [i for i, found in enumerate(languages) if (found["language"] if found else source) == code]
@@ -159,26 +299,30 @@ async def libretranslate(request: Request):
     return answer
 
 
-@router.post("/detect")
+@router.post("/detect", **openapi.DETECT)
 async def detect(request: Request):
     """LibreTranslate's `/detect`: `q` -> the served source languages, most likely first, `{"language",
     "confidence"}` (0-100)."""
+    return await within_deadline(request, detect_answer(request))
+
+
+async def detect_answer(request: Request) -> list[dict]:
     fields = await fields_of(request)
     await check_access(request, fields.get("api_key"))
     (text,) = checked_texts(" ".join(checked_texts(required(fields, "q"))))
     if not server(request).pairs.sources():
         raise ServeError(404, "this server has no translation model (serve TRANSLATION_DIR)")
-    return server(request).detector.detect(text)
+    return (await detected(request, [text]))[0]
 
 
-@router.get("/languages")
+@router.get("/languages", **openapi.LANGUAGES)
 async def languages(request: Request):
     """Every served language, each with the languages it translates into (directly or through a pivot)."""
     pairs = server(request).pairs
     return [{"code": code, "name": language_name(code), "targets": pairs.targets(code)} for code in pairs.languages()]
 
 
-@router.get("/health")
+@router.get("/health", **openapi.HEALTH)
 async def health(request: Request):
     """LibreTranslate's: `{"status": "ok"}` once every model has loaded; 503 before (`/v1/health` says which)."""
     states = {model_state(served) for served in server(request).engines.values()}
@@ -189,7 +333,7 @@ async def health(request: Request):
     return {"status": "ok"}
 
 
-@router.get("/frontend/settings")
+@router.get("/frontend/settings", **openapi.FRONTEND_SETTINGS)
 async def frontend_settings(request: Request):
     """What LibreTranslate's web page asks a server before it shows: limits, keys, file formats, the first pair."""
     settings, pairs = server(request).settings, server(request).pairs
@@ -210,13 +354,13 @@ async def web_page(request: Request):
     return HTMLResponse(WEB_PAGE)
 
 
-@router.get("/spec")
+@router.get("/spec", **openapi.SPEC)
 async def spec(request: Request):
     """The OpenAPI document of this server's routes."""
     return request.app.openapi()
 
 
-@router.post("/suggest")
+@router.post("/suggest", **openapi.SUGGEST)
 async def suggest(request: Request):
     raise ServeError(403, "Suggestions are disabled on this server.")
 
@@ -236,11 +380,16 @@ def safe_filename(name: str) -> str:
     return name[-100:]
 
 
-@router.post("/translate_file")
+@router.post("/translate_file", **openapi.TRANSLATE_FILE)
 async def translate_uploaded_file(request: Request):
     """LibreTranslate's `/translate_file`: a `file` (.txt or .html in UTF-8, or a document: `documents.DOCUMENTS`),
     `source` (or "auto"), `target` -> `{"translatedFileUrl"}`, fetched once from `/download_file/...` within
-    `--file_ttl` seconds."""
+    `--file_ttl` seconds. Reading and writing the file run off the event loop; the whole of it (every batch of its
+    sentences included) within `--request_timeout`."""
+    return await within_deadline(request, translate_file_answer(request))
+
+
+async def translate_file_answer(request: Request) -> dict:
     files_allowed(request)
     fields = await fields_of(request)
     await check_access(request, fields.get("api_key"))
@@ -254,14 +403,17 @@ async def translate_uploaded_file(request: Request):
     if extension not in FILE_FORMATS and extension not in DOCUMENTS:
         raise ServeError(400, f"Invalid request: file format not supported ({extension or 'no extension'}; "
                               f"{', '.join([*FILE_FORMATS, *DOCUMENTS])})")
-    texts, text_format, write = file_texts(upload.filename, extension, await upload.read())
+    data = await upload.read()
+    texts, text_format, write = await off_loop(len(data), file_texts, upload.filename, extension, data)
     server(request).pairs.check_served(*([] if source == "auto" else [source]), target)
     if source == "auto":
-        start = "\n".join(texts)[:4000]
-        source = detected(request, " ".join(sentences(segments(start, text_format))) or start)["language"]
+        start = "\n".join(texts)[:DETECTED_CHARS]
+        source = (await detected(request, [" ".join(sentences(segments(start, text_format))) or start]))[0][0]
+        source = source["language"]
     done = await translated(request, texts, source, target, text_format,
                             chunk=server(request).settings.max_sentences)
-    name = server(request).files.put(safe_filename(upload.filename), write([best for best, _ in done]))
+    translated_file = await off_loop(len(data), write, [best for best, _ in done])
+    name = server(request).files.put(safe_filename(upload.filename), translated_file)
     return {"translatedFileUrl": str(request.url_for("download_file", filename=name))}
 
 
@@ -276,13 +428,13 @@ def file_texts(filename: str, extension: str, data: bytes):
         return ([sentence_lines(paragraph) for paragraph in paragraphs], "text",  # a sentence a line, one paragraph
                 lambda translations: write([translation.replace("\n", " ") for translation in translations]))
     try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as error:
-        raise ServeError(400, f"Invalid request: {filename} is not UTF-8 text (byte {error.start})") from None
+        text = decode_text(data)
+    except ValueError as error:
+        raise ServeError(400, f"Invalid request: {safe_filename(filename)}: {error}") from None
     return [text], FILE_FORMATS[extension], lambda translations: translations[0].encode("utf-8")
 
 
-@router.get("/download_file/{filename}")
+@router.get("/download_file/{filename}", **openapi.DOWNLOAD_FILE)
 async def download_file(request: Request, filename: str):
     files_allowed(request)
     data = server(request).files.take(filename)

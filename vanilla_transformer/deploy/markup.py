@@ -1,19 +1,29 @@
 """What of a text or an HTML document the model translates, and how the translations go back in.
 
 `segments(text, "text")`: each non-blank line is one sentence (its surrounding whitespace and the line ends kept).
-`segments(document, "html")`: Python's HTML parser finds the text nodes; tags, attributes, comments, entities in
-markup and the contents of `<script>` / `<style>` are kept byte for byte, and each text node with a letter or digit in
-it is one sentence (entities decoded, whitespace runs as one space; the translation escaped back). The parser is
-lenient as browsers are: markup that is not well-formed (an unclosed tag, a stray `<`) is read as HTML5 parsers read
-it, never refused. `rebuild(segments, translations)` puts one translation per sentence back in order.
+`segments(document, "html")`: Python's HTML parser finds the text nodes; tags, attributes (`alt` and `title`
+included, as LibreTranslate leaves them), comments, CDATA sections, processing instructions and entities in markup are
+kept byte for byte, and so is every text that is not prose (`NOT_PROSE`: code, preformatted text, scripts, styles,
+templates, ...) or that its author marked as not to be translated (`translate="no"`, or the class `notranslate`;
+`translate="yes"` inside one turns translation back on). Each other text node with a letter or digit in it is one
+sentence (entities decoded, whitespace runs as one space; the translation escaped back). The parser is lenient as
+browsers are: markup that is not well-formed (an unclosed tag, a stray `<`) is read as HTML5 parsers read it, never
+refused. `rebuild(segments, translations)` puts one translation per sentence back in order.
 """
 
 import html
 import re
+from collections import Counter
 from html.parser import HTMLParser
 
 FORMATS = ("text", "html")
-RAW_TEXT = ("script", "style")  # elements whose contents are code, not prose
+# Elements whose contents are not prose, never translated (LibreTranslate's translatehtml skips address, applet,
+# audio, canvas, code, embed, script, style, time and video; code-like and preformatted text too, whose spacing a
+# translation would lose)
+NOT_PROSE = frozenset({"address", "applet", "audio", "canvas", "code", "embed", "kbd", "math", "object", "pre",
+                       "samp", "script", "style", "template", "time", "var", "video", "xmp", "plaintext", "listing"})
+VOID = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param", "source",
+                  "track", "wbr", "keygen"})  # elements without an end tag: they hold nothing
 
 
 def has_words(text: str) -> bool:
@@ -36,13 +46,16 @@ def text_segments(text: str) -> list[tuple[str, str, str]]:
 
 
 class TextNodes(HTMLParser):
-    """Records where each parsing event starts and whether it is a text node to translate."""
+    """Records where each parsing event starts and whether it is a text node to translate. `open`: the elements open
+    at this point, each as (tag, its contents kept as they are, inside an element of `NOT_PROSE`); `names` counts
+    them by tag, so an end tag of no open element costs nothing (work stays linear in the document)."""
 
     def __init__(self, document: str):
         super().__init__(convert_charrefs=True)
         self.line_starts = [0] + [match.end() for match in re.finditer("\n", document)]
         self.starts: list[tuple[int, bool]] = []
-        self.raw_text = False
+        self.open: list[tuple[str, bool, bool]] = []
+        self.names: Counter = Counter()
 
     def mark(self, text: bool) -> None:
         line, column = self.getpos()
@@ -50,17 +63,31 @@ class TextNodes(HTMLParser):
 
     def handle_starttag(self, tag, attrs):
         self.mark(False)
-        self.raw_text = tag in RAW_TEXT
+        if tag in VOID:
+            return
+        kept, code = self.open[-1][1:] if self.open else (False, False)
+        values = {name: (value or "") for name, value in attrs}
+        choice = values.get("translate", "inherit").strip().lower()  # HTML's: "yes" (or ""), "no", else inherited
+        if choice in ("yes", "", "no"):
+            kept = choice == "no"
+        code = code or tag in NOT_PROSE  # (never translated, whatever an element inside says)
+        self.open.append((tag, code or kept or "notranslate" in values.get("class", "").split(), code))
+        self.names[tag] += 1
 
     def handle_startendtag(self, tag, attrs):
         self.mark(False)
 
     def handle_endtag(self, tag):
         self.mark(False)
-        self.raw_text = False
+        if self.names[tag]:  # closes the innermost open element of that name, and every element open inside it
+            while True:
+                name = self.open.pop()[0]
+                self.names[name] -= 1
+                if name == tag:
+                    break
 
     def handle_data(self, data):
-        self.mark(not self.raw_text)
+        self.mark(not (self.open and self.open[-1][1]))
 
     def handle_comment(self, data):
         self.mark(False)

@@ -9,8 +9,8 @@ import os
 
 import torch
 
-from ..files import replaced_atomically
-from ..loading import load_model, require
+from ..files import refuse_overwriting, replaced_atomically
+from ..loading import check_finite, is_local_dir, load_model, require
 from ..model_card import copy_card
 from ..model_dirs import ONNX_META, TAGGER, check_export_target, is_tagger_dir
 from ..tokenization import load_tokenizer
@@ -53,11 +53,14 @@ def export_onnx(model_dir, output_dir, quantize: str | None = None, force: bool 
 
     if quantize not in (None, "int8"):
         raise ValueError(f"quantize must be int8 or none, got {quantize!r}.")
+    is_local_dir(model_dir)  # a missing directory named as one
     if not is_tagger_dir(model_dir):
         raise ValueError(f"{str(model_dir)!r} is not a saved tagger ({TAGGER}); export-onnx exports taggers.")
     check_export_target(output_dir, force, "export-onnx")
+    refuse_overwriting([], [model_dir], replaced=[output_dir])  # (--force replaces the directory whole)
     tokenizer = load_tokenizer(model_dir)
     tagger = load_model(VanillaTransformerForTokenClassification, model_dir, attn_implementation="eager").eval()
+    check_finite(tagger.state_dict().items(), model_dir)
     config = tagger.config
     encoder = tagger.model.encoder
     if encoder.char_features is not None:

@@ -1,6 +1,12 @@
 """The limits and switches of a server, typed once: `serve`'s flags take their defaults from here."""
 
+import re
 from dataclasses import dataclass, field
+
+# An API key or a token: printable ASCII without spaces (it travels in an HTTP header, which carries neither
+# non-ASCII text nor a space inside a value), 1-1000 characters: `--api_key`, each key of `--api-keys FILE`,
+# `--metrics-auth-token`
+KEY_FORM = re.compile(r"[!-~]{1,1000}")
 
 
 @dataclass

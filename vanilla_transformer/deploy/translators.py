@@ -48,6 +48,16 @@ class PyTorchTranslator:
         self.tokenizer = load_tokenizer(model_dir)
         self.backend = self.tokenizer.backend_tokenizer
         self.model = load_model(VanillaTransformerForConditionalGeneration, model_dir).to(device).eval()
+        # a learned position table bounds both sides, as in a CTranslate2 export: the input is cut to it and at most
+        # its rows less one new tokens are decoded (a position past it would be an error for every request)
+        config = self.model.config
+        learned = getattr(config, "position_embedding_type", None) == "learned"
+        self.longest = config.max_position_embeddings - 1 if learned else None
+        self.max_input = min(self.tokenizer.model_max_length, config.max_position_embeddings) if learned else None
+        if max_new_tokens is not None and self.longest is not None and max_new_tokens > self.longest:
+            raise ValueError(f"--max_new_tokens {max_new_tokens} is over this model's limit of {self.longest} new "
+                             f"tokens (its learned position table has {config.max_position_embeddings} rows: "
+                             "max_position_embeddings).")
         if ensemble_with:  # the models decode as one (translation_ensemble.py)
             from ..translation_ensemble import translation_ensemble
 
@@ -74,17 +84,23 @@ class PyTorchTranslator:
         `num_beams` at least `n`)."""
         import torch
 
-        batch = self.tokenizer(sentences, return_tensors="pt", padding=True, truncation=True,
+        batch = self.tokenizer(sentences, return_tensors="pt", padding=True, truncation=True, max_length=self.max_input,
                                return_token_type_ids=False).to(self.model.device)
         kwargs = dict(self.generate_kwargs)
         if num_beams is not None:
             kwargs["num_beams"] = num_beams
         if max_new_tokens is not None:
             kwargs.update(max_new_tokens=max_new_tokens, max_length=None)
+        if self.longest is not None:  # (max_length counts the decoder's start token; transformers' default is 20)
+            asked = kwargs.get("max_new_tokens") or (self.model.generation_config.max_length or 20) - 1
+            kwargs.update(max_new_tokens=min(asked, self.longest), max_length=None)
+        # the beams: asked for, else the generation config's; a config that names none (transformers' default
+        # GenerationConfig has num_beams None) decodes greedily
+        beams = kwargs.get("num_beams") or self.model.generation_config.num_beams or 1
         if n > 1:
-            beams = kwargs.get("num_beams", self.model.generation_config.num_beams)
-            kwargs.update(num_beams=max(n, beams), num_return_sequences=n)
-        if kwargs.get("num_beams", self.model.generation_config.num_beams) == 1:
+            beams = max(n, beams)
+            kwargs.update(num_beams=beams, num_return_sequences=n)
+        if beams == 1:
             kwargs["length_penalty"] = 1.0  # (greedy search has none; a saved one would be refused)
         start = time.perf_counter()
         with torch.inference_mode():

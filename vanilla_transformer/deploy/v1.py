@@ -2,13 +2,25 @@
 (each model's readiness) and `/metrics` (Prometheus)."""
 
 import hmac
+from typing import Annotated
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from . import openapi
 from .batcher import ServeError
-from .dispatch import check_access, model_state, read_body, skipping_blanks, submit, tagger_of, translate
+from .dispatch import (
+    check_access,
+    model_state,
+    off_loop,
+    read_body,
+    skipping_blanks,
+    submit,
+    tagger_of,
+    translate,
+    within_deadline,
+)
 from .prometheus import CONTENT_TYPE
 from .state import server
 
@@ -20,9 +32,9 @@ class TranslateRequest(BaseModel):
     sentences: list[str] = Field(min_length=1)
     source: str | None = None
     target: str | None = None
-    num_beams: int | None = Field(None, ge=1)
-    num_return_sequences: int = Field(1, ge=1)
-    max_new_tokens: int | None = Field(None, ge=1, le=1024)
+    num_beams: Annotated[int, Field(ge=1), openapi.WHOLE] | None = None  # (WHOLE: 4.0 is JSON Schema's integer 4)
+    num_return_sequences: Annotated[int, Field(ge=1, le=1024), openapi.WHOLE] = 1  # (<= --max_beams: a bound first)
+    max_new_tokens: Annotated[int, Field(ge=1, le=1024), openapi.WHOLE] | None = None
     api_key: str | None = None
 
 
@@ -33,9 +45,12 @@ class NerRequest(BaseModel):
 
 
 async def checked_body(request: Request, model):
-    """The JSON body as `model` (a 422 naming the first bad field), the caller's access checked."""
-    try:  # read here, not by FastAPI: the size limit then holds for bodies without a content-length too
-        body = model.model_validate_json(await read_body(request))
+    """The JSON body as `model` (a 422 naming the first bad field), the caller's access checked. JSON's own types,
+    strictly: `true` is not the number 1, nor `"4"` a number of beams (4.0 is 4, as JSON Schema's integers go). A
+    large body is parsed off the event loop."""
+    data = await read_body(request)  # read here, not by FastAPI: the size limit then holds without a content-length too
+    try:
+        body = await off_loop(len(data), lambda: model.model_validate_json(data, strict=True))
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "body"
@@ -57,10 +72,14 @@ def default_pair(request: Request, source: str | None, target: str | None) -> tu
     return source, target
 
 
-@router.post("/v1/translate")
+@router.post("/v1/translate", **openapi.sentences_route(TranslateRequest))
 async def v1_translate(request: Request):
     """`{"sentences": [...], "source", "target", "num_beams", "num_return_sequences", "max_new_tokens"}` ->
     `{"translations": [...]}` (with `num_return_sequences` > 1, each sentence's list of its best ones)."""
+    return await within_deadline(request, v1_translate_answer(request))
+
+
+async def v1_translate_answer(request: Request) -> dict:
     body = await checked_body(request, TranslateRequest)
     source, target = default_pair(request, body.source, body.target)
     n = body.num_return_sequences
@@ -70,10 +89,14 @@ async def v1_translate(request: Request):
     return {"translations": [hypotheses[0] for hypotheses in outputs] if n == 1 else outputs}
 
 
-@router.post("/v1/ner")
+@router.post("/v1/ner", **openapi.entities_route(NerRequest))
 async def v1_ner(request: Request):
     """`{"sentences": [...]}` -> `{"entities": [[...], ...]}`, each text's entities as `vanilla-transformer tag`
     writes them."""
+    return await within_deadline(request, ner_answer(request))
+
+
+async def ner_answer(request: Request) -> dict:
     body = await checked_body(request, NerRequest)
     engine = tagger_of(request)
     # the texts as sent (entity offsets point into them); the blank ones have no entities
@@ -81,7 +104,7 @@ async def v1_ner(request: Request):
     return {"entities": entities}
 
 
-@router.get("/v1/health")
+@router.get("/v1/health", **openapi.V1_HEALTH)
 async def v1_health(request: Request):
     """200 once every model has loaded, 503 before (or where one failed), with each model's state."""
     models = {}
@@ -95,7 +118,7 @@ async def v1_health(request: Request):
                         headers={"Retry-After": "2"} if status == "loading" else None)
 
 
-@router.get("/metrics")
+@router.get("/metrics", **openapi.METRICS)
 async def prometheus(request: Request):
     """Prometheus' text format, with `--metrics` (else 404); with `--metrics-auth-token`, for the requests that carry
     it as `Authorization: Bearer TOKEN` (else 401)."""

@@ -281,7 +281,7 @@ def parse_run_arguments(dataclass_types, argv=None, logger=None, defaults_for=No
     log.info("Attention: %s", model_args.attn_implementation)
     set_seed(training_args.seed)
     resume_from = last_checkpoint(training_args)
-    check_output_dir(training_args, resume_from)
+    check_output_dir(training_args, resume_from, model_args, data_args)
     if resume_from is not None:
         log.info("Resuming training from checkpoint %s", resume_from)
     return model_args, data_args, training_args, resume_from

@@ -3,13 +3,12 @@ resuming, and the one to resume from."""
 
 import copy
 import os
-import re
 import shutil
 
 from transformers import TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint, rotate_checkpoints
 
-from ..files import read_json
+from ..files import read_json, run_checkpoints
 
 
 def last_checkpoint(training_args):
@@ -28,27 +27,54 @@ def last_checkpoint(training_args):
     return resume
 
 
-def run_checkpoints(run_dir: str) -> list[str]:
-    """The `checkpoint-STEP` directories of a run directory, oldest first."""
-    if not os.path.isdir(run_dir):
-        return []
-    steps = [(int(m.group(1)), name) for name in os.listdir(run_dir)
-             if (m := re.fullmatch(rf"{PREFIX_CHECKPOINT_DIR}-(\d+)", name)) and os.path.isdir(os.path.join(run_dir,
-                                                                                                            name))]
-    return [os.path.join(run_dir, name) for _, name in sorted(steps)]
+# The arguments of the training commands that name something the run reads: a saved model, a tokenizer, a config, data
+# files (a parallel-text prefix too), a local dataset directory, ensemble members.
+INPUT_FIELDS = ("model_name_or_path", "tokenizer_name", "config_name", "dataset_name", "train_file", "validation_file",
+                "test_file", "train_conll_file", "ensemble_with")
+MODEL_FIELDS = ("model_name_or_path", "tokenizer_name", "config_name", "ensemble_with")
 
 
-def check_output_dir(training_args, resume_from) -> None:
+def run_inputs(*argument_sets) -> tuple[list[str], list[str]]:
+    """(the local models a run reads, the folders of its local data), from its argument dataclasses."""
+    from ..loading import looks_local
+
+    models, data = [], []
+    for arguments in argument_sets:
+        for name in INPUT_FIELDS:
+            value = getattr(arguments, name, None)
+            for path in value if isinstance(value, (list, tuple)) else [value]:
+                if not path or not str(path).strip():
+                    continue
+                if name in MODEL_FIELDS:
+                    if looks_local(path) and (name != "config_name" or os.path.exists(path)):  # (else a Hub id, preset)
+                        models.append(path)
+                elif name == "dataset_name":
+                    if os.path.isdir(path):  # (else a Hub dataset)
+                        data.append(path)
+                else:  # a file, or a prefix of files (data/train -> data/train.de): the folder holding them
+                    data.append(os.path.dirname(os.path.abspath(path)))
+    return models, data
+
+
+def check_output_dir(training_args, resume_from, *argument_sets) -> None:
     """A training run never writes over a finished model or another run's checkpoints by surprise (transformers'
     examples' rule): an --output_dir holding either is refused, naming how to replace them or to resume, unless the
     run resumes there; with --overwrite_output_dir the old checkpoints are deleted first, so that the directory holds
-    one run's (what `average-checkpoints` averages). An empty --output_dir is refused: it would be the current
-    directory."""
+    one run's (what `average-checkpoints` averages), and nothing else is ever deleted: a `checkpoint-N` folder that
+    holds no trainer_state.json is no checkpoint and is refused. Whatever the flags, --output_dir is never a folder the
+    run reads (`argument_sets`: its other argument dataclasses): not the folder of its data files, and when it trains
+    not a model it loads, nor a folder holding one in a checkpoint to delete. An empty --output_dir is refused: it
+    would be the current directory."""
+    from ..files import is_within, refuse_overwriting, same_path
+
     output_dir = training_args.output_dir
     if not str(output_dir).strip():
         raise ValueError("--output_dir is empty: give the directory to write the model to.")
+    models, data = run_inputs(*argument_sets)
+    refuse_overwriting([output_dir], data)  # (predictions, results and the model would land among the data)
     if not training_args.do_train or resume_from is not None or not os.path.isdir(output_dir):
         return
+    refuse_overwriting([output_dir], models)
     found = [name for name in ("config.json", "model.safetensors") if os.path.isfile(os.path.join(output_dir, name))]
     checkpoints = run_checkpoints(output_dir)
     if not found and not checkpoints:
@@ -59,6 +85,14 @@ def check_output_dir(training_args, resume_from) -> None:
         raise ValueError(f"--output_dir {output_dir} holds a finished model or checkpoints of another run ({what}): "
                          "pass --overwrite_output_dir true to replace them, --resume_from_checkpoint true to continue "
                          "that run, or another --output_dir.")
+    for checkpoint in checkpoints:
+        if not os.path.isfile(os.path.join(checkpoint, "trainer_state.json")):
+            raise ValueError(f"--overwrite_output_dir deletes the checkpoints of an earlier run, and {checkpoint} is "
+                             "none (it holds no trainer_state.json): move it out of --output_dir first.")
+        for path in models + data:
+            if is_within(path, checkpoint) or same_path(path, checkpoint):
+                raise ValueError(f"--overwrite_output_dir would delete {checkpoint}, which holds what this run reads "
+                                 f"({path}): copy it out of --output_dir first, or give another --output_dir.")
     if training_args.should_save:  # (the main process)
         for checkpoint in checkpoints:
             shutil.rmtree(checkpoint)
@@ -144,10 +178,38 @@ class AtomicCheckpoints(TrainerCallback):
         self.accelerator.wait_for_everyone()
 
 
+class FiniteWeights(TrainerCallback):
+    """No NaN or infinity is saved into a model: before each checkpoint is written, and before the trained model is
+    (the end of training), the weights are checked, and a run whose weights became non-finite stops with an error
+    naming the tensor and the step (`loading.check_finite`); the checkpoints saved before stay. Read only when a save
+    is due: the training steps themselves never wait for the device."""
+
+    def check(self, state, model) -> None:
+        from ..loading import check_finite
+
+        if model is not None:
+            check_finite(model.state_dict().items(), f"the weights after step {state.global_step} (nothing saved at "
+                                                     "this step: lower --learning_rate or clip gradients)")
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        if control.should_save:
+            self.check(state, model)
+
+    on_epoch_end = on_step_end
+
+    def on_evaluate(self, args, state, control, model=None, **kwargs):
+        if args.save_strategy == "best":  # (the Trainer may save after this, as AtomicCheckpoints.on_evaluate says)
+            self.check(state, model)
+
+    def on_train_end(self, args, state, control, model=None, **kwargs):
+        self.check(state, model)
+
+
 class AtomicCheckpointMixin:
-    """A Trainer whose checkpoints appear atomically (AtomicCheckpoints) and that uploads nothing itself: it gets a copy
-    of the arguments without `--push_to_hub` and `--hub_token` (its own pushes would send every file of the output
-    directory and of each checkpoint, the pickled training_args.bin among them, and that pickle would hold the token).
+    """A Trainer whose checkpoints appear atomically (AtomicCheckpoints), hold finite weights only (FiniteWeights),
+    and that uploads nothing itself: it gets a copy of the arguments without `--push_to_hub` and `--hub_token` (its own
+    pushes would send every file of the output directory and of each checkpoint, the pickled training_args.bin among
+    them, and that pickle would hold the token).
     The command uploads the finished model by allow-list at the end (`upload.push_model_dir`)."""
 
     def __init__(self, *args, **kwargs):
@@ -155,3 +217,4 @@ class AtomicCheckpointMixin:
         kwargs["args"].push_to_hub, kwargs["args"].hub_token = False, None
         super().__init__(*args, **kwargs)
         self.add_callback(AtomicCheckpoints(self.accelerator))
+        self.add_callback(FiniteWeights())
