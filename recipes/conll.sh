@@ -77,7 +77,7 @@ for i in $(seq 1 "$MEMBERS"); do
   saved=$(find "$OUT/member$i" -maxdepth 1 -type d -name 'checkpoint-*' | wc -l)  # (none: 0, under pipefail too)
   if [ "$saved" -gt 0 ]; then  # the last five, or as many as a shorter run saved
     "$PY" -m vanilla_transformer.cli average-checkpoints "$OUT/member$i" --last $(( saved < 5 ? saved : 5 )) \
-      --output_dir "$OUT/member$i/averaged"
+      --output_dir "$OUT/member$i/averaged" --force
     taggers+=("$OUT/member$i/averaged")
   else
     echo "member $i: no checkpoints saved, its final weights are evaluated"

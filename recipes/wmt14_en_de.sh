@@ -64,7 +64,7 @@ $LAUNCH "$HERE/../scripts/run_translation.py" "${TRAIN[@]}" --source_lang en --t
   --do_train --output_dir "$OUT" "$@"
 
 saved=$(ls -d "$OUT"/checkpoint-* | wc -l)  # the last five, or as many as a shorter run saved
-"$PY" -m vanilla_transformer.cli average-checkpoints "$OUT" --last $(( saved < 5 ? saved : 5 )) --output_dir "$OUT/averaged"
+"$PY" -m vanilla_transformer.cli average-checkpoints "$OUT" --last $(( saved < 5 ? saved : 5 )) --output_dir "$OUT/averaged" --force
 
 "$PY" "$HERE/../scripts/run_translation.py" --model_name_or_path "$OUT/averaged" "${TEST[@]}" \
   --source_lang en --target_lang de --do_predict --num_beams 4 --length_penalty 0.6 \

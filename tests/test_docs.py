@@ -373,3 +373,13 @@ def test_the_flex_head_size_the_docs_quote_is_the_models():
     text = " ".join(text_of("docs", "configuration.md").split())
     assert re.findall(r"heads of at least 16 dimensions on a GPU and (\d+) on a CPU", text) == [
         str(FLEX_ON_CPU_MIN_HEAD_DIM)]
+
+
+def test_every_test_security_md_names_is_a_test():
+    """docs/security.md holds each rule to the tests named beside it: each name is a test function of tests/."""
+    named = set(re.findall(r"`(test_[a-z0-9_]+)`", text_of("docs", "security.md")))
+    defined = set()
+    for name in os.listdir(os.path.join(ROOT, "tests")):
+        if name.startswith("test_") and name.endswith(".py"):
+            defined |= set(re.findall(r"^def (test_[a-z0-9_]+)\(", text_of("tests", name), re.MULTILINE))
+    assert len(named) > 20 and not named - defined, sorted(named - defined)

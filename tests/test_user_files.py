@@ -179,6 +179,22 @@ def test_average_checkpoints_into_a_new_folder_of_the_run_works(tmp_path, capsys
     assert load_file(str(run_dir / "averaged" / "model.safetensors"))["w"].tolist() == [2.0] * 4
 
 
+def test_average_checkpoints_force_replaces_an_earlier_average_only(tmp_path, capsys):
+    """A rerun (the recipes') replaces its own earlier average with --force; without it, or where the directory holds
+    a model this command did not write, it is refused."""
+    run_dir = write_run(tmp_path / "run")
+    argv = ["average-checkpoints", run_dir, "--last", "1", "--output_dir", tmp_path / "avg"]
+    assert run(capsys, argv)[0] == 0
+    refused(capsys, argv, tmp_path / "avg")
+    argv[3] = "2"
+    assert run(capsys, [*argv, "--force"])[0] == 0
+    assert load_file(str(tmp_path / "avg" / "model.safetensors"))["w"].tolist() == [2.0] * 4
+    for finished in (run_dir, run_dir / "checkpoint-1"):  # a model this command did not write, --force or not
+        before = snapshot(tmp_path)
+        refused(capsys, [*argv[:5], finished, "--force"], finished)
+        assert snapshot(tmp_path) == before
+
+
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
 def test_average_checkpoints_refuses_non_finite_weights(tmp_path, capsys, bad):
     run_dir = write_run(tmp_path / "run", values=(1.0, bad))

@@ -3,19 +3,23 @@ checkpoints") into a model directory that loads like any other.
 
     vanilla-transformer average-checkpoints outputs/multi30k --last 5 --output_dir outputs/multi30k/averaged
 
-The output directory gets the averaged `model.safetensors` (written to a temporary name, then renamed) plus the config,
-generation config, tokenizer and code files of the newest checkpoint.
+The output directory gets the averaged `model.safetensors` (written to a temporary name, then renamed), the config,
+generation config, tokenizer and code files of the newest checkpoint, and `averaged_from.json` (the checkpoints
+averaged). A directory holding another model is refused; `--force` replaces an earlier average only (a directory with
+its `averaged_from.json`).
 """
 
 import argparse
+import json
 import os
 import shutil
 
 from ..console import output_path
-from ..files import read_json, refuse_overwriting, replaced_atomically, run_checkpoints
+from ..files import read_json, refuse_overwriting, replaced_atomically, run_checkpoints, write_text
 from ..model_card import CARD_INFO
 
 WEIGHTS = "model.safetensors"
+PROVENANCE = "averaged_from.json"  # what this command writes beside the weights: an earlier average is recognised by it
 
 
 def checkpoints(run_dir: str) -> list[str]:
@@ -111,6 +115,9 @@ def main(argv=None):
     parser.add_argument("run_dir", help="a training output directory with checkpoint-* subdirectories")
     parser.add_argument("--last", type=int, default=5, help="how many of the newest checkpoints to average")
     parser.add_argument("--output_dir", type=output_path, required=True)
+    parser.add_argument("--force", action="store_true",
+                        help=f"replace an earlier average in --output_dir (a directory holding its {PROVENANCE}); "
+                             "any other model there is still refused")
     args = parser.parse_args(argv)
     if args.last < 1:
         raise ValueError(f"--last must be at least 1, got {args.last}.")
@@ -123,7 +130,9 @@ def main(argv=None):
                          "those.")
     paths = found[-args.last:]
     # the output is never the run, one of its checkpoints, or any other finished model: it would replace its weights
-    refuse_overwriting([args.output_dir], [args.run_dir, *run_checkpoints(args.run_dir)], model_dirs=[args.output_dir])
+    earlier_average = args.force and os.path.isfile(os.path.join(args.output_dir, PROVENANCE))
+    refuse_overwriting([args.output_dir], [args.run_dir, *run_checkpoints(args.run_dir)],
+                       model_dirs=[] if earlier_average else [args.output_dir])
     check_one_run(paths)
     check_same_model(paths)
     averaged = average(paths)
@@ -139,5 +148,7 @@ def main(argv=None):
 
     with replaced_atomically(os.path.join(args.output_dir, WEIGHTS)) as temporary:
         save_file(averaged, temporary, metadata={"format": "pt"})
+    write_text(os.path.join(args.output_dir, PROVENANCE),
+               json.dumps({"run_dir": args.run_dir, "checkpoints": [os.path.basename(p) for p in paths]}, indent=2))
     print(f"Averaged {len(paths)} checkpoints ({', '.join(os.path.basename(p) for p in paths)}) -> {args.output_dir}")
     return paths

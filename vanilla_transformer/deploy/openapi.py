@@ -263,7 +263,7 @@ TRANSLATE = route("Translate text", ["translate"], answers(TranslateAnswer, (*RE
 DETECT = route("Detect the language of a text", ["translate"],
                answers(list[DetectedLanguage], (*REFUSED, 404, 503, 504),
                        e404="This server has no translation model",
-                       e503="The request limit storage cannot be reached"),
+                       e503="The request limit storage is unavailable (Redis down, read-only, full or refusing)"),
                body(DetectBody, "application/json", form=DetectForm), API_KEY)
 LANGUAGES = route("The languages served", ["translate"], answers(list[Language], ()))
 HEALTH = route("Whether every model has loaded", ["status"],
