@@ -316,7 +316,7 @@ def test_an_export_keeps_the_model_card_and_serves_its_language_pair(small_demo_
     render_card(str(saved))
     exported = export_ctranslate2(saved, tmp_path / "ct2")
     assert card_languages(exported) == ("de", "en")
-    engines, ner, settings = served_models(parse_args([str(exported)]))
+    engines, ner, settings = served_models(parse_args([str(exported), "--allowed-hosts", "testserver"]))
     assert ner is None and [(engine.source, engine.target) for engine in engines] == [("de", "en")]
     with TestClient(create_app(engines, settings)) as client:
         for _ in range(600):

@@ -5,7 +5,9 @@ methods, nested archives, junk around the archive, lying extensions, hostile XML
 bad timings, byte-order marks and NUL bytes. Each is a 4xx in LibreTranslate's shape naming the part, never a 500;
 valid documents (data descriptors, zip64 headers and nested archives included) still translate and open."""
 
+import asyncio
 import io
+import re
 import struct
 import warnings
 import zipfile
@@ -440,3 +442,71 @@ def test_a_bit_changed_in_any_header_byte_is_refused_or_only_metadata(samples):
         except ValueError:
             pass
     assert accepted and all(k in metadata.get(where, ()) for where, k in accepted), sorted(accepted)
+
+
+# ------------------------------------------------------------------------------------------------ hostile sizes, markup
+# The sentence splitting intended, as first written (quadratic on a long word: a reference for small inputs only).
+QUADRATIC_SENTENCE_END = re.compile(r"(\w*)([.!?…]+[\"'»”)]*)\s+(?=[\"'«„“(]*[^\W\d_a-z])")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="aZ1_.!?…\"'»”)(«„“ \n-", max_size=16))
+def test_sentence_splitting_matches_the_intended_splitting(text):
+    def marked(match):
+        return f"[{match.group(1)}|{match.group(2)}]"
+
+    assert documents.SENTENCE_END.sub(marked, text) == QUADRATIC_SENTENCE_END.sub(marked, text)
+
+
+def test_sentence_splitting_is_linear_on_long_runs():
+    """200,000 characters of each worst case (a run of letters, digits, dots, spaces, quotes, mixed): each split
+    at once (the quadratic expression took hours on one of them)."""
+    n = 200_000
+    for text in ("a" * n, "1" * n, "." * n, " " * n, "a." + '"' * n, "a. " + "“" * n + "b", "a." + " " * n + "b",
+                 "ab1_." * (n // 5), "a" * (n // 2) + "." * (n // 2), "Ja. " * (n // 4)):
+        assert documents.sentence_lines(text).replace("\n", " ") == text
+
+
+def test_documents_are_read_and_written_off_the_event_loop(client, samples, monkeypatch):
+    """However small the upload (a document unpacks to far more), reading it, cutting its sentences and writing it
+    back run in a worker thread: no event loop runs in the thread doing them."""
+    from vanilla_transformer.deploy import libretranslate
+
+    def on_loop() -> bool:
+        try:
+            return asyncio.get_running_loop() is not None
+        except RuntimeError:
+            return False
+
+    seen = []
+
+    def reader(kind, data):
+        seen.append(("read", on_loop()))
+        texts, write = documents.read_document(kind, data)
+        return texts, lambda translations: seen.append(("write", on_loop())) or write(translations)
+
+    monkeypatch.setattr(libretranslate, "read_document", reader)
+    assert len(samples["c.odt"]) < 16 << 10
+    translate_document(client, "c.odt", samples["c.odt"])
+    translate_document(client, "s.srt", SUBTITLES.encode())
+    assert seen == [("read", False), ("write", False)] * 2
+
+
+def test_subtitle_markup_is_kept_not_translated(client):
+    subtitles = ("1\n00:00:01,000 --> 00:00:02,000\n<i>Hallo</i>\n{\\an8}<font color=\"red\">Ja <b>gut</b></font>\n\n"
+                 "2\n00:00:03,000 --> 00:00:04,000\n<i></i>\n")
+    texts, _ = documents.read_document(".srt", subtitles.encode())
+    assert texts == ["Hallo Ja gut"]  # what the model reads: no tags; a subtitle of tags only is not translated
+    out = translate_document(client, "s.srt", subtitles.encode()).decode()
+    assert out == ("1\n00:00:01,000 --> 00:00:02,000\n<i>tug aJ</i>\n{\\an8}<font color=\"red\"><b>ollaH</b></font>\n\n"
+                   "2\n00:00:03,000 --> 00:00:04,000\n<i></i>\n")
+
+
+def test_subtitles_without_a_blank_line_between_stay_apart_and_timings_are_never_text(client):
+    joined = "1\n00:00:01,000 --> 00:00:02,000\nHallo\n2\n00:00:03,000 --> 00:00:04,000\nWelt\n"
+    assert documents.read_document(".srt", joined.encode())[0] == ["Hallo", "Welt"]
+    assert translate_document(client, "s.srt", joined.encode()).decode() == joined.replace("Hallo", "ollaH").replace(
+        "Welt", "tleW")
+    refused(client, "s.srt", b"1\n00:00:01,000 --> 00:00:02,000\nJa\n00:00:03,000 --> 00:00:04,000\nNein\n",
+            "line 4: a timing among a subtitle's text")
+

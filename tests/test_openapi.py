@@ -124,6 +124,7 @@ def test_spec_documents_every_body_status_and_the_key():
     for path, operations in spec["paths"].items():
         for method, operation in operations.items():
             where = f"{method.upper()} {path}"
+            assert "413" in operation["responses"], where  # (the size limit answers any route)
             if method == "post":
                 assert operation["requestBody"]["content"], where
             for status, answer in operation["responses"].items():
@@ -140,6 +141,7 @@ def test_spec_documents_every_body_status_and_the_key():
         assert set(paths[path]["post"]["requestBody"]["content"]) == forms
         assert {"ApiKey": []} in paths[path]["post"]["security"]
         assert paths[path]["post"]["requestBody"]["content"]["application/json"]["schema"]["required"][0] == "q"
+        assert {"q", "api_key"} <= {p["name"] for p in paths[path]["post"]["parameters"] if p["in"] == "query"}
     upload = paths["/translate_file"]["post"]["requestBody"]["content"]["multipart/form-data"]["schema"]
     assert upload["properties"]["file"]["format"] == "binary" and set(upload["required"]) == {
         "file", "source", "target"}

@@ -107,7 +107,9 @@ def test_trusted_the_client_is_the_last_hop_whatever_came_before(headers, hop):
     counts."""
     headers = [*headers, ("X-Forwarded-For", f"{headers[0][1] if headers else ''}, {hop}")]
     found = ipaddress.ip_address(hop)
-    assert client_address(request_of(True, headers)) == str(getattr(found, "ipv4_mapped", None) or found)
+    found = getattr(found, "ipv4_mapped", None) or found
+    expected = str(ipaddress.ip_network((found, 64), strict=False)) if found.version == 6 else str(found)
+    assert client_address(request_of(True, headers)) == expected
 
 
 @settings(max_examples=300, deadline=None)
@@ -118,19 +120,55 @@ def test_trusted_only_the_last_hop_counts_and_is_an_address_or_the_connection(va
     chose; no value is an error."""
     found = client_address(request_of(True, [("X-Forwarded-For", value) for value in values]))
     assert found == client_address(request_of(True, [("X-Forwarded-For", values[-1].rpartition(",")[2])]))
-    assert found == PEER or found == str(ipaddress.ip_address(found))
+    if "/" in found:  # an IPv6 client: its /64
+        assert found == str(ipaddress.ip_network(found)) and found.endswith("/64")
+    else:  # (the connection's, PEER, is an IPv4 address too)
+        assert found == str(ipaddress.IPv4Address(found))
 
 
 @pytest.mark.parametrize("value, client", [
     ("10.0.0.1, 192.0.2.7", "192.0.2.7"), ("10.0.0.1,192.0.2.7:5123", "192.0.2.7"),
-    ("[2001:DB8::1]:443", "2001:db8::1"), ("2001:db8:0:0::1", "2001:db8::1"), ("::ffff:192.0.2.7", "192.0.2.7"),
-    ("fe80::1%eth0", "fe80::1"),
+    ("[2001:DB8::1]:443", "2001:db8::/64"), ("2001:db8:0:0::1", "2001:db8::/64"), ("::ffff:192.0.2.7", "192.0.2.7"),
+    ("fe80::1%eth0", "fe80::/64"), ("2001:db8:0:7:ffff::9", "2001:db8:0:7::/64"),
     ("10.0.0.1, ", PEER), ("", PEER), ("unknown", PEER), ("192.0.2.7:http", PEER), ("[2001:db8::1", PEER),
     ("[2001:db8::1]x", PEER), ("192.0.2.7:\xb2", PEER), ("1" * 100_000, PEER), ("010.0.0.1", PEER)])
 def test_trusted_hop_forms(value, client):
-    """A port or an IPv6 zone left out, one spelling per address (one limit, however the proxy writes it), and what
-    is not an address is the connection's."""
+    """A port or an IPv6 zone left out, one spelling per address (one limit, however the proxy writes it), an IPv6
+    client as its /64, and what is not an address is the connection's."""
     assert client_address(request_of(True, [("X-Forwarded-For", value)])) == client
+
+
+def test_the_ipv6_addresses_of_one_64_share_one_limit_and_an_idle_client_is_forgotten_after_its_window(monkeypatch):
+    """req_limit 2: three peers of one /64 are one client (the third is a 429), another /64 is another; the memory
+    store forgets a key once it has been idle for its own window (a minute's limit: not a day)."""
+    import asyncio
+
+    from vanilla_transformer.deploy import access
+
+    limiter = access.Access({}, {"minute": 2})
+    def peer_request(peer):
+        scope = request_of(False, []).scope
+        return Request({**scope, "client": (peer, 40000)})
+
+    async def statuses(peers):
+        found = []
+        for peer in peers:
+            try:
+                await limiter.check(None, client_address(peer_request(peer)))
+                found.append(200)
+            except access.ServeError as error:
+                found.append(error.status)
+        return found
+
+    peers = ["2001:db8::1", "2001:db8::2", "2001:db8::3", "2001:db8:0:1::1", "::ffff:192.0.2.1", "192.0.2.1"]
+    assert asyncio.run(statuses(peers)) == [200, 200, 429, 200, 200, 200]
+    counts, clock = access.MemoryCounts(), [1000.0]
+    monkeypatch.setattr(access.time, "monotonic", lambda: clock[0])
+    for i in range(10_001):
+        asyncio.run(counts.hit([(f"vt:limit:client:{i}:minute", 2, 60)]))
+    clock[0] += 121
+    asyncio.run(counts.hit([("vt:limit:client:new:minute", 2, 60)]))
+    assert len(counts.times) == 1 and len(counts.windows) == 1
 
 
 # ------------------------------------------------------------------------------------------------ a real server
@@ -164,6 +202,59 @@ def test_forged_headers_move_no_url_the_app_writes():
         body, content_type = multipart({"source": "de", "target": "en"}, "in.txt", b"ab")
         answer = client.post("/tr/translate_file", content=body, headers=[("Content-Type", content_type), *FORGED_URL])
         assert answer.json()["translatedFileUrl"].startswith("http://testserver/tr/download_file/"), answer.json()
+
+
+def test_a_loopback_server_answers_only_its_own_host_names_and_origins():
+    """DNS rebinding and cross-origin forms: a server on a loopback --host answers only loopback Host names (and those
+    --allowed-hosts adds), 400 otherwise; a POST whose Origin is neither its own nor allowed by --cors_origins is 403
+    before any work; its own page (same origin) and LibreTranslate's clients (no Origin) are served."""
+    from fastapi.testclient import TestClient
+
+    from vanilla_transformer.commands import serve
+    from vanilla_transformer.deploy.app import create_app
+
+    def settings_of(argv, env=None):
+        return Settings(**serve.limits(serve.parse_args(["m", *argv], env or {})))
+
+    def status(settings, host, origin=None, form=False):
+        headers = {"Host": host, **({"Origin": origin} if origin else {})}
+        with TestClient(create_app([FakeEngine()], settings)) as client:
+            wait_for(lambda: client.get("/health", headers=headers).status_code != 503, what="the app")
+            fields = {"q": "ab", "source": "de", "target": "en"}
+            answer = client.post("/translate", data=fields, headers=headers) if form else client.post(
+                "/translate", json=fields, headers=headers)
+            assert answer.status_code == 200 or "error" in answer.json(), answer.text
+            return answer.status_code
+
+    loopback = settings_of([])
+    assert [status(loopback, host) for host in ("localhost:5000", "127.0.0.1", "[::1]:5000", "LOCALHOST")] == [200] * 4
+    assert status(loopback, "rebind.attacker.example:5000", "http://rebind.attacker.example:5000") == 400
+    assert status(loopback, "rebind.attacker.example") == 400 and status(loopback, "") == 400
+    assert status(settings_of(["--allowed-hosts", "tr.example"]), "tr.example:8080") == 200
+    assert status(settings_of([], {"LT_ALLOWED_HOSTS": "tr.example,*"}), "x.example") == 200
+    every = settings_of(["--host", "0.0.0.0"])
+    assert status(every, "tr.example") == 200 and status(settings_of(["--host", "::", "--allowed-hosts", "a.example"]),
+                                                         "tr.example") == 400
+    assert status(loopback, "127.0.0.1:5000", "http://127.0.0.1:5000") == 200  # the page at / (same origin)
+    for origin in ("https://evil.example", "null", "http://127.0.0.1:5001", "http://localhost:5000"):
+        assert status(loopback, "127.0.0.1:5000", origin, form=True) == 403, origin
+        assert status(every, "127.0.0.1:5000", origin) == 403, origin
+    assert status(settings_of(["--cors_origins", "https://evil.example"]), "localhost", "https://evil.example") == 200
+    assert status(settings_of(["--cors"]), "localhost", "https://evil.example", form=True) == 200
+
+
+@pytest.mark.parametrize("trust, proto, scheme", [
+    (True, ["https"], "https"), (True, ["https, http"], "http"), (True, ["http", "evil, HTTPS"], "https"),
+    (True, ["ftp"], "http"), (True, ["https, javascript"], "http"), (False, ["https"], "http"), (True, [], "http")])
+def test_the_file_url_takes_the_scheme_of_the_proxys_hop_only_when_trusted(trust, proto, scheme):
+    """Behind a TLS proxy with --trust-forwarded-for, translatedFileUrl is https: the last X-Forwarded-Proto hop, http
+    or https only; never without the trust."""
+    with client_for(FakeEngine(), trust_forwarded_for=trust) as client:
+        wait_for(lambda: client.get("/health").status_code == 200, what="the app")
+        body, content_type = multipart({"source": "de", "target": "en"}, "in.txt", b"ab")
+        answer = client.post("/translate_file", content=body, headers=[
+            ("Content-Type", content_type), *[("X-Forwarded-Proto", value) for value in proto]])
+        assert answer.json()["translatedFileUrl"].startswith(f"{scheme}://testserver/download_file/"), answer.json()
 
 
 # ------------------------------------------------------------------------------------------------ behind nginx

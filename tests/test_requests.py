@@ -204,6 +204,101 @@ def test_only_prose_is_handed_to_the_model(parts):
     assert rebuild(pieces, [text.upper() for text in sentences(pieces)]) == expected
 
 
+def multipart(*parts: tuple[str, str, bytes]) -> bytes:
+    """A multipart/form-data body (boundary `b`) of (Content-Disposition parameters, other headers, data) parts."""
+    return b"".join(f'--b\r\nContent-Disposition: form-data; {disposition}\r\n{headers}\r\n'.encode() + data + b"\r\n"
+                    for disposition, headers, data in parts) + b"--b--\r\n"
+
+
+def test_text_that_is_not_unicode_or_a_charset_that_is_not_text_is_a_4xx():
+    """A field holding a lone surrogate (JSON's escape, a UTF-7 form, a file name in RFC 2231's UTF-7) is a 400
+    naming the field; a charset that is no plain text encoding (punycode, idna, undefined, escapes, UTF-7, base64,
+    a NUL in its name) a 415 on every route reading fields, a part's own charset too; and an error quoting text that
+    UTF-8 cannot encode is still answered (escaped)."""
+    from vanilla_transformer.deploy.app import error_response
+
+    assert json.loads(error_response(400, "bad \udc80").body) == {"error": "bad \\udc80"}
+    parts = [('name="source"', "", b"de"), ('name="target"', "", b"en")]
+    with client_for(FakeEngine()) as client:
+        wait_ready(client)
+        for field in ("source", "target", "format", "api_key", "\udc80"):
+            refused(post(client, "/translate", {"q": "ab", "source": "de", "target": "en", field: "\udc80"}), 400,
+                    "field holds a lone surrogate (U+DC80)")
+        refused(post(client, "/translate", {"q": "ab", "source": "de", "target": "en", "format": {"\udc80": 1}}),
+                400, "the format field holds a lone surrogate")
+        refused(client.post("/translate_file", content=multipart(("name=\"file\"; filename*=utf-7''x.+2AA-", "", b"ab"),
+                                                                 *parts),
+                            headers={"content-type": "multipart/form-data; boundary=b"}), 400, "the file field")
+        for charset in ("utf-7", "punycode", "idna", "undefined", "unicode_escape", "base64", "*=''ascii%00"):
+            header = f"{FORM}; charset{'' if charset.startswith('*') else '='}{charset}"
+            for route in ("/translate", "/detect"):
+                refused(client.post(route, content=b"q=Hallo&source=%2B2AA-&target=en",
+                                    headers={"content-type": header}), 415, "unsupported charset")
+        refused(client.post("/translate", content=multipart(
+            ('name="q"', "Content-Type: text/plain; charset=punycode\r\n", b"Hallo"), *parts),
+            headers={"content-type": "multipart/form-data; boundary=b"}), 415, "punycode")
+        refused(client.post("/translate_file", content=multipart(('name="file"; filename="a.txt"', "", b"ab"), *parts),
+                            headers={"content-type": "multipart/form-data; boundary=b; charset=undefined"}), 415,
+                "undefined")
+
+
+def test_any_markup_is_read_in_one_pass_never_an_error():
+    """`<![` that opens nothing (html.parser's AssertionError) is a bogus comment, kept; 200 KB of unclosed tags or of
+    `<` is read at once (html.parser rescanned an unclosed tag: quadratic), as text, an .html file too."""
+    with client_for(FakeEngine()) as client:
+        wait_ready(client)
+        for page, expected in (("Hallo <![ Welt", "ollaH <![ Welt"), ("x<![x y", "x<![x y")):
+            assert lt(client, q=page, source="de", target="en", format="html").json() == {"translatedText": expected}
+        answer = client.post("/translate_file", data={"source": "de", "target": "en"},
+                             files={"file": ("a.html", b"ab <![ x", "text/html")})
+        assert answer.status_code == 200, answer.text
+    for document in ("<a " * 70_000, "<" * 200_000, "<p x='" * 40_000, "<script><!--<script>" * 20_000):
+        pieces = segments(document, "html")
+        assert rebuild(pieces, sentences(pieces)) == document
+
+
+@settings(max_examples=300, deadline=None)
+@given(document=st.lists(st.sampled_from(list("<>!-/?[]'\"= ab\n") + ["CDATA", "script", "p", "&amp;"]),
+                         max_size=40).map("".join))
+def test_any_text_as_html_comes_back_as_it_was(document):
+    """Property: any text read as HTML never raises, and its pieces, each "translated" to itself, are the text."""
+    pieces = segments(document, "html")
+    assert rebuild(pieces, sentences(pieces)) == document
+
+
+def test_what_a_browser_keeps_as_script_style_cdata_or_comment_is_never_changed():
+    """A script ends where an HTML5 browser ends it (not at a `</script>` inside `<!--<script>`; at `</script/>`),
+    an unclosed comment or CDATA section runs to the end; everything else is translated."""
+    for document, expected in (
+            ("<script>a<!--<script>b</script>cd</script>ef-->gh",
+             "<script>a<!--<script>b</script>cd</script>EF--&gt;GH"),
+            ("<script>ab</script/>cd", "<script>ab</script/>CD"), ("<![CDATA[x", "<![CDATA[x"),
+            ("<STYLE>ab</style >cd", "<STYLE>ab</style >CD"), ("ab<!--cd", "AB<!--cd"), ("<!-->ab", "<!-->AB"),
+            ("<title>ab</title>cd", "<title>AB</title>CD"), ("<p a='x>y'>ab</p>", "<p a='x>y'>AB</p>")):
+        pieces = segments(document, "html")
+        assert rebuild(pieces, [text.upper() for text in sentences(pieces)]) == expected, document
+
+
+def test_query_string_fields_count_as_libretranslates_and_a_key_there_is_never_logged():
+    """LibreTranslate reads `request.values`: `?api_key=K&q=...` works, a field of the body wins; uvicorn's access log
+    line shows the key as `***` (`RedactedKeys`, however its name is percent-encoded)."""
+    import logging
+
+    from vanilla_transformer.deploy.libretranslate import RedactedKeys
+
+    with client_for(FakeEngine(), api_key="K") as client:
+        wait_ready(client)
+        assert client.post("/translate?api_key=K&q=ab&source=de&target=en").json() == {"translatedText": "ba"}
+        assert post(client, "/translate?api_key=K&q=ab&source=de&target=en", {"q": "cd"}).json() == {
+            "translatedText": "dc"}
+        refused(client.post("/detect?api_key=L&q=ab"), 403, "Invalid API key")
+    for query, shown in (("api_key=K1&q=1", "api_key=***&q=1"), ("q=1&api%5Fkey=K1;x", "q=1&api%5Fkey=***"),
+                         ("api_keys=a&q=api_key", "api_keys=a&q=api_key")):
+        record = logging.LogRecord("uvicorn.access", logging.INFO, "", 0, '%s - "%s %s HTTP/%s" %d',
+                                   ("127.0.0.1:5", "POST", f"/translate?{query}", "1.1", 200), None)
+        assert RedactedKeys().filter(record) and record.getMessage().endswith(f'/translate?{shown} HTTP/1.1" 200')
+
+
 def test_one_request_is_bounded_as_a_whole():
     """--request_timeout bounds a request, not each batch in it: a file of three batches, a pivot through two
     models and a list of texts whose batches each end in time are a 504 in LibreTranslate's error shape when they

@@ -68,6 +68,34 @@ def test_a_hub_token_is_written_nowhere_and_the_hub_receives_the_allow_list(hub,
         assert str(tmp_path).encode() not in content and ROOT.encode() not in content, name  # (no absolute path)
 
 
+@pytest.mark.parametrize("spelling", [["--hub_tok", TOKEN], [f"--hub_tok={TOKEN}"], ["--hub-tok", TOKEN],
+                                      ["--hub_t", TOKEN]])
+def test_a_shortened_secret_flag_is_refused_without_printing_its_value(spelling, tmp_path, capsys):
+    """argparse would take `--hub_tok X` as --hub_token, which the recorded command line would not hide: every
+    training command refuses a flag not spelled in full, naming the flag and not the value."""
+    for command in ("train-translation", "train-ner", "pretrain-encoder"):
+        status, err = run_status(capsys, [command, "--output_dir", str(tmp_path / "run"), "--max_steps", "4",
+                                          *spelling])
+        assert status == 2 and TOKEN not in err and spelling[0].split("=")[0] in err, err
+        assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("spelling", [["--hub_token", TOKEN], [f"--hub_token={TOKEN}"], ["--hub-token", TOKEN],
+                                      [f"--hub-token={TOKEN}"]])
+def test_every_spelling_of_a_secret_flag_is_hidden_in_the_recorded_command(spelling, tmp_path):
+    """The command line a run records hides the value of the option whose parsed destination is a secret, whatever
+    the spelling, and by value too (a spelling the flag pattern would miss)."""
+    from vanilla_transformer.model_card import invoked_command, shareable_words
+
+    argv = ["--output_dir", str(tmp_path / "run"), "--max_steps", "4", *spelling]
+    training_args = train_translation.parse(argv)[2]
+    assert training_args.hub_token == TOKEN
+    command = invoked_command(argv, {"HUB_TOKEN": training_args.hub_token})
+    assert TOKEN not in command and "<HUB_TOKEN>" in command
+    assert shareable_words(["--hub_tok", TOKEN, f"--x={TOKEN}"], {"HUB_TOKEN": TOKEN}) == [
+        "--hub_tok", "<HUB_TOKEN>", "--x=<HUB_TOKEN>"]
+
+
 def test_a_served_api_key_is_written_nowhere(small_demo_model, tmp_path):
     """`serve --api_key KEY`, asked with the key and with a wrong one: the key is in no file under the directory it
     ran in and not in what it printed."""

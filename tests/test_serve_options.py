@@ -77,6 +77,9 @@ def check_valid(dest: str, value) -> None:
     elif dest == "cors_origins":
         for origin in value:
             assert re.fullmatch(r"https?://[a-z0-9.\-\[\]:]+", origin) and not origin.endswith("/"), origin
+    elif dest == "allowed_hosts":  # host names or addresses, as the Host header's host shows them, or * (any)
+        for host in value:
+            assert host == "*" or host == serve.allowed_host(host) == host.lower(), host
     elif dest in ("source_lang", "target_lang"):
         assert re.fullmatch(r"[A-Za-z0-9_]+(-[A-Za-z0-9_]+)*", value) and value.lower() != "auto"
     elif dest == "api_keys":
@@ -144,7 +147,8 @@ def test_an_error_names_the_variable_when_the_value_came_from_it_and_the_flag_wh
 
 # ------------------------------------------------------------------------------------------------ who may connect
 @pytest.mark.parametrize("host", ["", " ", "\t", "0", "00", "127.1", "0x7f.0.0.1", "2130706433", "[::1]", "a b",
-                                  "1.2.3.04", "-x", "x" * 300, "a..b", "ex\nample.com"])
+                                  "1.2.3.04", "-x", "x" * 300, "a..b", "ex\nample.com", "::ffff:0.0.0.0", "::0",
+                                  "0:0::0", "::FFFF:127.0.0.1", "0::", "::0001", "FE80::1"])
 def test_a_host_that_could_widen_who_connects_is_refused(host):
     """An empty LT_HOST (uvicorn: every interface), a number the resolver reads as an address ("0" is 0.0.0.0)."""
     for argv, env, name in (([f"--host={host}"], {}, "--host"), ([], {"LT_HOST": host}, "LT_HOST")):
@@ -241,6 +245,9 @@ def test_a_host_parses_to_an_address_or_a_name_else_is_refused(text):
     except argparse.ArgumentTypeError:
         return
     check_valid("host", host)
+    with contextlib.suppress(ValueError):  # an address: only in its one canonical form, never IPv4-mapped
+        address = ipaddress.ip_address(host)
+        assert str(address) == host and getattr(address, "ipv4_mapped", None) is None, host
 
 
 # ------------------------------------------------------------------------------------------------ 0 and the limits
@@ -252,7 +259,7 @@ def test_a_request_limit_of_0_is_none_as_in_libretranslate(flag, tmp_path):
 
     keys = tmp_path / "keys"
     keys.write_text("own 3\nplain\n", encoding="utf-8")
-    args = parse([flag, "0", "--api-keys", str(keys)])[0]
+    args = parse([flag, "0", "--api-keys", str(keys), "--allowed-hosts", "testserver"])[0]  # (the test client's Host)
     with client_for(FakeEngine(), **serve.limits(args)) as client:
         wait_ready(client)
         for _ in range(5):
@@ -287,6 +294,8 @@ def test_the_key_file_is_read_with_a_bom_and_crlf_and_refused_clearly_otherwise(
     keys = tmp_path / "keys.txt"
     keys.write_bytes(b"\xef\xbb\xbfalpha 5\r\n# comment\r\nbeta\r\n")
     assert read_api_keys(keys) == {"alpha": 5, "beta": None}
+    keys.write_bytes(b"Zq#8vLm2pR\n#c\n  # c\ngamma 3 # c\ndelta\t#c\nx# 2\n")  # a `#` inside a key is the key's
+    assert read_api_keys(keys) == {"Zq#8vLm2pR": None, "gamma": 3, "delta": None, "x#": 2}
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     cases = [("", "give the key file's path"), ("-", "give the key file's path"),

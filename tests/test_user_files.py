@@ -411,3 +411,89 @@ def test_a_run_whose_weights_became_non_finite_saves_nothing():
     for event in ("on_step_end", "on_train_end"):
         with pytest.raises(ValueError, match=r"step 12.*classifier\.weight holds 1 non-finite"):
             getattr(FiniteWeights(), event)(None, state, control, model=model)
+
+
+def test_a_descriptor_path_is_written_through_never_replaced(tmp_path):
+    """/dev/stdout, /dev/fd/1, /proc/self/fd/1, /proc/PID/fd/1 and a link to one, where stdout is appended to a log:
+    the text is added to the log, whose earlier lines stay (a replacement would wipe them); likewise a command's
+    --output /dev/stdout."""
+    import subprocess
+    import sys
+
+    log, link = tmp_path / "log.txt", tmp_path / "out"
+    link.symlink_to("/dev/stdout")
+    log.write_text("earlier\n", encoding="utf-8")
+    script = ("import os; from vanilla_transformer.files import write_text as w; print('a', flush=True); "
+              "w('/dev/stdout', 'b\\n'); w('/dev/fd/1', 'c\\n'); w('/proc/self/fd/1', 'd\\n'); "
+              f"w({str(link)!r}, 'e\\n'); w(f'/proc/{{os.getpid()}}/fd/1', 'f\\n'); print('g')")
+    with open(log, "a", encoding="utf-8") as out:
+        subprocess.run([sys.executable, "-c", script], stdout=out, check=True, timeout=120)
+    assert log.read_text(encoding="utf-8") == "earlier\na\nb\nc\nd\ne\nf\ng\n"
+    hypotheses = tmp_path / "h.txt"
+    hypotheses.write_text("ab cd\n", encoding="utf-8")
+    with open(log, "a", encoding="utf-8") as out:
+        subprocess.run([sys.executable, "-m", "vanilla_transformer.cli", "score", hypotheses, hypotheses, "--output",
+                        "/dev/stdout"], stdout=out, check=True, timeout=120)
+    assert log.read_text(encoding="utf-8").startswith("earlier\na\n") and '"sacrebleu"' in log.read_text()
+
+
+def test_a_file_output_never_replaces_a_models_or_checkpoints_files(translator, tmp_path, capsys):
+    """An output file that exists in a finished model's directory or in a checkpoint of a run is refused, naming the
+    file and the model: score/translate/tag/tune-decoding --output, ner-report --json."""
+    text = tmp_path / "text.txt"
+    text.write_text("ab cd\n", encoding="utf-8")
+    run_dir = tmp_path / "run"
+    checkpoint = save_translator(run_dir / "checkpoint-4")
+    (run_dir / "checkpoint-2").mkdir()
+    (run_dir / "checkpoint-2" / "optimizer.pt").write_bytes(b"x")  # (no model file: a run's checkpoint all the same)
+    before = snapshot(tmp_path)
+    for target, model in ((translator / "model.safetensors", translator), (translator / "config.json", translator),
+                          (translator / "tokenizer.json", translator), (checkpoint / "model.safetensors", checkpoint),
+                          (run_dir / "checkpoint-2" / "optimizer.pt", run_dir)):
+        refused(capsys, ["score", text, text, "--output", target], target, model)
+    output = checkpoint / "config.json"
+    refused(capsys, ["translate", run_dir / "checkpoint-4", "--input", text, "--output", output], output, checkpoint)
+    refused(capsys, ["tag", tmp_path / "no-model", "--input", text, "--output", output], output, checkpoint)
+    refused(capsys, ["tune-decoding", tmp_path / "no-model", "--source", text, "--reference", text, "--output",
+                     output], output, checkpoint)
+    refused(capsys, ["ner-report", text, "--train_file", text, "--json", output], output, checkpoint)
+    assert snapshot(tmp_path) == before
+    for _ in range(2):  # a new file beside the model, then that earlier output written again (a recipe rerun): fine
+        status, err = run(capsys, ["score", text, text, "--output", translator / "bleu.json"])
+        assert status == 0 and (translator / "bleu.json").is_file(), err
+
+
+def test_an_evaluation_run_never_writes_into_another_finished_model(translator, tmp_path, capsys):
+    """Evaluation only (no training): an --output_dir holding another finished model is refused before anything
+    loads, naming it; the loaded model's own directory stays allowed (what the reproducer ran)."""
+    from conftest import translation_args, write_parallel
+
+    (tmp_path / "data").mkdir()
+    data = write_parallel(tmp_path / "data")
+    other = save_translator(tmp_path / "other", seed=1)
+    before = snapshot(tmp_path)
+    for stages in (["--do_train", "false", "--do_eval", "true"], ["--do_train", "false", "--do_predict", "true"]):
+        args = translation_args(data, other, "--model_name_or_path", translator, *stages)
+        refused(capsys, ["train-translation", *[a for a in args if a not in ("--config_name", "tiny")]], other,
+                "config.json")
+    assert snapshot(tmp_path) == before
+    from vanilla_transformer.commands import train_translation
+
+    args = translation_args(data, translator, "--model_name_or_path", f"{translator}/", "--do_train", "false")
+    assert train_translation.parse([a for a in args if a not in ("--config_name", "tiny")])[2].do_eval
+
+
+def test_average_checkpoints_into_a_folder_of_the_users_files_is_refused(tmp_path, capsys):
+    """A non-empty --output_dir that is no earlier average (the user's card and tokenizer, no model) is refused, with
+    --force too, naming it; an empty one is fine."""
+    run_dir, mine = write_run(tmp_path / "run"), tmp_path / "mine"
+    mine.mkdir()
+    (mine / "README.md").write_text("# my card\n", encoding="utf-8")
+    (mine / "tokenizer.json").write_text("{}", encoding="utf-8")
+    before = snapshot(tmp_path)
+    for extra in ([], ["--force"]):
+        refused(capsys, ["average-checkpoints", run_dir, "--last", "2", "--output_dir", mine, *extra], mine,
+                "README.md")
+    assert snapshot(tmp_path) == before
+    (tmp_path / "empty").mkdir()
+    assert run(capsys, ["average-checkpoints", run_dir, "--last", "2", "--output_dir", tmp_path / "empty"])[0] == 0

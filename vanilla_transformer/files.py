@@ -32,8 +32,17 @@ def split_lines(text: str) -> list[str]:
     return lines
 
 
-def require_file(path: str, allow_empty: bool = False) -> None:
-    """A DataError unless `path` is a file (and, unless `allow_empty`, not an empty one)."""
+def require_file(path: str, allow_empty: bool = False, stream: bool = False) -> None:
+    """A DataError unless `path` is a file (and, unless `allow_empty`, not an empty one). A pipe or device (a FIFO,
+    `<(command)`'s /dev/fd/N) is accepted where the caller reads it once from start to end (`stream`; its emptiness is
+    the caller's to find) and elsewhere refused as what it is, never as a missing file."""
+    if os.path.isdir(path):
+        raise DataError(f"{path} is a directory: give a file.")
+    if os.path.exists(path) and not os.path.isfile(path):
+        if stream:
+            return
+        raise DataError(f"{path} is a pipe or device, not a regular file: this command reads its input more than "
+                        "once; save it to a file first.")
     if not os.path.isfile(path):
         raise DataError(f"{path}: file not found.")
     if not allow_empty and os.path.getsize(path) == 0:
@@ -65,7 +74,7 @@ def read_lines(path: str | None, allow_empty: bool = False) -> list[str]:
     if stdin:
         raw = sys.stdin.buffer.read()
     else:
-        require_file(path, allow_empty=True)  # (emptiness below: a file of blank lines is empty too)
+        require_file(path, allow_empty=True, stream=True)  # (emptiness below: a file of blank lines is empty too)
         with open(path, "rb") as f:
             raw = f.read()
     if not allow_empty and not raw.strip():
@@ -136,9 +145,47 @@ def is_within(path, directory) -> bool:
         os.path.normcase(directory.rstrip(os.sep) + os.sep))
 
 
+# A path naming an open file descriptor (/dev/stdout, /dev/fd/3, /proc/self/fd/1, /proc/PID/fd/N): what it leads to
+# (a log that stdout is appended to) is written through it, never replaced.
+DESCRIPTOR_PATH = re.compile(r"/dev/(?:std(?:in|out|err)|fd/\d+)|/proc/(?:self|thread-self|\d+)/fd/\d+")
+STANDARD_STREAMS = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
+
+
+def descriptor_path(path) -> str | None:
+    """The descriptor path (`DESCRIPTOR_PATH`) that `path` is or leads to through symlinks, else None."""
+    path = os.path.abspath(os.fspath(path))
+    for _ in range(40):  # (the kernel's limit of symlinks followed)
+        if DESCRIPTOR_PATH.fullmatch(path):
+            return path
+        if not os.path.islink(path):
+            return None
+        try:
+            path = os.path.normpath(os.path.join(os.path.dirname(path), os.readlink(path)))
+        except OSError:
+            return None
+    return None
+
+
+def own_descriptor(path) -> int | None:
+    """The number of this process's file descriptor that `path` names (/dev/stdout: 1, /proc/self/fd/3: 3), else
+    None."""
+    found = descriptor_path(path)
+    if found is None:
+        return None
+    if found in STANDARD_STREAMS:
+        return STANDARD_STREAMS[found]
+    parts = found.split("/")  # ['', 'dev', 'fd', N] or ['', 'proc', PID, 'fd', N]
+    if parts[1] == "dev" or parts[2] in ("self", "thread-self", str(os.getpid())):
+        return int(parts[-1])
+    return None
+
+
 def written_in_place(path) -> bool:
-    """A device or pipe: written in place, never replaced."""
+    """A device, a pipe or a file descriptor's path (/dev/stdout: whatever file it leads to): written in place,
+    never replaced."""
     path = os.fspath(path)
+    if descriptor_path(path) is not None:
+        return True
     return os.path.exists(path) and not os.path.isfile(path) and not os.path.isdir(path)
 
 
@@ -161,11 +208,33 @@ def files_of(*directories) -> list[str]:
     return found
 
 
+# A model directory's own files (what loading, exporting or pushing it reads), beside the outputs commands add there
+MODEL_FILES = (*FINISHED_MODEL_FILES, "generation_config.json", "model.onnx.data", "tokenizer.json",
+               "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt", "shared_vocabulary.json",
+               "README.md", "card_info.json")
+
+
+def model_holding(path) -> str | None:
+    """The directory holding a finished model or checkpoints (`finished_model`) whose own file an existing regular
+    file `path` is: one of `MODEL_FILES` or code (`.py`) in it, or any file of one of its `checkpoint-STEP` folders;
+    None for anything else (an earlier output a command wrote beside the model is written again)."""
+    if path in (None, "-") or written_in_place(path) or not os.path.isfile(os.fspath(path)):
+        return None
+    real = os.path.realpath(os.fspath(path))
+    folder, name = os.path.split(real)
+    if CHECKPOINT_NAME.fullmatch(os.path.basename(folder)) and finished_model(os.path.dirname(folder)):
+        return os.path.dirname(folder)
+    if (name in MODEL_FILES or name.endswith((".py", ".safetensors"))) and finished_model(folder):
+        return folder
+    return None
+
+
 def refuse_overwriting(outputs, inputs=(), replaced=(), model_dirs=()) -> None:
     """A `ValueError` naming both paths when a command would write over something of the user's: one of `outputs`
     (files or directories it writes) that is one of `inputs` (files and directories the run reads), or a directory of
     `replaced` (replaced whole) that is or holds one of them, or one of `model_dirs` (directories it writes files
-    into) that holds a finished model or checkpoints. Devices and pipes are not refused (written in place)."""
+    into) that holds a finished model or checkpoints, or an existing file of `outputs` inside such a directory or one
+    of its checkpoints (`model_holding`). Devices, pipes and descriptors are not refused (written in place)."""
     inputs = [os.fspath(path) for path in inputs if path not in (None, "-") and os.fspath(path).strip()]
     for output in [*outputs, *replaced, *model_dirs]:
         if output in (None, "-") or written_in_place(output):
@@ -174,6 +243,11 @@ def refuse_overwriting(outputs, inputs=(), replaced=(), model_dirs=()) -> None:
             if same_path(output, source):
                 raise ValueError(f"the output {os.fspath(output)} is the input {source}: writing it would replace "
                                  "what the run reads; give another output.")
+    for output in outputs:
+        model = model_holding(output)
+        if model is not None:
+            raise ValueError(f"the output {os.fspath(output)} is a file of the finished model or checkpoints in "
+                             f"{model}: writing it would replace it; give another output.")
     for directory in replaced:
         for source in inputs:
             if is_within(source, directory):
@@ -208,12 +282,21 @@ def replaced_atomically(path):
 
 def write_text(path: str, text: str) -> None:
     """Write `text` to `path`: atomically (never half a file) where `path` is a regular file or new; in place where it
-    is a device or a pipe (/dev/null, /dev/stdout, a FIFO a reader waits on), which a replacement would destroy. An
-    empty path is refused (`replaced_atomically`)."""
+    is a device, a pipe or a descriptor's path (/dev/null, a FIFO a reader waits on, /dev/stdout appended to a log),
+    which a replacement would destroy: this process's own descriptors are written through (at their offset), others
+    opened for appending, so nothing there is truncated. An empty path is refused (`replaced_atomically`)."""
+    descriptor = own_descriptor(check_output_path(path))
+    if descriptor is not None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        data = text.encode("utf-8")
+        while data:
+            data = data[os.write(descriptor, data):]
+        return
     if os.path.isdir(path):
         raise IsADirectoryError(f"{os.fspath(path)} is a directory: give a file to write to.")
-    if os.path.exists(path) and not os.path.isfile(path):
-        with open(path, "w", encoding="utf-8") as f:
+    if written_in_place(path):
+        with open(path, "a", encoding="utf-8") as f:
             f.write(text)
         return
     with replaced_atomically(path) as temporary, open(temporary, "w", encoding="utf-8") as f:

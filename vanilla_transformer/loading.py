@@ -4,6 +4,7 @@ damaged or missing file is an error that names it. What a directory holds and wh
 import copy
 import os
 import sys
+from contextlib import contextmanager
 
 from safetensors import SafetensorError
 
@@ -39,6 +40,24 @@ def is_local_dir(name_or_path) -> bool:
     raise FileNotFoundError(f"no such directory: {text!r}" + (" (an empty path)" if not text.strip() else "") + ".")
 
 
+@contextmanager
+def local_or_hub(name_or_path):
+    """The one rule for loading a model (or its tokenizer, config) by a name or path: a path that names no directory
+    is a `FileNotFoundError` saying so (`is_local_dir`); an `OSError` loading a name that is no local directory (a
+    mistyped "folder/name" reads as a Hub id; offline, no such repository) is one saying it is neither."""
+    if is_local_dir(name_or_path):
+        yield
+        return
+    try:
+        yield
+    except OSError as error:
+        if str(error).startswith("no such directory"):  # (named by an inner loader already)
+            raise
+        reason = " ".join(str(error).split())
+        raise FileNotFoundError(f"no such directory: {str(name_or_path)!r}, and no model of that name could be read "
+                                f"from the Hub ({reason[:300]})") from None
+
+
 def check_finite(named_tensors, where) -> None:
     """No NaN or infinity is ever saved into a model: a `ValueError` naming the first tensor of `named_tensors`
     ((name, tensor) pairs) that holds one, and `where` it is (the file, model or step)."""
@@ -49,6 +68,28 @@ def check_finite(named_tensors, where) -> None:
             bad = int((~torch.isfinite(tensor)).sum())
             raise ValueError(f"{where}: the tensor {name} holds {bad} non-finite value(s) (NaN or infinity); a model "
                              "with such weights is refused.")
+
+
+def load_weights(path) -> dict:
+    """The tensors of a `model.safetensors` file (`path`), name -> tensor; a truncated or corrupted one is an `OSError`
+    naming it, as `load_model` names it."""
+    from safetensors.torch import load_file
+
+    try:
+        return load_file(path)
+    except SafetensorError as error:
+        raise OSError(f"{path} is truncated or corrupted ({error}).") from None
+
+
+def log_history(path) -> list[dict]:
+    """The `log_history` of a run's or checkpoint's trainer_state.json (`path`): what the trainer logged, one JSON
+    object per step with its "step"; a file holding anything else is an `OSError` naming it."""
+    history = read_json(path, mapping=True).get("log_history", [])
+    if not isinstance(history, list) or not all(
+            isinstance(entry, dict) and type(entry.get("step")) in (int, float) for entry in history):
+        raise OSError(f"{path} is damaged: its log_history is not a list of logged steps (JSON objects with a "
+                      "\"step\").")
+    return history
 
 
 def check_json_files(directory, names, advice: str = "", mapping: bool = True) -> None:
@@ -80,7 +121,8 @@ def load_model(cls, path, **kwargs):
     if is_local_dir(path):  # damaged configs named (transformers would trace or ignore them)
         check_json_files(path, ("config.json", "generation_config.json"))
     try:
-        return cls.from_pretrained(path, **kwargs)
+        with local_or_hub(path):
+            return cls.from_pretrained(path, **kwargs)
     except SafetensorError as error:
         raise OSError(f"{weights} is truncated or corrupted ({error}).") from None
     except RuntimeError as error:

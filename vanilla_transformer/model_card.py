@@ -88,16 +88,21 @@ def describe_hardware(training_args=None) -> str:
 SECRET_FLAG = re.compile(r"--?(?:[\w-]*[_-])?(?:token|key|password|secret)", re.IGNORECASE)
 
 
-def shareable_words(words: list[str]) -> list[str]:
+def shareable_words(words: list[str], secrets=None) -> list[str]:
     """A command line as it may be written into a file that is shared: the value of every flag that names a secret
     (`--hub_token X`, `--api_key=X`) replaced by `<HUB_TOKEN>` (transformers' redaction) and every absolute path
-    shortened (`shareable_path`), so no credential and no absolute path of this computer is written."""
+    shortened (`shareable_path`), so no credential and no absolute path of this computer is written. `secrets` ({name:
+    value}, the parsed values of the secret options) hides those values however their flag was spelled."""
+    secrets = {name: value for name, value in (secrets or {}).items() if isinstance(value, str) and value}
     out, hidden = [], None  # hidden: the name of the secret whose value is the next word
     for word in words:
         flag, equals, value = word.partition("=")
         path = value if equals and flag.startswith("-") else word
+        known = next((name for name, secret in secrets.items() if secret in word), None)
         if hidden:
             word, hidden = f"<{hidden}>", None
+        elif known:
+            word = f"{flag}=<{known}>" if equals and secrets[known] not in flag else f"<{known}>"
         elif SECRET_FLAG.fullmatch(flag):
             name = flag.lstrip("-").upper().replace("-", "_")
             word, hidden = (f"{flag}=<{name}>", None) if equals else (word, name)
@@ -116,11 +121,11 @@ def shareable_path(path: str) -> str:
     return os.path.join("...", *os.path.normpath(path).split(os.sep)[-2:])
 
 
-def invoked_command(argv=None) -> str:
+def invoked_command(argv=None, secrets=None) -> str:
     """The command line that started this run, as a user can run it again: `vanilla-transformer train-translation
     ...` for the console command, `python scripts/run_translation.py ...` for a script, with torchrun in front when
     several processes ran it; each argument quoted for the shell where needed, and no secret or absolute path in it
-    (`shareable_words`)."""
+    (`shareable_words`; `secrets`: {name: value} of the secret options parsed)."""
     program, args = sys.argv[0], list(sys.argv[1:] if argv is None else argv)
     if program.startswith("vanilla-transformer "):  # set by the console command (cli.dispatch)
         words = program.split()
@@ -133,7 +138,7 @@ def invoked_command(argv=None) -> str:
         nodes = int(os.environ.get("WORLD_SIZE", processes)) // processes
         launcher = ["torchrun", "--nproc_per_node", str(processes)] + (["--nnodes", str(nodes)] if nodes > 1 else [])
         words = launcher + (words[1:] if words[0] == "python" else [shutil.which(words[0]) or words[0]] + words[1:])
-    return shlex.join(shareable_words(words + args))
+    return shlex.join(shareable_words(words + args, secrets))
 
 
 # The terms the training data puts on the weights, by the data's name (dataset_label: a Hub id or the folder of the

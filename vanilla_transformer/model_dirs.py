@@ -5,8 +5,8 @@ names it."""
 import os
 from dataclasses import dataclass
 
-from .files import check_output_path, read_json
-from .loading import check_json_files, is_local_dir, looks_local, own_tokenizer, require
+from .files import check_output_path, finished_model, read_json
+from .loading import check_json_files, is_local_dir, local_or_hub, looks_local, own_tokenizer, require
 
 TAGGER = "VanillaTransformerForTokenClassification"
 TRANSLATOR = "VanillaTransformerForConditionalGeneration"
@@ -15,6 +15,8 @@ DEVICES = ("auto", "cpu", "cuda")
 ENGINES = {"translation": ("auto", "pytorch", "ctranslate2"), "tagging": ("auto", "pytorch", "onnxruntime")}
 # the files only an export has, by the command that writes it: one of them present means an export
 EXPORT_FILES = {"export-ctranslate2": ("model.bin", "shared_vocabulary.json"), "export-onnx": (ONNX_META, "model.onnx")}
+# the files of a finished model (`files.finished_model`) that an export itself writes: any other means a model or a run
+EXPORT_MODEL_FILES = {"export-ctranslate2": ("model.bin", "config.json"), "export-onnx": ("model.onnx",)}
 
 
 # ---------------------------------------------------------------------------------------------------- which model
@@ -45,6 +47,10 @@ def check_export_target(output_dir, force: bool, command: str) -> str:
         return output_dir
     if not force:
         raise FileExistsError(f"{output_dir} already exists; pass --force to replace it.")
+    held = [name for name in finished_model(output_dir) if name not in EXPORT_MODEL_FILES[command]]
+    if held:  # an export's file beside a finished model or checkpoints: --force would delete them
+        raise FileExistsError(f"{output_dir} holds a finished model or checkpoints ({', '.join(held[:4])}), not only "
+                              f"an earlier {command} export; --force replaces only those: give another directory.")
     if os.path.isdir(output_dir) and (not os.listdir(output_dir) or any(
             os.path.isfile(os.path.join(output_dir, name)) for name in EXPORT_FILES[command])):
         return output_dir
@@ -92,12 +98,8 @@ def architectures_of(path) -> list[str]:
         return read_json(config, mapping=True).get("architectures") or []
     from transformers import PretrainedConfig
 
-    try:
+    with local_or_hub(path):  # (also what a mistyped local folder written as "name" or "folder/name" ends in)
         return PretrainedConfig.get_config_dict(path)[0].get("architectures") or []
-    except OSError as error:  # (also what a mistyped local folder written as "name" or "folder/name" ends in)
-        reason = " ".join(str(error).split())
-        raise FileNotFoundError(f"no such directory: {str(path)!r}, and no model of that name could be read from the "
-                                f"Hub ({reason[:300]})") from None
 
 
 def is_tagger_dir(path) -> bool:

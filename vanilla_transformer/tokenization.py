@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-from .loading import check_json_files, looks_local, own_tokenizer
+from .loading import check_json_files, local_or_hub, looks_local, own_tokenizer
 
 # Order fixes the ids, which match VanillaTransformerConfig's defaults: pad 0, bos 1, eos 2, unk 3.
 SPECIAL_TOKENS = {"pad_token": "<pad>", "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}
@@ -161,7 +161,8 @@ def load_tokenizer(name_or_path, **kwargs):
             raise FileNotFoundError(f"{name_or_path!r} holds no tokenizer (tokenizer.json): not a saved model or "
                                     "tokenizer directory.")
         check_json_files(name_or_path, TOKENIZER_FILES)
-    return AutoTokenizer.from_pretrained(name_or_path, **kwargs)
+    with local_or_hub(name_or_path):
+        return AutoTokenizer.from_pretrained(name_or_path, **kwargs)
 
 
 def check_tokenizer_matches_config(tokenizer, config) -> None:

@@ -16,6 +16,7 @@ import shutil
 
 from ..console import output_path
 from ..files import read_json, refuse_overwriting, replaced_atomically, run_checkpoints, write_text
+from ..loading import log_history
 from ..model_card import CARD_INFO
 
 WEIGHTS = "model.safetensors"
@@ -37,7 +38,7 @@ def check_one_run(paths: list[str]) -> None:
     for path in paths:
         state = os.path.join(path, "trainer_state.json")
         if os.path.isfile(state):
-            histories[path] = read_json(state, mapping=True).get("log_history", [])
+            histories[path] = log_history(state)
     newest = histories.get(paths[-1])
     others = [path for path, history in histories.items() if newest is not None and newest[:len(history)] != history]
     if others:
@@ -87,13 +88,11 @@ def same_file_contents(path: str):
 def average(paths: list[str]) -> dict:
     """Element-wise mean (in fp32, cast back to each tensor's dtype) of the checkpoints' weights: name -> tensor. A
     checkpoint holding a NaN or an infinity is refused, naming the tensor: no such number is saved into a model."""
-    from safetensors.torch import load_file
-
-    from ..loading import check_finite
+    from ..loading import check_finite, load_weights
 
     total, reference = None, None
     for path in paths:
-        state = load_file(os.path.join(path, WEIGHTS))
+        state = load_weights(os.path.join(path, WEIGHTS))
         check_finite(state.items(), os.path.join(path, WEIGHTS))
         if total is None:
             reference = {k: v.dtype for k, v in state.items()}
@@ -133,6 +132,11 @@ def main(argv=None):
     earlier_average = args.force and os.path.isfile(os.path.join(args.output_dir, PROVENANCE))
     refuse_overwriting([args.output_dir], [args.run_dir, *run_checkpoints(args.run_dir)],
                        model_dirs=[] if earlier_average else [args.output_dir])
+    held = sorted(os.listdir(args.output_dir)) if os.path.isdir(args.output_dir) else []
+    if held and not os.path.isfile(os.path.join(args.output_dir, PROVENANCE)):  # (the user's card, tokenizer, ...)
+        raise ValueError(f"--output_dir {args.output_dir} holds files of its own ({', '.join(held[:4])}"
+                         f"{', ...' if len(held) > 4 else ''}) that the average would replace; give a new or empty "
+                         "directory.")
     check_one_run(paths)
     check_same_model(paths)
     averaged = average(paths)

@@ -9,11 +9,11 @@ Each writes PNG files (default: next to the input, or --out DIR) and prints thei
 """
 
 import argparse
+import math
 import os
 
 from ..console import output_path, positive_int
-from ..files import read_json
-from ..loading import load_model
+from ..loading import load_model, log_history
 
 
 def pyplot():
@@ -38,9 +38,9 @@ def save_figure(fig, out_dir: str, name: str, dpi: int = 120) -> str:
 def plot_curves(run_dir: str, out_dir: str) -> list[str]:
     plt = pyplot()
     history = read_log_history(run_dir)
-    train = [(h["step"], h["loss"]) for h in history if "loss" in h]
-    evals = {k: [(h["step"], h[k]) for h in history if k in h]
-             for k in {k for h in history for k in h if k.startswith("eval_") and isinstance(h[k], (int, float))}
+    train = [(h["step"], h["loss"]) for h in history if number(h.get("loss"))]
+    evals = {k: [(h["step"], h[k]) for h in history if number(h.get(k))]
+             for k in {k for h in history for k in h if k.startswith("eval_") and number(h[k])}
              if k not in ("eval_runtime", "eval_samples_per_second", "eval_steps_per_second")}
     fig, axes = plt.subplots(1, 1 + bool(evals), figsize=(11 if evals else 6, 4), squeeze=False)
     ax = axes[0][0]
@@ -58,11 +58,16 @@ def plot_curves(run_dir: str, out_dir: str) -> list[str]:
     return [save_figure(fig, out_dir, "curves.png")]
 
 
+def number(value) -> bool:
+    """A logged value that plots: a finite int or float (not a bool, a string, a NaN)."""
+    return type(value) in (int, float) and math.isfinite(value)
+
+
 def read_log_history(run_dir: str) -> list[dict]:
     path = os.path.join(run_dir, "trainer_state.json")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path} not found: plot a directory a training run wrote.")
-    return read_json(path, mapping=True).get("log_history", [])
+    return log_history(path)
 
 
 QUALITY_METRICS = ("eval_bleu", "eval_f1")
@@ -76,7 +81,7 @@ def plot_quality_vs_time(run_dirs: list[str], out_dir: str, metric: str | None =
     for run_dir in run_dirs:
         history = [h for h in read_log_history(run_dir) if "train_minutes" in h]
         key = metric or next((k for k in QUALITY_METRICS if any(k in h for h in history)), None)
-        points = [(h["train_minutes"], h[key]) for h in history if key in h]
+        points = [(h["train_minutes"], h[key]) for h in history if number(h.get(key)) and number(h["train_minutes"])]
         if not points:
             raise ValueError(f"{run_dir}: no evaluation with training minutes ({metric or ' or '.join(QUALITY_METRICS)}"
                              ") in trainer_state.json; train with --eval_strategy epoch.")
@@ -121,7 +126,13 @@ def plot_attention(model_dir: str, text: str, out_dir: str) -> list[str]:
     return paths
 
 
+MAX_POSITION_CELLS = 10_000_000  # --length x --d_model drawn: 40 MB of table, more than a picture's pixels
+
+
 def plot_positions(d_model: int, length: int, out_dir: str) -> list[str]:
+    if length * d_model > MAX_POSITION_CELLS:  # refused before any memory is taken
+        raise ValueError(f"--length {length} x --d_model {d_model} is {length * d_model:,} values, more than the "
+                         f"{MAX_POSITION_CELLS:,} a picture shows: give smaller ones.")
     plt = pyplot()
     from ..model.modeling_vanilla_transformer import VanillaTransformerPositionalEmbedding
 

@@ -195,8 +195,14 @@ def add_libretranslate_options(parser: "Parser", defaults: Settings) -> None:
                         action="store_true",
                         help="Behind a proxy: the client is the address the proxy adds, the LAST one of "
                              "X-Forwarded-For (nginx: proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for); "
-                             "what the client wrote before it is never believed. Without it no header "
+                             "what the client wrote before it is never believed; a translated file's URL takes the "
+                             "scheme of the last X-Forwarded-Proto hop (http or https). Without it no header "
                              "(X-Forwarded-For, X-Real-IP, Forwarded) changes who the client is.")
+    parser.add_argument("--allowed-hosts", "--allowed_hosts", dest="allowed_hosts", nargs="*", default=[],
+                        type=allowed_host, metavar="HOST",
+                        help="Host names (or addresses) the Host header may name, any port; * any. Default: on a "
+                             "loopback --host, localhost, 127.0.0.1 and [::1] only (besides those named here), else "
+                             "any.")
     parser.add_argument("--url-prefix", "--url_prefix", dest="url_prefix", default=defaults.url_prefix, type=url_prefix,
                         help="Serve every route under this path (/translate as PREFIX/translate; / redirects there).")
     parser.add_argument("--metrics", action="store_true", help="Serve Prometheus metrics at /metrics (default: off).")
@@ -265,6 +271,8 @@ def option_value(action, kind, name: str, raw):
     if action.nargs == "*":  # a variable: its words, separated by commas or spaces
         texts = raw.replace(",", " ").split() if from_variable else raw
         return [option_value(argparse.Action([], action.dest), kind, name, text) for text in texts]
+    if not isinstance(raw, str):  # (argparse reads `--flag=--` as its end-of-options mark: no value)
+        raise ValueError(f"{name}: expected a value")
     text = raw.strip() if from_variable else raw
     shown = "" if action.dest in SECRETS else f"={text!r}" if from_variable else f" {text!r}"
     try:
@@ -316,14 +324,20 @@ TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off", "")
 def host_address(text: str) -> str:
     """--host: an IP address (0.0.0.0 or :: for every interface, said so) or a host name. Empty or blank is refused
     (uvicorn would listen on every interface), and so is a number in any other form ("0", "127.1", "0x7f.0.0.1":
-    the resolver reads them as addresses, "0" as every interface)."""
+    the resolver reads them as addresses, "0" as every interface). An address is taken only as Python writes it
+    (`::`, not `::0` or `0:0::0`), and never IPv4-mapped (`::ffff:0.0.0.0`): a spelling hides what it listens on."""
     if not text.strip():
         raise argparse.ArgumentTypeError("empty: give the address to listen on (0.0.0.0 or :: for every interface)")
     try:
-        ipaddress.ip_address(text)
-        return text
+        address = ipaddress.ip_address(text)
     except ValueError:
-        pass
+        address = None
+    if address is not None and getattr(address, "ipv4_mapped", None) is not None:
+        raise argparse.ArgumentTypeError(f"an IPv4-mapped IPv6 address: give the IPv4 one, {address.ipv4_mapped}")
+    if address is not None:
+        if str(address) != text:
+            raise argparse.ArgumentTypeError(f"write the address as {address} (its one canonical form)")
+        return text
     labels = (text[:-1] if text.endswith(".") else text).split(".")
     if (len(text) > 253 or not all(re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?", label)
                                    for label in labels)
@@ -331,6 +345,29 @@ def host_address(text: str) -> str:
         raise argparse.ArgumentTypeError("expected an IP address (127.0.0.1, ::1, an IPv6 one without brackets) or a "
                                          "host name")
     return text
+
+
+def allowed_host(text: str) -> str:
+    """--allowed-hosts: one host name or address, without a port, as the Host header's host (lower case, an IPv6
+    address in brackets), or * (any)."""
+    if text.strip() == "*":
+        return "*"
+    bare = text[1:-1] if text.startswith("[") and text.endswith("]") else text
+    host = host_address(bare).lower()
+    return f"[{host}]" if ":" in host else host
+
+
+def allowed_hosts(args) -> tuple:
+    """The Host names the server answers to: those of --allowed-hosts, plus the loopback names on a loopback --host
+    (a page of another site whose name points at 127.0.0.1 is refused: DNS rebinding); none (any) where it listens
+    on other addresses and no name is given, or where * is."""
+    if "*" in args.allowed_hosts:
+        return ()
+    try:
+        loopback = ipaddress.ip_address(args.host).is_loopback
+    except ValueError:  # a host name
+        loopback = args.host.lower().rstrip(".") == "localhost"
+    return tuple(dict.fromkeys([*(("localhost", "127.0.0.1", "[::1]") if loopback else ()), *args.allowed_hosts]))
 
 
 def secret_word(what: str):
@@ -506,6 +543,7 @@ def limits(args) -> dict:
     if args.api_key is not None:  # (an empty one is refused where it enters: it is never "no key")
         keys.setdefault(args.api_key, None)
     return dict(api_keys=keys, cors_origins=("*",) if args.cors else tuple(args.cors_origins),
+                allowed_hosts=allowed_hosts(args),
                 **{name: getattr(args, name) for name in SWITCHES if name != "metrics_auth_token"},
                 **{name: getattr(args, name) for name, *_ in LIMITS},
                 metrics_auth_token=args.metrics_auth_token or "")
@@ -517,6 +555,7 @@ def listen(args, translators, tagger, settings) -> int:
     import uvicorn
 
     from ..deploy.app import create_app
+    from ..deploy.libretranslate import RedactedKeys
 
     no_progress_bars()
     for served in [*translators, *([tagger] if tagger else [])]:
@@ -527,6 +566,7 @@ def listen(args, translators, tagger, settings) -> int:
     app = create_app(translators, settings, tagger)
     app.state.server.detector.start()  # lingua's models loaded now, not on the first request
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("uvicorn.access").addFilter(RedactedKeys())  # (a key sent in a query string: never logged)
     served = [f"{engine.model_dir} ({engine.source} -> {engine.target}, {engine.workers} engine batch(es) at once)"
               for engine in translators]
     served += [f"the tagger {tagger.model_dir} at /v1/ner"] if tagger else []

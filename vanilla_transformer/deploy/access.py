@@ -29,7 +29,8 @@ STORAGE_SCHEMES = ("memory://", "redis://", "rediss://", "unix://")
 
 
 def read_api_keys(path) -> dict[str, int | None]:
-    """The keys of a key file: `KEY` or `KEY REQUESTS_PER_MINUTE` a line; blank lines and `#` comments skipped; UTF-8,
+    """The keys of a key file: `KEY` or `KEY REQUESTS_PER_MINUTE` a line; blank lines and `#` comments (a `#` at a
+    line's start or after a space or tab: one inside a key is part of it, as --api_key takes it) skipped; UTF-8,
     a byte-order mark and CRLF line ends read as no text. A bad line is a ValueError naming the file and line (never
     the key); an empty path (an unset shell variable) is refused, never read as no keys; so is anything but a regular
     file (a directory; a device or a pipe, which would never end), and a file over `KEY_FILE_BYTES`."""
@@ -50,7 +51,7 @@ def read_api_keys(path) -> dict[str, int | None]:
         if re.search(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]", line):  # (tabs separate a key from its limit)
             raise ValueError(f"{path}, line {number}: a control character; a line is `KEY` or `KEY "
                              "REQUESTS_PER_MINUTE`")
-        words = line.split("#", 1)[0].split()
+        words = re.split(r"(?:^|(?<=\s))#", line, maxsplit=1)[0].split()  # (a `#` inside a key is the key's)
         if not words:
             continue
         if len(words) > 2 or (len(words) == 2 and not (re.fullmatch(r"[0-9]{1,15}", words[1])
@@ -98,8 +99,8 @@ def redis_url(uri: str) -> tuple[str, set[str]]:
                    "a character Unicode normalisation changes" if "NFKC" in str(error) else
                    "the port is not a number from 0 to 65535")
         raise ValueError(f"not a URL redis-py can read: {problem} ({ENCODE})") from None
-    if "@" in parts.path + parts.query or "#" in uri:
-        raise ValueError(f"an '@' or '#' after the host ({ENCODE})")
+    if "@" in parts.path + parts.query or "#" in uri or parts.netloc.count("@") > 1:
+        raise ValueError(f"an '@' or '#' in the user, password or after the host ({ENCODE})")
     userinfo, _, host = parts.netloc.rpartition("@")
     hidden = [userinfo, *userinfo.split(":", 1)] if userinfo else []
     shown = []
@@ -137,9 +138,9 @@ def check_storage_uri(uri: str) -> str:
 
     redis = require("redis", "serve")
 
-    try:  # a query argument redis-py does not take fails here, not at the first request
+    try:  # a query argument redis-py does not take, or a value it refuses, fails here, not at the first request
         redis.ConnectionPool.from_url(uri).make_connection()
-    except ValueError as error:
+    except (ValueError, redis.RedisError) as error:  # (its text may quote a value: a secret one shown as ***)
         raise ValueError(f"--req-limit-storage {storage_name(uri)}: {without_secrets(str(error), hidden)}") from None
     except TypeError:  # (its text names the argument, which may be the middle of a password holding an '&')
         raise ValueError(f"--req-limit-storage {storage_name(uri)}: a query argument redis-py does not take (such "
@@ -164,6 +165,7 @@ class MemoryCounts:
 
     def __init__(self):
         self.times: dict[str, collections.deque] = collections.defaultdict(collections.deque)
+        self.windows: dict[str, float] = {}  # key -> its window (seconds): a key idle for as long is forgotten
         self.offence_counts: dict[str, tuple[int, float]] = {}  # address -> (offences, forgiven at)
         self.lock, self.swept = threading.Lock(), 0.0
 
@@ -179,12 +181,15 @@ class MemoryCounts:
                     times.popleft()
                 if len(times) >= limit:  # (a limit of 0, which Access never passes, holds no request: a full window)
                     return i, (times[0] + window - now) if times else window
-            for key, _, _ in counters:
+            for key, _, window in counters:
                 self.times[key].append(now)
-            if len(self.times) > 10_000 and now - self.swept > 60:  # clients gone quiet are forgotten (once a
-                self.swept = now                                       # minute): many clients do not grow the table
-                for key in [key for key, times in self.times.items() if not times or times[-1] <= now - 86400]:
+                self.windows[key] = window
+            if len(self.times) > 10_000 and now - self.swept > 60:  # clients gone quiet are forgotten (once a minute)
+                self.swept = now                                       # after their window: many do not grow the table
+                for key in [key for key, times in self.times.items()
+                            if not times or times[-1] <= now - self.windows.get(key, 0)]:
                     del self.times[key]
+                    self.windows.pop(key, None)
                 for key in [key for key, (_, until) in self.offence_counts.items() if until <= now]:
                     del self.offence_counts[key]
             return -1, 0.0

@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, RedirectResponse
+from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import __version__
@@ -57,7 +58,53 @@ class LimitsAndMetrics:
             self.metrics.request(self.label(scope["path"]), status, time.perf_counter() - start)
 
 
+def host_name(host: str) -> str:
+    """A Host header's host without its port, in lower case (an IPv6 address in its brackets)."""
+    host = host.strip().lower()
+    return host.partition("]")[0] + "]" if host.startswith("[") else host.partition(":")[0]
+
+
+class HostAndOrigin:
+    """ASGI middleware, before any work: a Host header naming no host of `Settings.allowed_hosts` (where it names any)
+    is answered 400 (DNS rebinding: a page of another site, its name pointed at this server's address); a request
+    other than GET, HEAD or OPTIONS whose Origin is neither the server's own (the Host header's host and port, http or
+    https) nor one --cors / --cors_origins allows is answered 403 (a page of another origin posting a form, which
+    needs no CORS preflight); LibreTranslate's clients send no Origin. With `--trust-forwarded-for`, the scheme of
+    the URLs the app writes is the last hop of X-Forwarded-Proto (http or https only: a TLS proxy in front)."""
+
+    def __init__(self, app, settings: Settings):
+        self.app, self.hosts, self.trust = app, settings.allowed_hosts, settings.trust_forwarded_for
+        self.origins = {origin.lower() for origin in settings.cors_origins}
+
+    def refusal(self, scope) -> tuple[int, str] | None:
+        headers = Headers(scope=scope)
+        host = headers.get("host", "")
+        if self.hosts and host_name(host) not in self.hosts:
+            return 400, "the Host header names no host this server answers to (--allowed-hosts)"
+        origin = headers.get("origin")
+        if origin is None or scope["method"] in ("GET", "HEAD", "OPTIONS") or "*" in self.origins:
+            return None
+        scheme, sep, authority = origin.strip().lower().partition("://")
+        if origin.strip().lower() in self.origins or (sep and scheme in ("http", "https")
+                                                      and authority == host.strip().lower()):
+            return None
+        return 403, "a page of another origin may not call this server (allow its origin with --cors_origins)"
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        refusal = self.refusal(scope)
+        if refusal is not None:
+            return await error_response(*refusal)(scope, receive, send)
+        proto = Headers(scope=scope).getlist("x-forwarded-proto")  # (several headers: the last one's last hop)
+        hop = proto[-1].rpartition(",")[2].strip().lower() if self.trust and proto else None
+        await self.app({**scope, "scheme": hop} if hop in ("http", "https") else scope, receive, send)
+
+
 def error_response(status: int, message: str, headers: dict | None = None) -> JSONResponse:
+    """`{"error": message}`; what of a client's text the message quotes that UTF-8 cannot encode (a lone surrogate)
+    written as its escape, so that every error can be answered."""
+    message = message.encode("utf-8", "backslashreplace").decode("utf-8")
     return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
@@ -123,6 +170,7 @@ def create_app(translators: list, settings: Settings, tagger=None) -> FastAPI:
     openapi.add_docs(app, prefix)  # (LibreTranslate shows it with --disable-web-ui too)
     if prefix:  # LibreTranslate's: the root sends a browser to the prefix
         app.add_api_route("/", lambda: RedirectResponse(prefix + "/", status_code=301), include_in_schema=False)
+    app.add_middleware(HostAndOrigin, settings=settings)  # (inside LimitsAndMetrics: its refusals are counted too)
     app.add_middleware(LimitsAndMetrics, max_request_bytes=settings.max_request_bytes, metrics=app.state.server.metrics,
                        label=route_label({prefix + route.path for router in (libretranslate.router, v1.router)
                                           for route in router.routes}, prefix))

@@ -80,16 +80,32 @@ class VanillaTransformerConverter(Converter):
         return self.model.eval(), self.tokenizer
 
     def _load(self):  # the hook `Converter.convert` calls
-        return model_spec(*self.load())
+        self.spec = model_spec(*self.load())
+        return self.spec
 
     def convert(self, output_dir, vmap=None, quantization=None, force=False):
         """`Converter.convert`, then the tokenizer and the generation config (how to decode: beams, length penalty)
-        saved next to the CTranslate2 model."""
+        saved next to the CTranslate2 model. Weights (or int8 scales) beyond the range of the `quantization`'s type
+        are refused naming the tensor (`check_converted`)."""
         output_dir = super().convert(output_dir, vmap=vmap, quantization=quantization, force=force)
+        check_converted(self.spec, quantization, self.model_name_or_path or "the model")
         model, tokenizer = self.load()
         tokenizer.save_pretrained(output_dir)
         model.generation_config.save_pretrained(output_dir)
         return output_dir
+
+
+def check_converted(spec, quantization, where) -> None:
+    """No infinity or NaN in the converted model: the spec's values as `quantization` stored them (float16 overflows
+    past 65504, an int8 scale past its type's range), a `ValueError` naming the first tensor that holds one."""
+    for name, value in spec.variables(ordered=True):
+        if getattr(value, "dtype", None) not in ("float16", "bfloat16", "float32"):
+            continue  # (an alias, a string, an integer tensor)
+        values = value.to("float32").numpy()
+        if not np.isfinite(values).all():
+            raise ValueError(f"{where}: the tensor {name} holds values beyond the range of "
+                             f"{quantization or 'float32'} once converted (infinity or NaN); export it with another "
+                             "--quantization (float32, int8).")
 
 
 def model_spec(model, tokenizer):

@@ -70,8 +70,18 @@ def ip_address(text: str) -> str | None:
     return str(mapped or address)
 
 
+def as_client(address: str) -> str:
+    """A client's address as the request limits count it: an IPv6 address (`ip_address`'s form: an IPv4-mapped one is
+    IPv4 already) as its /64, the network one subscriber is given (its 2**64 addresses are one client, not as many
+    identities); any other as it is."""
+    if ":" not in address:
+        return address
+    return str(ipaddress.IPv6Network((address.split("%", 1)[0], 64), strict=False))
+
+
 def client_address(request: Request) -> str:
-    """Who the client is, for the request limits: the connection's address; with `--trust-forwarded-for` (a proxy in
+    """Who the client is, for the request limits (an IPv6 one by its /64, `as_client`): the connection's address; with
+    `--trust-forwarded-for` (a proxy in
     front), the hop that proxy added: the LAST address of X-Forwarded-For (nginx's `$proxy_add_x_forwarded_for` appends
     the address it was connected from). What the client wrote to the left of it is never believed, and no other
     header (X-Real-IP, Forwarded) is read; a last hop that is not an address (garbage, empty) counts as the
@@ -82,8 +92,9 @@ def client_address(request: Request) -> str:
     if server(request).settings.trust_forwarded_for and forwarded:
         hop = ip_address(forwarded[-1].rpartition(",")[2])  # several headers: the last one's last address
         if hop is not None:
-            return hop
-    return ip_address(peer) or peer
+            return as_client(hop)
+    address = ip_address(peer)
+    return as_client(address) if address else peer
 
 
 async def check_access(request: Request, given) -> None:

@@ -56,7 +56,9 @@ NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
 ABBREVIATIONS = {"Dr", "Mr", "Mrs", "Ms", "Prof", "St", "Nr", "Jr", "Sr", "vs", "bzw", "usw", "vgl", "ca", "med", "etc"}
-SENTENCE_END = re.compile(r"(\w*)([.!?…]+[\"'»”)]*)\s+(?=[\"'«„“(]*[^\W\d_a-z])")
+# The lookbehinds make a match start only where a word (or, after no word, a run of . ! ? …) starts: tried from
+# inside a run, `\w*` or `[.!?…]+` would scan the rest of it at every position (quadratic on a long word).
+SENTENCE_END = re.compile(r"(?<!\w)(\w*)(?<![.!?…])([.!?…]+[\"'»”)]*)\s+(?=[\"'«„“(]*[^\W\d_a-z])")
 
 
 def sentence_lines(paragraph: str) -> str:
@@ -460,6 +462,9 @@ TIME = r"([0-9]{1,3}):([0-9]{2}):([0-9]{2})[,.]([0-9]{1,3})"
 TIMING = re.compile(TIME + " *--> *" + TIME + r"(?:\s.*)?")  # after the end, a player's position (X1:...) may follow
 CUE_NUMBER = re.compile("[0-9]{1,9}")
 CONTROLS = re.compile("[\x00-\x08\x0e-\x1f\x7f]")
+# SubRip's markup: <i> <b> <u> <s> <font ...> (and their ends) and a player's {\an8}-style tags; `[^<>]*` and `[^{}]*`
+# stop at the next tag's start, so scanning a line for them is linear.
+SUBRIP_TAG = re.compile(r"</?(?:[ibus]|font)(?:\s[^<>]*)?>|\{\\[^{}]*\}", re.IGNORECASE)
 
 
 def decode_text(data: bytes) -> str:
@@ -489,34 +494,63 @@ def timing(number: int, line: str) -> None:
         raise ValueError(f"line {number}: the subtitle ends before it starts ({line.strip()[:40]!r})")
 
 
+def cue_blocks(lines: list[str]) -> list[tuple[int, int]]:
+    """(first text line, end) of each subtitle: a number, a timing line, then text lines up to a blank line or the
+    next subtitle's number and timing (a missing blank line); a timing line among the text is refused."""
+    blocks, start = [], None
+    for index, line in enumerate(lines + [""]):
+        if start is not None and index >= start:  # a text line, or what ends the subtitle
+            following = lines[index + 1] if index + 1 < len(lines) else ""
+            next_cue = CUE_NUMBER.fullmatch(line.strip()) and TIMING.fullmatch(following.strip())
+            if not line.strip() or next_cue:
+                blocks.append((start, index))
+                start = None
+            elif TIMING.fullmatch(line.strip()):
+                raise ValueError(f"line {index + 1}: a timing among a subtitle's text (its number missing?)")
+        if line.strip() and start is None:
+            if not CUE_NUMBER.fullmatch(line.strip()):
+                raise ValueError(f"line {index + 1}: expected a subtitle number (digits 0-9, at most 9), got "
+                                 f"{line.strip()[:40]!r}")
+            timing(index + 2, lines[index + 1] if index + 1 < len(lines) else "")
+            start = index + 2
+    return blocks
+
+
+def markup_around(line: str) -> tuple[str, str, str]:
+    """A subtitle line as (its leading tags, its text, its trailing tags): the tags are kept, the text translated.
+    Where a tag inside the text would go in its translation is unknown: it is moved to the text's start (an end tag
+    to the text's end), so every tag is still written, each tag its end."""
+    tags = list(SUBRIP_TAG.finditer(line))
+    i, j, start, end = 0, len(tags), 0, len(line)
+    while i < j and not line[start:tags[i].start()].strip():
+        start, i = tags[i].end(), i + 1
+    while j > i and not line[tags[j - 1].end():end].strip():
+        end, j = tags[j - 1].start(), j - 1
+    inner = [tag.group() for tag in tags[i:j]]
+    lead = line[:start].strip() + "".join(tag for tag in inner if not tag.startswith("</"))
+    trail = "".join(tag for tag in inner if tag.startswith("</")) + line[end:].strip()
+    return lead, " ".join(SUBRIP_TAG.sub("", line[start:end]).split()), trail
+
+
 def read_subtitles(data: bytes) -> tuple[list[str], Callable[[list[str]], bytes]]:
     """SubRip: blocks of a number, a timing line and text lines, a blank line between (lines ending in CR LF, LF or
-    CR; the first of these found is written back)."""
+    CR; the first of these found is written back); SubRip's tags are kept around each line's text, not translated."""
     text = decode_text(data)
     newline = next((end for end in ("\r\n", "\n", "\r") if end in text), "\n")
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    blocks, start = [], None  # (first text line, end) per subtitle
-    for number, line in enumerate(lines + [""], 1):
-        if line.strip() and start is None:
-            if not CUE_NUMBER.fullmatch(line.strip()):
-                raise ValueError(f"line {number}: expected a subtitle number (digits 0-9, at most 9), got "
-                                 f"{line.strip()[:40]!r}")
-            timing(number + 1, lines[number] if number < len(lines) else "")
-            start = number + 1  # index of the first text line
-        elif not line.strip() and start is not None:
-            blocks.append((start, number - 1))
-            start = None
-    blocks = [(first, end) for first, end in blocks if first < end]
+    marked = [markup_around(line) for line in lines]
+    blocks = [(first, end) for first, end in cue_blocks(lines) if any(marked[i][1] for i in range(first, end))]
 
     def write(translations: list[str]) -> bytes:
         out = list(lines)
         for (first, end), translation in reversed(list(zip(blocks, translations, strict=True))):
             words = " ".join(CONTROLS.sub("", translation).split())  # a NUL or a control is no subtitle text
-            pieces = distribute(words, [len(line.strip()) for line in lines[first:end]])
-            out[first:end] = [piece.strip() for piece in pieces if piece.strip()]  # a blank line would end the cue
+            pieces = distribute(words, [len(marked[i][1]) for i in range(first, end)])
+            written = [lead + piece.strip() + trail for (lead, _, trail), piece in zip(marked[first:end], pieces)]
+            out[first:end] = [line for line in written if line]  # a blank line would end the subtitle
         return newline.join(out).encode("utf-8")
 
-    return [" ".join(line.strip() for line in lines[first:end]) for first, end in blocks], write
+    return [" ".join(marked[i][1] for i in range(first, end) if marked[i][1]) for first, end in blocks], write
 
 
 def read_document(kind: str, data: bytes) -> tuple[list[str], Callable[[list[str]], bytes]]:

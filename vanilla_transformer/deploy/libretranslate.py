@@ -3,13 +3,15 @@
 `/frontend/settings`, `/spec`, `/suggest` (disabled) and `/health`, with LibreTranslate's fields (a JSON body or a
 form), limits and error texts; and the translation page at `/` (`web_page.html`)."""
 
+import codecs
 import io
 import json
+import logging
 import re
 from email.message import Message
 from email.utils import collapse_rfc2231_value
 from pathlib import Path
-from urllib.parse import unquote_to_bytes
+from urllib.parse import unquote_plus, unquote_to_bytes
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
@@ -30,31 +32,77 @@ from .state import server
 
 router = APIRouter()
 
+# Codecs that Python decodes bytes with but that are not a charset text is sent in: their "text" is an encoding of
+# other text (punycode, idna, escapes, UTF-7's base64 runs: which can hold lone surrogates), or no text at all
+NOT_CHARSETS = frozenset({"punycode", "idna", "undefined", "unicode-escape", "raw-unicode-escape", "utf-7"})
 FILE_FORMATS = {".txt": "text", ".html": "html", ".htm": "html"}
 WEB_PAGE = (Path(__file__).parent / "web_page.html").read_text(encoding="utf-8")
 
 
 async def fields_of(request: Request) -> dict:
-    """LibreTranslate's fields from a JSON or form body (a file field as `UploadFile`); anything else is a 415. A
+    """LibreTranslate's fields from a JSON or form body (a file field as `UploadFile`) and the query string
+    (LibreTranslate reads both: `/translate?api_key=...`; a field in the body wins); another body is a 415. A
     form's text is in the charset its content type names (HTML's rule: `; charset=latin-1`), UTF-8 where it names
     none; JSON is UTF-8 (RFC 8259: a charset label changes nothing), a body that is not UTF-8 read in the charset the
     label names as a client that sends one means it. A byte-order mark is dropped; bytes that are not text in that
-    charset are a 400 naming the field, never read as another charset's characters (mojibake). A field given twice
-    in a form is refused unless `q` (a list of texts) or twice the same. Parsing a large body runs off the event
-    loop."""
+    charset are a 400 naming the field, never read as another charset's characters (mojibake); a field holding a
+    lone surrogate (JSON's "\\ud800") a 400 naming it. A field given twice in a form is refused unless `q` (a list of
+    texts) or twice the same. Parsing a large body runs off the event loop."""
     content_type, params = media_type(request.headers.get("content-type", ""))
     body = await read_body(request)
+    query = one_value_each(urlencoded_fields(request.scope.get("query_string", b""), {}))
     if content_type == "application/json":
         fields = await off_loop(len(body), json_fields, body, params.get("charset"))
         if not isinstance(fields, dict):
             raise ServeError(400, "the JSON body must be an object")
-        return fields
-    if content_type in ("application/x-www-form-urlencoded", "multipart/form-data", ""):
-        if not body:
-            return {}
+    elif content_type in ("application/x-www-form-urlencoded", "multipart/form-data", ""):
         parse = urlencoded_fields if content_type != "multipart/form-data" else multipart_fields
-        return one_value_each(await off_loop(len(body), parse, body, params))
-    raise ServeError(415, f"unsupported content type {content_type[:100]!r}: send JSON or a form")
+        fields = one_value_each(await off_loop(len(body), parse, body, params)) if body else {}
+    else:
+        raise ServeError(415, f"unsupported content type {content_type[:100]!r}: send JSON or a form")
+    return checked_text({**query, **fields})
+
+
+def checked_text(fields: dict) -> dict:
+    """`fields`, each text in them (a name, a value, a file's name, at any depth of JSON) one that UTF-8 can
+    encode, else a 400 naming the field: a lone surrogate is not text (no tokenizer, log or answer can hold it)."""
+    for name, value in fields.items():
+        pending = [name, value]
+        while pending:
+            item = pending.pop()
+            if isinstance(item, UploadFile):
+                item = item.filename or ""
+            if isinstance(item, dict):
+                pending += [*item.keys(), *item.values()]
+            elif isinstance(item, list):
+                pending += item
+            elif isinstance(item, str) and not item.isascii():
+                try:
+                    item.encode("utf-8")
+                except UnicodeEncodeError as error:
+                    where = name.encode("utf-8", "backslashreplace").decode()[:50]
+                    raise ServeError(400, f"Invalid request: the {where} field holds a lone surrogate "
+                                          f"(U+{ord(item[error.start]):04X}), which is not text") from None
+    return fields
+
+
+class RedactedKeys(logging.Filter):
+    """A filter on a logger whose records print requests' query strings (uvicorn's access log, "uvicorn.access"):
+    each `api_key` field's value (its name percent-encoded or not, as `fields_of` reads it) becomes `***`, so that a
+    key sent in the query string never reaches a log."""
+
+    FIELD = re.compile(r"(?<![^?&\s])([^=&\s?]+)=([^&\s]*)")  # (a field of a query: up to the next & or space)
+
+    def redacted(self, text: str) -> str:
+        return self.FIELD.sub(lambda match: match.group(1) + "=***" if unquote_plus(match.group(1)).strip().lower()
+                              == "api_key" else match.group(), text)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, str):
+            record.msg = self.redacted(record.msg)
+        if isinstance(record.args, tuple):
+            record.args = tuple(self.redacted(arg) if isinstance(arg, str) else arg for arg in record.args)
+        return True
 
 
 def media_type(header: str) -> tuple[str, dict]:
@@ -67,14 +115,22 @@ def media_type(header: str) -> tuple[str, dict]:
 
 def text_of(data: bytes, charset: str | None, what: str) -> str:
     """`data` as text in `charset` (UTF-8 where None), a byte-order mark dropped; a 400 naming `what` where it is not
-    text in it, a 415 for a charset Python does not know."""
+    text in it, a 415 for a charset Python does not know or that is not a plain text encoding (`NOT_CHARSETS`)."""
     charset = charset or "UTF-8"
+    shown = charset[:50].encode("ascii", "backslashreplace").decode()
     try:
-        return data.decode("utf-8-sig" if charset.lower() in ("utf-8", "utf8") else charset).removeprefix("\ufeff")
-    except LookupError:
+        codec = codecs.lookup(charset).name
+    except (LookupError, ValueError):  # (ValueError: a name with a NUL in it)
         raise ServeError(415, f"unsupported charset {charset[:50]!r}: send UTF-8") from None
-    except UnicodeDecodeError as error:
-        raise ServeError(400, f"Invalid request: {what} is not {charset[:50]} text (byte {error.start})") from None
+    if codec in NOT_CHARSETS:
+        raise ServeError(415, f"unsupported charset {charset[:50]!r} (not a text charset): send UTF-8")
+    try:
+        return data.decode("utf-8-sig" if codec == "utf-8" else codec).removeprefix("\ufeff")
+    except LookupError:  # (a bytes-to-bytes codec: base64, zlib, ...)
+        raise ServeError(415, f"unsupported charset {charset[:50]!r} (not a text charset): send UTF-8") from None
+    except (UnicodeError, ValueError) as error:
+        at = f" (byte {error.start})" if isinstance(error, UnicodeDecodeError) else ""
+        raise ServeError(400, f"Invalid request: {what} is not {shown} text{at}") from None
 
 
 def json_fields(body: bytes, charset: str | None):
@@ -177,14 +233,7 @@ def required(fields: dict, name: str):
 def checked_texts(q) -> list[str]:
     if not isinstance(q, (str, list)) or (isinstance(q, list) and not all(isinstance(s, str) for s in q)):
         raise ServeError(400, "Invalid request: q must be a string or a list of strings")
-    texts = [q] if isinstance(q, str) else q
-    for text in texts:
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError as error:  # JSON's "\ud800": a string no tokenizer can read
-            raise ServeError(400, f"Invalid request: q holds a lone surrogate (U+{ord(text[error.start]):04X}), "
-                                  "which is not text") from None
-    return texts
+    return [q] if isinstance(q, str) else q  # (each UTF-8 text: `checked_text`)
 
 
 def checked_limits(request: Request, fields: dict, texts: list[str]) -> int:
@@ -404,7 +453,9 @@ async def translate_file_answer(request: Request) -> dict:
         raise ServeError(400, f"Invalid request: file format not supported ({extension or 'no extension'}; "
                               f"{', '.join([*FILE_FORMATS, *DOCUMENTS])})")
     data = await upload.read()
-    texts, text_format, write = await off_loop(len(data), file_texts, upload.filename, extension, data)
+    # a document may unpack to far more than its packed bytes: read and written in a thread, however small
+    size = len(data) if extension in FILE_FORMATS else float("inf")
+    texts, text_format, write = await off_loop(size, file_texts, upload.filename, extension, data)
     server(request).pairs.check_served(*([] if source == "auto" else [source]), target)
     if source == "auto":
         start = "\n".join(texts)[:DETECTED_CHARS]
@@ -412,7 +463,7 @@ async def translate_file_answer(request: Request) -> dict:
         source = source["language"]
     done = await translated(request, texts, source, target, text_format,
                             chunk=server(request).settings.max_sentences)
-    translated_file = await off_loop(len(data), write, [best for best, _ in done])
+    translated_file = await off_loop(size, write, [best for best, _ in done])
     name = server(request).files.put(safe_filename(upload.filename), translated_file)
     return {"translatedFileUrl": str(request.url_for("download_file", filename=name))}
 

@@ -10,9 +10,9 @@ import os
 import torch
 
 from ..files import refuse_overwriting, replaced_atomically
-from ..loading import check_finite, is_local_dir, load_model, require
+from ..loading import check_finite, is_local_dir, load_model, looks_local, require
 from ..model_card import copy_card
-from ..model_dirs import ONNX_META, TAGGER, check_export_target, is_tagger_dir
+from ..model_dirs import ONNX_META, TAGGER, architectures_of, check_export_target, is_tagger_dir
 from ..tokenization import load_tokenizer
 
 
@@ -54,6 +54,8 @@ def export_onnx(model_dir, output_dir, quantize: str | None = None, force: bool 
     if quantize not in (None, "int8"):
         raise ValueError(f"quantize must be int8 or none, got {quantize!r}.")
     is_local_dir(model_dir)  # a missing directory named as one
+    if not looks_local(model_dir):
+        architectures_of(model_dir)  # a name that is neither a directory nor a model on the Hub named so
     if not is_tagger_dir(model_dir):
         raise ValueError(f"{str(model_dir)!r} is not a saved tagger ({TAGGER}); export-onnx exports taggers.")
     check_export_target(output_dir, force, "export-onnx")

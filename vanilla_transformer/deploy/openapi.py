@@ -103,6 +103,15 @@ def body(model: type[BaseModel], *media_types: str, form: type[BaseModel] | None
     return {"requestBody": {"required": required, "content": content}}
 
 
+def in_query(form: type[BaseModel], *left_out: str) -> dict:
+    """`openapi_extra` documenting `form`'s fields as query parameters too: LibreTranslate reads the query string's
+    fields as well as the body's (Flask's `request.values`); a field the body gives wins."""
+    return {"parameters": [
+        {"name": name, "in": "query", "required": False, "schema": {"type": "string"},
+         "description": f"{field.description} (where the body does not give it)"}
+        for name, field in form.model_fields.items() if name not in left_out]}
+
+
 def file_body() -> dict:
     """`/translate_file`'s multipart body, its file part with an example name (schemathesis sends it)."""
     documented = body(TranslateFileBody, "multipart/form-data")
@@ -224,7 +233,7 @@ def answers(ok: dict | type[BaseModel] | None, statuses: tuple, **descriptions: 
     responses: dict = {}
     if ok is not None:
         responses[200] = ok if isinstance(ok, dict) else {"model": ok}
-    for status in statuses:
+    for status in dict.fromkeys((*statuses, 413)):  # (413: the size limit answers it on any route: LimitsAndMetrics)
         responses[status] = {"model": ErrorResponse, "description": descriptions.get(f"e{status}", ERRORS[status])}
         if status in RETRIED:
             responses[status]["headers"] = {"Retry-After": {**RETRY_AFTER, "required": RETRIED[status]}}
@@ -235,7 +244,7 @@ def answers(ok: dict | type[BaseModel] | None, statuses: tuple, **descriptions: 
 
 API_KEY = APIKeyHeader(name="X-API-Key", scheme_name="ApiKey", auto_error=False,
                        description="Where the server has keys (--api_key, --api-keys): the key in this header or in "
-                                   "the body's api_key field")
+                                   "the api_key field (body or query string)")
 METRICS_TOKEN = HTTPBearer(scheme_name="MetricsToken", auto_error=False,
                            description="--metrics-auth-token, where the server has one")
 
@@ -259,12 +268,12 @@ REFUSED = (400, 403, 413, 415, 429)  # what every route reading LibreTranslate's
 RUN = (500, 503, 504)  # what running a model may answer
 
 TRANSLATE = route("Translate text", ["translate"], answers(TranslateAnswer, (*REFUSED, *RUN)),
-                  body(TranslateBody, "application/json", form=TranslateForm), API_KEY)
+                  body(TranslateBody, "application/json", form=TranslateForm) | in_query(TranslateForm), API_KEY)
 DETECT = route("Detect the language of a text", ["translate"],
                answers(list[DetectedLanguage], (*REFUSED, 404, 503, 504),
                        e404="This server has no translation model",
                        e503="The request limit storage is unavailable (Redis down, read-only, full or refusing)"),
-               body(DetectBody, "application/json", form=DetectForm), API_KEY)
+               body(DetectBody, "application/json", form=DetectForm) | in_query(DetectForm), API_KEY)
 LANGUAGES = route("The languages served", ["translate"], answers(list[Language], ()))
 HEALTH = route("Whether every model has loaded", ["status"],
                answers(Health, (503,), e503="A model is still loading (with Retry-After) or could not be loaded"))
@@ -278,7 +287,7 @@ SUGGEST = route("Suggest a translation (disabled on this server)", ["feedback"],
 TRANSLATE_FILE = route("Translate a file", ["translate"],
                        answers(TranslatedFile, (*REFUSED, *RUN), e403=f"{ERRORS[403]}, or files translation is "
                                                                       "disabled (--disable-files-translation)"),
-                       file_body(), API_KEY)
+                       file_body() | in_query(TranslateFileBody, "file"), API_KEY)
 DOWNLOAD_FILE = route("Download a translated file (once)", ["translate"], answers(
     {"description": "The translated file", "content": {"application/octet-stream": {"schema": {
         "type": "string", "format": "binary"}}},

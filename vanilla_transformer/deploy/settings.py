@@ -32,6 +32,7 @@ class Settings:
     req_flood_threshold: int = -1
     req_limit_storage: str = "memory://"
     trust_forwarded_for: bool = False
+    allowed_hosts: tuple = ()  # the Host names answered (any port; an IPv6 address in brackets); none: any
     url_prefix: str = ""
     metrics: bool = False
     metrics_auth_token: str = ""

@@ -78,8 +78,13 @@ class OnnxTagger:
         # no busy-waiting between operators: in `serve` (the HTTP stack, another model) and in `tag` (tokenizing, the
         # CRF in numpy) spinning threads would take the cores from the rest of the process
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        self.session = ort.InferenceSession(os.path.join(model_dir, "model.onnx"), options,
-                                            providers=["CPUExecutionProvider"])
+        weights = [os.path.join(model_dir, name) for name in ("model.onnx", "model.onnx.data")
+                   if os.path.isfile(os.path.join(model_dir, name))]
+        try:
+            self.session = ort.InferenceSession(weights[0], options, providers=["CPUExecutionProvider"])
+        except Exception as error:  # (ONNX Runtime's own classes: InvalidProtobuf, Fail, ...; none of them public)
+            reason = " ".join(str(error).split())[:300]
+            raise OSError(f"{' or '.join(weights)} is truncated or corrupted ({reason}){REEXPORT}.") from None
 
     def scores(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
         logits = self.session.run(None, {"input_ids": input_ids.astype(np.int64),

@@ -65,8 +65,8 @@ def label_counts(value):
 
 
 def non_negative_number(value):
-    if not value >= 0.0:
-        raise ValueError(f"must be a non-negative number, got {value!r}.")
+    if not 0.0 <= value < float("inf"):  # (NaN and infinity too: never saved into config.json)
+        raise ValueError(f"must be a finite non-negative number, got {value!r}.")
 
 
 # Table 3 of the paper: "base" and "big"; "small" fits a laptop; "tiny" is for tests.
@@ -150,7 +150,7 @@ class VanillaTransformerConfig(PreTrainedConfig):
     normalize_before: bool = False
     scale_embedding: bool = True
     tie_word_embeddings: bool = True
-    init_std: float | int = 0.02
+    init_std: float | int = validated_field(non_negative_number, default=0.02)
     label_smoothing: float | int = probability(0.0)
     classifier_dropout: float | int | None = probability(None)
     use_crf: bool = False

@@ -3,6 +3,7 @@
 
 import ast
 import logging
+import math
 import os
 import sys
 from dataclasses import dataclass, field, fields, replace
@@ -70,6 +71,8 @@ def parse_config_overrides(text: str | None) -> dict:
         default = getattr(VanillaTransformerConfig, key, None)
         if isinstance(default, (int, float)) and not isinstance(default, bool) and not isinstance(value, (int, float)):
             raise ValueError(f"--config_overrides: {key}={raw!r} is not a number.")
+        if isinstance(value, float) and not math.isfinite(value):  # (1e999 reads as infinity)
+            raise ValueError(f"--config_overrides: {key}={raw!r} is not a finite number.")
         out[key] = value
     return out
 
@@ -208,6 +211,15 @@ def refuse_example_flags(args: list[str]) -> None:
             raise ValueError(f"--{name} (a flag of transformers' examples) is not taken here: {EXAMPLE_FLAGS[name]}.")
 
 
+def refuse_unknown(words: list[str]) -> None:
+    """A ValueError naming the flags the parser does not know (each spelled in full: no abbreviation is taken), and
+    never a value: a mistyped `--hub_tokn X` must not print the token."""
+    if words:
+        flags = sorted({word.split("=")[0] for word in words if word.startswith("--")})
+        named = ", ".join(flags) if flags else f"{len(words)} value(s) with no flag before them"
+        raise ValueError(f"unrecognized arguments: {named} (give each flag's full name; see --help).")
+
+
 STAGES = ("do_train", "do_eval", "do_predict")
 TRUE, FALSE = ("true", "yes", "t", "y", "1"), ("false", "no", "f", "n", "0")  # HfArgumentParser's booleans
 
@@ -254,7 +266,7 @@ def parse_run_arguments(dataclass_types, argv=None, logger=None, defaults_for=No
     (warnings only on processes other than the first), run train + eval + predict when none is asked for, seed,
     and find the checkpoint to resume from. `defaults_for(args)` may return arguments placed before the user's, so
     the user's win. Returns (model_args, data_args, training_args, resume_from)."""
-    parser = HfArgumentParser(dataclass_types)
+    parser = HfArgumentParser(dataclass_types, allow_abbrev=False)  # (`--hub_tok X` would set --hub_token unseen)
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) == 1 and args[0].endswith(".json"):
         values = read_json(args[0], mapping=True)
@@ -266,7 +278,9 @@ def parse_run_arguments(dataclass_types, argv=None, logger=None, defaults_for=No
         refuse_example_flags(args)
         args += [f"--{name}" for name in default_stages(stages_given(args))]
         args = precision.with_device_default((defaults_for(args) if defaults_for else []) + args)
-        model_args, data_args, training_args = parser.parse_args_into_dataclasses(args=args)
+        *parsed, unknown = parser.parse_args_into_dataclasses(args=args, return_remaining_strings=True)
+        refuse_unknown(unknown)
+        model_args, data_args, training_args = parsed
     log = logger or logging.getLogger(__name__)
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO,
                         handlers=[logging.StreamHandler(sys.stdout)])

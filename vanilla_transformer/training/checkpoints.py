@@ -63,8 +63,9 @@ def check_output_dir(training_args, resume_from, *argument_sets) -> None:
     one run's (what `average-checkpoints` averages), and nothing else is ever deleted: a `checkpoint-N` folder that
     holds no trainer_state.json is no checkpoint and is refused. Whatever the flags, --output_dir is never a folder the
     run reads (`argument_sets`: its other argument dataclasses): not the folder of its data files, and when it trains
-    not a model it loads, nor a folder holding one in a checkpoint to delete. An empty --output_dir is refused: it
-    would be the current directory."""
+    not a model it loads, nor a folder holding one in a checkpoint to delete; a run that does not train never writes
+    into another finished model's directory (`refuse_other_model`). An empty --output_dir is refused: it would be the
+    current directory."""
     from ..files import is_within, refuse_overwriting, same_path
 
     output_dir = training_args.output_dir
@@ -72,6 +73,8 @@ def check_output_dir(training_args, resume_from, *argument_sets) -> None:
         raise ValueError("--output_dir is empty: give the directory to write the model to.")
     models, data = run_inputs(*argument_sets)
     refuse_overwriting([output_dir], data)  # (predictions, results and the model would land among the data)
+    if not training_args.do_train:
+        refuse_other_model(output_dir, [getattr(arguments, "model_name_or_path", None) for arguments in argument_sets])
     if not training_args.do_train or resume_from is not None or not os.path.isdir(output_dir):
         return
     refuse_overwriting([output_dir], models)
@@ -96,6 +99,20 @@ def check_output_dir(training_args, resume_from, *argument_sets) -> None:
     if training_args.should_save:  # (the main process)
         for checkpoint in checkpoints:
             shutil.rmtree(checkpoint)
+
+
+def refuse_other_model(output_dir, loaded) -> None:
+    """A run that does not train (evaluation, prediction) writes its results into --output_dir: refused where that
+    holds a finished model or checkpoints other than the model it loads (`loaded`), whose results it would mix into
+    another model's records."""
+    from ..files import finished_model, same_path
+
+    held = finished_model(output_dir)
+    if held and not any(path and same_path(output_dir, path) for path in loaded):
+        what = ", ".join(held[:4]) + (", ..." if len(held) > 4 else "")
+        raise ValueError(f"--output_dir {output_dir} holds another finished model or checkpoints ({what}): this run "
+                         "would write its results among them; give another --output_dir, or the model's own "
+                         "directory as --model_name_or_path.")
 
 
 def check_checkpoint_files(checkpoint: str) -> None:

@@ -16,7 +16,7 @@ from transformers import (
     DataCollatorForTokenClassification,
 )
 
-from ..loading import load_model
+from ..loading import load_model, local_or_hub
 from ..model.configuration_vanilla_transformer import PRESETS, VanillaTransformerConfig
 from ..tokenization import check_tokenizer_matches_config, load_tokenizer, train_tokenizer
 from .arguments import ModelArguments, parse_config_overrides
@@ -129,8 +129,9 @@ def build_model(model_args: ModelArguments, tokenizer, task: str, **task_fields)
     auto = {"seq2seq": AutoModelForSeq2SeqLM, "token_classification": AutoModelForTokenClassification,
             "masked_lm": AutoModelForMaskedLM}[task]
     if model_args.model_name_or_path:
-        config = AutoConfig.from_pretrained(model_args.model_name_or_path, cache_dir=model_args.cache_dir,
-                                            trust_remote_code=model_args.trust_remote_code, **task_fields)
+        with local_or_hub(model_args.model_name_or_path):
+            config = AutoConfig.from_pretrained(model_args.model_name_or_path, cache_dir=model_args.cache_dir,
+                                                trust_remote_code=model_args.trust_remote_code, **task_fields)
         for key, value in parse_config_overrides(model_args.config_overrides).items():
             setattr(config, key, value)  # each field's own checks run here (@strict)
         if hasattr(config, "validate"):

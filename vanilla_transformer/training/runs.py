@@ -20,7 +20,8 @@ def write_card_and_push(trainer, training_args, model, task: str, dataset_name: 
     from ..model_card import invoked_command, render_card, write_card_info
     from ..upload import push_model_dir
 
-    write_card_info(training_args.output_dir, task, dataset_name, train_samples, invoked_command(argv), training_args,
+    command = invoked_command(argv, {"HUB_TOKEN": training_args.hub_token})  # (however its flag was spelled)
+    write_card_info(training_args.output_dir, task, dataset_name, train_samples, command, training_args,
                     languages=languages, labels=labels, wall_seconds=wall_seconds,
                     label_smoothing=model.config.label_smoothing)
     repo_id = training_args.hub_model_id or os.path.basename(os.path.abspath(training_args.output_dir))
