@@ -418,7 +418,7 @@ def client_for(engine, *others, api_key=None, **settings):
     """A test client of the app serving `engine` (and `others`) with these Settings fields (metrics on)."""
     from fastapi.testclient import TestClient
 
-    from vanilla_transformer.deploy.app import Settings, create_app
+    from vanilla_transformer.deploy.server.app import Settings, create_app
 
     settings.setdefault("metrics", True)  # the tests read /metrics (off by default)
     if api_key:

@@ -306,7 +306,7 @@ def test_an_export_keeps_the_model_card_and_serves_its_language_pair(small_demo_
     from fastapi.testclient import TestClient
 
     from vanilla_transformer.commands.serve import parse_args, served_models
-    from vanilla_transformer.deploy.app import create_app
+    from vanilla_transformer.deploy.server.app import create_app
     from vanilla_transformer.model_card import CARD_INFO, card_languages, render_card
 
     saved = tmp_path / "de-en"

@@ -25,7 +25,7 @@ epub = pytest.importorskip("ebooklib.epub")
 from test_libretranslate_production import docx_bytes, translate_document, zip_of  # noqa: E402
 
 from conftest import FakeEngine, client_for, wait_ready  # noqa: E402
-from vanilla_transformer.deploy import documents  # noqa: E402
+from vanilla_transformer.deploy.server import documents  # noqa: E402
 
 FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -470,7 +470,7 @@ def test_sentence_splitting_is_linear_on_long_runs():
 def test_documents_are_read_and_written_off_the_event_loop(client, samples, monkeypatch):
     """However small the upload (a document unpacks to far more), reading it, cutting its sentences and writing it
     back run in a worker thread: no event loop runs in the thread doing them."""
-    from vanilla_transformer.deploy import libretranslate
+    from vanilla_transformer.deploy.server import libretranslate
 
     def on_loop() -> bool:
         try:

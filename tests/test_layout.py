@@ -64,7 +64,7 @@ def test_no_import_cycle():
         if name not in state:
             visit(name, [name])
     assert not cycles, cycles
-    assert "vanilla_transformer.commands.serve" in graph and "vanilla_transformer.deploy.app" in graph
+    assert "vanilla_transformer.commands.serve" in graph and "vanilla_transformer.deploy.server.app" in graph
 
 
 def test_no_function_over_80_lines():

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 pytest.importorskip("fastapi")
 from conftest import FakeEngine, client_for, post_json, start_server, wait_ready  # noqa: E402
 from vanilla_transformer import data  # noqa: E402
-from vanilla_transformer.deploy.markup import rebuild, segments, sentences  # noqa: E402
+from vanilla_transformer.deploy.server.markup import rebuild, segments, sentences  # noqa: E402
 
 
 def lt(client, **fields):
@@ -48,7 +48,7 @@ def test_every_pair_from_one_server_and_a_pivot_where_no_model_is_direct():
 
 
 def test_two_models_for_one_pair_is_an_error():
-    from vanilla_transformer.deploy.app import Settings, create_app
+    from vanilla_transformer.deploy.server.app import Settings, create_app
 
     with pytest.raises(ValueError, match="two models translate de -> en"):
         create_app([FakeEngine(), FakeEngine()], Settings())
@@ -60,7 +60,7 @@ def test_alternatives_are_the_n_best_and_refused_past_the_beam_limit():
         wait_ready(client)
         assert lt(client, q="ab", source="de", target="en", alternatives=2).json() == {
             "translatedText": "ba", "alternatives": ["ba #1", "ba #2"]}
-        from vanilla_transformer.deploy.libretranslate import unique
+        from vanilla_transformer.deploy.server.libretranslate import unique
 
         assert unique(["ba ", "ba #1", " ba #1", "ba #2"], "ba") == ["ba #1", "ba #2"]  # whitespace aside, once each
         assert lt(client, q=["ab", "c"], source="de", target="en", alternatives="1").json() == {
@@ -109,7 +109,7 @@ def test_html_markup_comes_back_byte_for_byte(parts):
 
 
 def test_a_file_is_translated_and_downloaded_once():
-    from vanilla_transformer.deploy.libretranslate import safe_filename
+    from vanilla_transformer.deploy.server.libretranslate import safe_filename
 
     with client_for(FakeEngine(), max_sentences=2) as client:
         wait_ready(client)
@@ -182,7 +182,7 @@ def test_settings_spec_suggest_and_health_pages():
 
 
 def test_libretranslates_limits_and_api_keys(tmp_path):
-    from vanilla_transformer.deploy.access import read_api_keys
+    from vanilla_transformer.deploy.server.access import read_api_keys
 
     keys = tmp_path / "keys.txt"
     keys.write_text("# key requests-per-minute\nalpha 2\nbeta\n", encoding="utf-8")

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 pytest.importorskip("fastapi")
 from conftest import FakeEngine, client_for, start_server, wait_ready  # noqa: E402
 from vanilla_transformer.commands import serve  # noqa: E402
-from vanilla_transformer.deploy.documents import DOCUMENTS, distribute, sentence_lines  # noqa: E402
+from vanilla_transformer.deploy.server.documents import DOCUMENTS, distribute, sentence_lines  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -169,7 +169,7 @@ def test_redis_shares_limits_between_servers_and_restarts(redis_url, redis_serve
         assert lt(restarted).status_code == 429
     with client_for(FakeEngine(), req_limit=3, req_limit_storage="redis://127.0.0.1:1/0") as down:
         wait_ready(down)
-        with caplog.at_level(logging.ERROR, logger="vanilla_transformer.deploy.access"):
+        with caplog.at_level(logging.ERROR, logger="vanilla_transformer.deploy.server.access"):
             answers = [lt(down) for _ in range(2)]
         assert [a.status_code for a in answers] == [503, 503] and "limit storage" in answers[0].json()["error"]
         assert sum("cannot be reached" in r.getMessage() for r in caplog.records) == 1  # one line, not one a request
@@ -421,7 +421,7 @@ def page_server():
     import uvicorn
 
     from conftest import free_port
-    from vanilla_transformer.deploy.app import Settings, create_app
+    from vanilla_transformer.deploy.server.app import Settings, create_app
 
     engines = [FakeEngine(), FakeEngine(source="en", target="de", reverse=False)]
     app = create_app(engines, Settings(url_prefix="/tr", char_limit=50, frontend_timeout=60_000))

@@ -115,8 +115,8 @@ def test_tag_and_serve_take_the_export(small_ner_model, exports, tmp_path, capsy
     pytest.importorskip("fastapi")
     from fastapi.testclient import TestClient
 
-    from vanilla_transformer.deploy.app import Settings, create_app
     from vanilla_transformer.deploy.engines import TaggerEngine
+    from vanilla_transformer.deploy.server.app import Settings, create_app
 
     with TestClient(create_app([], Settings(), TaggerEngine(str(exports["float32"]), "cpu"))) as client:
         for _ in range(200):

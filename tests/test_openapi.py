@@ -16,7 +16,7 @@ schemathesis = pytest.importorskip("schemathesis", reason="schemathesis is not i
 from fastapi.testclient import TestClient  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402
 
-from vanilla_transformer.deploy.app import Settings, create_app  # noqa: E402
+from vanilla_transformer.deploy.server.app import Settings, create_app  # noqa: E402
 
 EXAMPLES = int(os.environ.get("VT_FUZZ_EXAMPLES") or 10)  # (set: a longer run, of random cases; else fixed ones)
 
@@ -106,8 +106,8 @@ def test_spec_documents_every_body_status_and_the_key():
     /v1 bodies from their pydantic models), every error with LibreTranslate's body `{"error": string}` (a named
     component), Retry-After where it is always sent, and the API key (header or body, optional)."""
     from vanilla_transformer import __version__
-    from vanilla_transformer.deploy import libretranslate, v1
-    from vanilla_transformer.deploy.v1 import NerRequest, TranslateRequest
+    from vanilla_transformer.deploy.server import libretranslate, v1
+    from vanilla_transformer.deploy.server.v1 import NerRequest, TranslateRequest
 
     app = fuzzed_app()
     spec = TestClient(app).get("/spec").json()

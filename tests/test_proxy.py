@@ -20,8 +20,8 @@ from starlette.requests import Request  # noqa: E402
 from test_libretranslate import multipart  # noqa: E402
 
 from conftest import FakeEngine, client_for, start_server, wait_for  # noqa: E402
-from vanilla_transformer.deploy.dispatch import client_address  # noqa: E402
-from vanilla_transformer.deploy.settings import Settings  # noqa: E402
+from vanilla_transformer.deploy.server.dispatch import client_address  # noqa: E402
+from vanilla_transformer.deploy.server.settings import Settings  # noqa: E402
 
 # What a client may write to pass for someone else (the six forged requests of the issue, and more)
 FORGED = [
@@ -143,7 +143,7 @@ def test_the_ipv6_addresses_of_one_64_share_one_limit_and_an_idle_client_is_forg
     store forgets a key once it has been idle for its own window (a minute's limit: not a day)."""
     import asyncio
 
-    from vanilla_transformer.deploy import access
+    from vanilla_transformer.deploy.server import access
 
     limiter = access.Access({}, {"minute": 2})
     def peer_request(peer):
@@ -211,7 +211,7 @@ def test_a_loopback_server_answers_only_its_own_host_names_and_origins():
     from fastapi.testclient import TestClient
 
     from vanilla_transformer.commands import serve
-    from vanilla_transformer.deploy.app import create_app
+    from vanilla_transformer.deploy.server.app import create_app
 
     def settings_of(argv, env=None):
         return Settings(**serve.limits(serve.parse_args(["m", *argv], env or {})))

@@ -22,10 +22,10 @@ pytest.importorskip("fastapi")
 redis = pytest.importorskip("redis", reason="the redis client is not installed (the [serve] extra)")
 from conftest import FakeEngine, client_for, free_port, start_server, wait_ready  # noqa: E402
 from vanilla_transformer import cli  # noqa: E402
-from vanilla_transformer.deploy.access import RedisCounts, check_storage_uri, ping, storage_name  # noqa: E402
-from vanilla_transformer.deploy.batcher import ServeError  # noqa: E402
+from vanilla_transformer.deploy.server.access import RedisCounts, check_storage_uri, ping, storage_name  # noqa: E402
+from vanilla_transformer.deploy.server.errors import ServeError  # noqa: E402
 
-LOGGER = "vanilla_transformer.deploy.access"
+LOGGER = "vanilla_transformer.deploy.server.access"
 PASSWORD = "Qz@x:k/w?#&=+%25 j"  # every character a URL reserves: written percent-encoded in the URL
 USER = "vt-limits"
 

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 pytest.importorskip("fastapi")
 from conftest import FakeEngine, client_for, post_json, start_server, wait_ready  # noqa: E402
-from vanilla_transformer.deploy.libretranslate import unique, urlencoded_fields, whole_number  # noqa: E402
-from vanilla_transformer.deploy.markup import rebuild, segments, sentences  # noqa: E402
+from vanilla_transformer.deploy.server.libretranslate import unique, urlencoded_fields, whole_number  # noqa: E402
+from vanilla_transformer.deploy.server.markup import rebuild, segments, sentences  # noqa: E402
 
 FORM = "application/x-www-form-urlencoded"
 
@@ -215,7 +215,7 @@ def test_text_that_is_not_unicode_or_a_charset_that_is_not_text_is_a_4xx():
     naming the field; a charset that is no plain text encoding (punycode, idna, undefined, escapes, UTF-7, base64,
     a NUL in its name) a 415 on every route reading fields, a part's own charset too; and an error quoting text that
     UTF-8 cannot encode is still answered (escaped)."""
-    from vanilla_transformer.deploy.app import error_response
+    from vanilla_transformer.deploy.server.app import error_response
 
     assert json.loads(error_response(400, "bad \udc80").body) == {"error": "bad \\udc80"}
     parts = [('name="source"', "", b"de"), ('name="target"', "", b"en")]
@@ -284,7 +284,7 @@ def test_query_string_fields_count_as_libretranslates_and_a_key_there_is_never_l
     line shows the key as `***` (`RedactedKeys`, however its name is percent-encoded)."""
     import logging
 
-    from vanilla_transformer.deploy.libretranslate import RedactedKeys
+    from vanilla_transformer.deploy.server.libretranslate import RedactedKeys
 
     with client_for(FakeEngine(), api_key="K") as client:
         wait_ready(client)

@@ -21,8 +21,8 @@ from fastapi.testclient import TestClient  # noqa: E402
 
 from conftest import FakeEngine, client_for, free_port, post_json, start_server, wait_ready  # noqa: E402
 from vanilla_transformer import data  # noqa: E402
-from vanilla_transformer.deploy.app import Settings, create_app  # noqa: E402
 from vanilla_transformer.deploy.engines import TaggerEngine, TranslationEngine  # noqa: E402
+from vanilla_transformer.deploy.server.app import Settings, create_app  # noqa: E402
 from vanilla_transformer.model_dirs import recognise
 
 

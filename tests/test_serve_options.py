@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from vanilla_transformer import cli, console
 from vanilla_transformer.commands import serve
-from vanilla_transformer.deploy.settings import KEY_FORM
+from vanilla_transformer.deploy.server.settings import KEY_FORM
 
 OPTIONS = [action for action in serve.build_parser().options if action.option_strings and action.dest != "help"]
 BY_DEST = {action.dest: action for action in OPTIONS}
@@ -273,7 +273,7 @@ def test_a_request_limit_of_0_is_none_as_in_libretranslate(flag, tmp_path):
 def test_memory_counts_with_a_limit_of_0_answer_a_full_window_not_an_index_error():
     import asyncio
 
-    from vanilla_transformer.deploy.access import Access, MemoryCounts
+    from vanilla_transformer.deploy.server.access import Access, MemoryCounts
 
     assert asyncio.run(MemoryCounts().hit([("k", 0, 60)])) == (0, 60)
     assert Access({}, {"minute": 0, "hour": 0, "day": -1}).limits == {}
@@ -289,7 +289,7 @@ def test_char_and_batch_limits_keep_libretranslates_meaning(text):
 
 # ------------------------------------------------------------------------------------------------ the key file
 def test_the_key_file_is_read_with_a_bom_and_crlf_and_refused_clearly_otherwise(tmp_path):
-    from vanilla_transformer.deploy.access import read_api_keys
+    from vanilla_transformer.deploy.server.access import read_api_keys
 
     keys = tmp_path / "keys.txt"
     keys.write_bytes(b"\xef\xbb\xbfalpha 5\r\n# comment\r\nbeta\r\n")
@@ -329,7 +329,7 @@ def test_the_key_file_is_read_with_a_bom_and_crlf_and_refused_clearly_otherwise(
 @example(b"a\x1fb 5\n")
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_any_key_file_is_keys_the_server_can_match_or_an_error_naming_the_file(tmp_path, content):
-    from vanilla_transformer.deploy.access import read_api_keys
+    from vanilla_transformer.deploy.server.access import read_api_keys
 
     keys = tmp_path / "keys.txt"
     keys.write_bytes(content)

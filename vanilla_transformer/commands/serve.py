@@ -39,7 +39,7 @@ import re
 import sys
 
 from ..console import int_at_least, number_between, port_number
-from ..deploy.settings import Settings
+from ..deploy.server.settings import Settings
 from ..loading import no_progress_bars, require
 from ..model_card import card_languages
 from ..model_dirs import (
@@ -470,9 +470,9 @@ def served_models(args):
     export's), else src -> tgt."""
     for module in ("fastapi", "uvicorn", "prometheus_client"):
         require(module, "serve")
-    from ..deploy.access import check_storage_uri, ping
     from ..deploy.engines import TaggerEngine, TranslationEngine
-    from ..deploy.languages import Pairs
+    from ..deploy.server.access import check_storage_uri, ping
+    from ..deploy.server.languages import Pairs
 
     with named_as_set(args, "req_limit_storage", "--req-limit-storage"):
         check_storage_uri(args.req_limit_storage)
@@ -532,7 +532,7 @@ def main(argv=None) -> int:
 
 def limits(args) -> dict:
     """The Settings fields every server takes from the command line."""
-    from ..deploy.access import read_api_keys
+    from ..deploy.server.access import read_api_keys
 
     try:  # (the file's problems are named by its path and line, never by a key)
         keys = read_api_keys(args.api_keys) if args.api_keys is not None else {}
@@ -554,8 +554,8 @@ def listen(args, translators, tagger, settings) -> int:
     Ctrl-C."""
     import uvicorn
 
-    from ..deploy.app import create_app
-    from ..deploy.libretranslate import RedactedKeys
+    from ..deploy.server.app import create_app
+    from ..deploy.server.libretranslate import RedactedKeys
 
     no_progress_bars()
     for served in [*translators, *([tagger] if tagger else [])]:

@@ -6,17 +6,10 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from .errors import ServeError
 from .prometheus import Metrics
 
 logger = logging.getLogger(__name__)
-
-
-class ServeError(Exception):
-    """An error answered as JSON `{"error": message}` with `status` (and `headers`)."""
-
-    def __init__(self, status: int, message: str, headers: dict | None = None):
-        super().__init__(message)
-        self.status, self.message, self.headers = status, message, headers or {}
 
 
 @dataclass

@@ -12,12 +12,13 @@ from fastapi.responses import JSONResponse, RedirectResponse
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from .. import __version__
+from ... import __version__
 from . import libretranslate, openapi, v1
 from .access import Access
-from .batcher import DynamicBatcher, ServeError
+from .batcher import DynamicBatcher
 from .dispatch import body_too_large
 from .downloads import TranslatedFiles
+from .errors import ServeError
 from .languages import Detector, Pairs
 from .prometheus import Metrics
 from .settings import Settings

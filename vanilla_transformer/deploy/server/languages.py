@@ -3,7 +3,7 @@ language two models share), their names, and language identification for `source
 
 import re
 
-from .batcher import ServeError
+from .errors import ServeError
 
 LANGUAGE_NAMES = {"ar": "Arabic", "cs": "Czech", "da": "Danish", "de": "German", "el": "Greek", "en": "English",
                   "es": "Spanish", "fi": "Finnish", "fr": "French", "hi": "Hindi", "hu": "Hungarian",

@@ -16,8 +16,8 @@ import stat
 import threading
 import time
 
-from ..files import read_lines
-from .batcher import ServeError
+from ...files import read_lines
+from .errors import ServeError
 from .settings import KEY_FORM
 
 logger = logging.getLogger(__name__)
@@ -134,7 +134,7 @@ def check_storage_uri(uri: str) -> str:
         _, hidden = redis_url(uri)
     except ValueError as error:
         raise ValueError(f"--req-limit-storage {storage_name(uri)}: {error}") from None
-    from ..loading import require
+    from ...loading import require
 
     redis = require("redis", "serve")
 

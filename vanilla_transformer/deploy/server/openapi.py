@@ -327,7 +327,7 @@ def add_docs(app: FastAPI, prefix: str = "") -> None:
     from fastapi.openapi.docs import get_swagger_ui_html
     from fastapi.staticfiles import StaticFiles
 
-    from ..loading import require
+    from ...loading import require
 
     assets = prefix + "/docs/assets"
     app.mount(assets, StaticFiles(directory=str(require("swagger_ui_bundle", "serve").swagger_ui_path)),

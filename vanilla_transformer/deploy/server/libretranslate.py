@@ -23,9 +23,9 @@ except ImportError:  # pragma: no cover
     from multipart import MultipartParser
 
 from . import openapi
-from .batcher import ServeError
 from .dispatch import check_access, model_state, off_loop, read_body, translate, within_deadline
 from .documents import DOCUMENTS, decode_text, read_document, sentence_lines
+from .errors import ServeError
 from .languages import DETECTED_CHARS, language_name
 from .markup import FORMATS, rebuild, segments, sentences
 from .state import server

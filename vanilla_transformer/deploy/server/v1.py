@@ -9,7 +9,6 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from . import openapi
-from .batcher import ServeError
 from .dispatch import (
     check_access,
     model_state,
@@ -21,6 +20,7 @@ from .dispatch import (
     translate,
     within_deadline,
 )
+from .errors import ServeError
 from .prometheus import CONTENT_TYPE
 from .state import server
 

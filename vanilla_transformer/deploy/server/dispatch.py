@@ -7,7 +7,7 @@ import ipaddress
 import anyio
 from fastapi import Request
 
-from .batcher import ServeError
+from .errors import ServeError
 from .state import server
 
 # Work on fewer characters (or bytes) than this runs on the event loop itself: a thread switch would cost more than

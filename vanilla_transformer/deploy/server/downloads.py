@@ -4,7 +4,7 @@ import secrets
 import threading
 import time
 
-from .batcher import ServeError
+from .errors import ServeError
 
 
 class TranslatedFiles:
