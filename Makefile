@@ -10,7 +10,7 @@ TORCH_PIN ?= torch==2.13.0
 # (several GB); make setup TORCH_INDEX=https://download.pytorch.org/whl/cpu takes PyTorch's CPU build instead.
 TORCH_INDEX ?=
 
-.PHONY: setup demo test lint test-latest test-gpu test-slow benchmark benchmark-peers recipe-multi30k recipe-conll recipe-multi30k-best \
+.PHONY: setup demo test lint format test-latest test-gpu test-slow benchmark benchmark-peers recipe-multi30k recipe-conll recipe-multi30k-best \
 	recipe-conll-best clean
 DATA ?= ../shared/data
 
@@ -36,9 +36,14 @@ demo: setup
 test: setup
 	$(PY) -m pytest -q -n 2 tests
 
-# The lint configuration of pyproject.toml ([tool.ruff]); the suite checks it too (tests/test_layout.py).
+# The lint and format configuration of pyproject.toml ([tool.ruff]); the suite checks both too (tests/test_layout.py).
+# `make format` rewrites the tree in that format.
 lint: setup
 	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+format: setup
+	$(PY) -m ruff format .
 
 # The same suite against the newest releases pyproject.toml admits, torch included (the newest your index has, from
 # TORCH_INDEX; upgraded at every run), in a second venv.

@@ -116,17 +116,17 @@ def tagging_engine_child(spec: dict) -> dict:
     import torch
 
     from vanilla_transformer import VanillaTransformerForTokenClassification
-    from vanilla_transformer.deploy.onnx import OnnxTagger
-    from vanilla_transformer.loading import load_model
+    from vanilla_transformer.deploy.taggers import OnnxTagger
+    from vanilla_transformer.model_dirs import recognise
 
     if spec["engine"].startswith("pytorch"):
-        model = load_model(VanillaTransformerForTokenClassification, spec["path"]).eval()
+        model = recognise(spec["path"]).load(VanillaTransformerForTokenClassification).eval()
 
         def call(ids, mask):
             with torch.inference_mode():
                 return model(input_ids=ids, attention_mask=mask).logits.argmax(-1).numpy()
     else:
-        engine = OnnxTagger(spec["path"])
+        engine = OnnxTagger(recognise(spec["path"]))
 
         def call(ids, mask):
             return engine.scores(ids.numpy(), mask.numpy()).argmax(-1)

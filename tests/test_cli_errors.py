@@ -41,6 +41,7 @@ def files(tmp_path_factory):
     save_file(state, str(d / "reshaped" / "model.safetensors"), metadata={"format": "pt"})
     translator.save_pretrained(d / "badcard")
     (d / "badcard" / "README.md").write_text("---\nlanguage: [de, en\n---\n# A card\n", encoding="utf-8")
+    (d / "example_flags.json").write_text(json.dumps({"output_dir": str(d / "out"), "overwrite_cache": True}))
     return d
 
 
@@ -88,6 +89,9 @@ CASES = [  # (argv with {d} for the folder of broken inputs, what stderr must na
     ("train-translation --source_prefix x --output_dir {d}/out", "--source_prefix (a flag of transformers' examples) "
      "is not taken here: it is T5's task prefix"),
     ("train-ner --return_entity_level_metrics true --output_dir {d}/out", "scores of each entity type are always"),
+    ("train-translation --overwrite_cache --output_dir {d}/out", "--overwrite_cache (a flag of transformers' "
+     "examples) is not taken here: the Arrow caches of local files are rebuilt"),
+    ("train-ner {d}/example_flags.json", "--overwrite_cache (a flag of transformers' examples) is not taken here"),
     ("translate {d}/tagger --threads -1", "argument --threads: must be at least 0, got -1"),
     ("serve {d}/tagger --workers -2", "--workers '-2': must be at least 0, got -2"),
     ("serve {d}/tagger --port 0", "not a port number"),

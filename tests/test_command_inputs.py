@@ -94,11 +94,13 @@ def test_plot_positions_refuses_a_table_beyond_memory_up_front(tmp_path, capsys)
 def test_a_damaged_onnx_export_is_named_with_the_advice_to_export_again(tmp_path, damaged):
     pytest.importorskip("onnxruntime")
     from vanilla_transformer.deploy.taggers import OnnxTagger
+    from vanilla_transformer.model_dirs import recognise
 
     (tmp_path / "model.onnx").write_bytes(damaged)
     (tmp_path / "onnx_tagger.json").write_text('{"labels": ["O"], "crf": null}', encoding="utf-8")
+    (tmp_path / "tokenizer.json").write_text("{}", encoding="utf-8")
     with pytest.raises(OSError, match="model.onnx is truncated or corrupted .*export-onnx"):
-        OnnxTagger(str(tmp_path))
+        OnnxTagger(recognise(tmp_path))
 
 
 # ------------------------------------------------------------------------------------------ a path is a path

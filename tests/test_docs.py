@@ -240,7 +240,7 @@ def test_every_documented_flag_exists(flags_of):
     takes (the recipes pass theirs to the training command); a flag written alone is one some command takes, or one of
     transformers' example flags the commands refuse by name. Flags of other tools (torchrun, accelerate, pip, pytest,
     duplicates) are not checked."""
-    from vanilla_transformer.commands.serve import NOT_TAKEN  # (LibreTranslate's, documented as refused)
+    from vanilla_transformer.deploy.server.settings import NOT_TAKEN  # (LibreTranslate's, documented as refused)
     from vanilla_transformer.training.arguments import EXAMPLE_FLAGS  # (documented as refused, with their advice)
 
     known = set().union(*flags_of.values()) | {f"--{name}" for name in EXAMPLE_FLAGS} | set(NOT_TAKEN)

@@ -130,6 +130,21 @@ def test_pretraining_with_character_features_and_split_punctuation(tmp_path):
     assert model.model.encoder.char_features.token_chars[4:20, 0].any()  # spelling table filled and saved
 
 
+def test_pretraining_splits_words_as_the_tagger_reads_them(tmp_path):
+    """--split_punctuation splits a line into the words `tag` reads from it (CoNLL-2003's tokenization): an
+    abbreviation, a decimal number, a thousands separator, a possessive stay as CoNLL writes them."""
+    from vanilla_transformer.deploy.taggers import words_of
+
+    line = "The U.S. economy grew 3.5 per cent, Acme's 1,000 staff said."
+    text = tmp_path / "text.txt"
+    text.write_text(line + "\n")
+    sentences = pretrain_encoder.load_sentences(pretrain_encoder.DataTrainingArguments(train_file=[str(text)],
+                                                                                       split_punctuation=True))
+    assert sentences == [[word for word, _, _ in words_of(line)]]
+    assert sentences[0] == ["The", "U.S.", "economy", "grew", "3.5", "per", "cent", ",", "Acme", "'s", "1,000",
+                            "staff", "said", "."]
+
+
 def test_pretraining_bad_input(tmp_path):
     with pytest.raises(ValueError, match="--train_file"):
         pretrain_encoder.main(mlm_args(tmp_path / "o"))

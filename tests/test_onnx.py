@@ -131,7 +131,7 @@ def test_tag_and_serve_take_the_export(small_ner_model, exports, tmp_path, capsy
                         (["tag", str(small_ner_model), "--input", str(text), "--engine", "onnxruntime"],
                          "is not an ONNX export"),
                         (["export-onnx", str(small_ner_model), str(exports["float32"])], "exists"),
-                        (["export-onnx", str(tmp_path), str(tmp_path / "x")], "is not a saved tagger")):
+                        (["export-onnx", str(tmp_path), str(tmp_path / "x")], "has no config.json")):
         capsys.readouterr()
         assert cli(argv) == 2, argv
         err = capsys.readouterr().err.strip().splitlines()

@@ -9,7 +9,6 @@ import ipaddress
 import json
 import socket
 import urllib.parse
-from types import SimpleNamespace
 
 import pytest
 from hypothesis import given, settings
@@ -82,11 +81,9 @@ def stop(proc):
 PEER = "198.51.100.9"  # the connection's address in the tests of the rule
 
 
-def request_of(trust: bool, headers) -> Request:
-    app = SimpleNamespace(state=SimpleNamespace(server=SimpleNamespace(settings=Settings(trust_forwarded_for=trust))))
+def request_of(headers) -> Request:
     return Request({"type": "http", "method": "POST", "path": "/translate", "headers": [
-        (name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers], "client": (PEER, 40000),
-        "app": app})
+        (name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers], "client": (PEER, 40000)})
 
 
 header_value = st.text(st.characters(min_codepoint=32, max_codepoint=255, blacklist_characters="\x7f"), max_size=300)
@@ -97,7 +94,7 @@ address = st.ip_addresses().map(str)
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(header_name, header_value | address), max_size=4))
 def test_untrusted_no_header_changes_the_client(headers):
-    assert client_address(request_of(False, headers)) == PEER
+    assert client_address(request_of(headers), False) == PEER
 
 
 @settings(max_examples=300, deadline=None)
@@ -109,7 +106,7 @@ def test_trusted_the_client_is_the_last_hop_whatever_came_before(headers, hop):
     found = ipaddress.ip_address(hop)
     found = getattr(found, "ipv4_mapped", None) or found
     expected = str(ipaddress.ip_network((found, 64), strict=False)) if found.version == 6 else str(found)
-    assert client_address(request_of(True, headers)) == expected
+    assert client_address(request_of(headers), True) == expected
 
 
 @settings(max_examples=300, deadline=None)
@@ -118,8 +115,8 @@ def test_trusted_only_the_last_hop_counts_and_is_an_address_or_the_connection(va
     """Any X-Forwarded-For lines (garbage, empty, a trailing comma, very long): the client depends on the last line's
     last address alone, and is one canonical address or the connection's (the proxy's), never a key the client
     chose; no value is an error."""
-    found = client_address(request_of(True, [("X-Forwarded-For", value) for value in values]))
-    assert found == client_address(request_of(True, [("X-Forwarded-For", values[-1].rpartition(",")[2])]))
+    found = client_address(request_of([("X-Forwarded-For", value) for value in values]), True)
+    assert found == client_address(request_of([("X-Forwarded-For", values[-1].rpartition(",")[2])]), True)
     if "/" in found:  # an IPv6 client: its /64
         assert found == str(ipaddress.ip_network(found)) and found.endswith("/64")
     else:  # (the connection's, PEER, is an IPv4 address too)
@@ -135,7 +132,7 @@ def test_trusted_only_the_last_hop_counts_and_is_an_address_or_the_connection(va
 def test_trusted_hop_forms(value, client):
     """A port or an IPv6 zone left out, one spelling per address (one limit, however the proxy writes it), an IPv6
     client as its /64, and what is not an address is the connection's."""
-    assert client_address(request_of(True, [("X-Forwarded-For", value)])) == client
+    assert client_address(request_of([("X-Forwarded-For", value)]), True) == client
 
 
 def test_the_ipv6_addresses_of_one_64_share_one_limit_and_an_idle_client_is_forgotten_after_its_window(monkeypatch):
@@ -147,14 +144,14 @@ def test_the_ipv6_addresses_of_one_64_share_one_limit_and_an_idle_client_is_forg
 
     limiter = access.Access({}, {"minute": 2})
     def peer_request(peer):
-        scope = request_of(False, []).scope
+        scope = request_of([]).scope
         return Request({**scope, "client": (peer, 40000)})
 
     async def statuses(peers):
         found = []
         for peer in peers:
             try:
-                await limiter.check(None, client_address(peer_request(peer)))
+                await limiter.check(None, client_address(peer_request(peer), False))
                 found.append(200)
             except access.ServeError as error:
                 found.append(error.status)

@@ -446,3 +446,22 @@ def test_one_server_translates_and_tags_for_concurrent_clients(small_demo_model,
                            str(small_demo_model)], capture_output=True, text=True)
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
     assert "is not a saved tagger" in proc.stderr
+
+
+def test_nonblank_batches_skip_blank_texts_and_put_outputs_back_in_order():
+    """The one rule of the file commands and the routes: blank texts reach no batch and get `blank`; the others in
+    input order (one batch), or sorted by length and cut (a size, or spans of their lengths); outputs in input order."""
+    from vanilla_transformer.deploy.batches import nonblank_batches
+
+    texts = ["ccc", " ", "a", "", "bb", "\t\n"]
+    batches, scatter = nonblank_batches(texts, "-")
+    assert batches == [["ccc", "a", "bb"]]
+    assert scatter([[t.upper() for t in batch] for batch in batches]) == ["CCC", "-", "A", "-", "BB", "-"]
+    batches, scatter = nonblank_batches(texts, "-", 2)
+    assert batches == [["a", "bb"], ["ccc"]]
+    assert scatter([[t.upper() for t in batch] for batch in batches]) == ["CCC", "-", "A", "-", "BB", "-"]
+    seen = []
+    batches, scatter = nonblank_batches([["x", "y"], [], ["z"]], None, lambda lengths: seen.append(lengths) or [(0, 2)])
+    assert seen == [[1, 2]] and batches == [[["z"], ["x", "y"]]]
+    assert scatter([["Z", "XY"]]) == ["XY", None, "Z"]
+    assert nonblank_batches(["", " "], "-")[0] == [] and nonblank_batches(["", " "], "-")[1]([]) == ["-", "-"]

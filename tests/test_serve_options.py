@@ -128,7 +128,7 @@ def test_a_switch_reads_true_or_false_from_its_variable_else_names_it(dest, text
     if args is None:
         assert message.startswith(serve.variables(dest)[0]) and "expected true or false" in message
     else:
-        assert getattr(args, dest) is (text.strip().lower() in serve.TRUE)
+        assert getattr(args, dest) is (text.strip().lower() in serve.ENV_TRUE)
     assert getattr(parse([BY_DEST[dest].option_strings[0]])[0], dest) is True
 
 
@@ -396,7 +396,8 @@ def test_options_checked_against_the_models_are_named_as_the_user_set_them(monke
     that is not one: named by the flag or by the variable that carried them."""
     from vanilla_transformer.model_dirs import ModelDir
 
-    monkeypatch.setattr(serve, "recognise", lambda path, engine: ModelDir(path, "translation", "pytorch"))
+    monkeypatch.setattr(serve, "recognise", lambda path, engine="auto", task=None: ModelDir(
+        path, "translation", "pytorch").holding(task or "translation"))
     for argv, env, name in ((["--compute_type", "int8"], {}, "--compute_type"),
                             ([], {"LT_COMPUTE_TYPE": "int8"}, "LT_COMPUTE_TYPE")):
         with pytest.raises(ValueError, match=f"^{name} 'int8': the compute type is CTranslate2's"):

@@ -182,32 +182,3 @@ def test_the_command_tags_a_file_and_names_bad_input(small_ner_model, small_demo
         assert cli(argv) == 2, argv
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("vanilla-transformer tag: error:") and named in err[0], err
-
-
-def test_a_tagger_directory_is_inspected_once(small_ner_model, tagger, monkeypatch, tmp_path):
-    """`serve` recognises each directory once (`model_dirs.recognise`) and passes the `ModelDir` on: the tagger built
-    from it reads no config to decide what it is, and tags as one built from the path; a path given to `tag_file`
-    (the `tag` command) is recognised once, as a tagger's."""
-    from vanilla_transformer import model_dirs
-    from vanilla_transformer.deploy import taggers
-    from vanilla_transformer.model_dirs import recognise
-
-    found = recognise(small_ner_model)
-    assert found.task == "tagging" and found.engine == "pytorch"
-    calls = []
-    counted = model_dirs.architectures_of
-
-    def architectures_of(path):
-        calls.append(path)
-        return counted(path)
-
-    monkeypatch.setattr(model_dirs, "architectures_of", architectures_of)
-    monkeypatch.setattr(taggers, "recognise_tagger", lambda *args: pytest.fail("inspected again"))
-    words = ["Anna", "Novak", "lives", "in", "Berlin"]
-    assert direct_tags(Tagger(found, device="cpu"), words) == direct_tags(tagger, words)
-    assert calls == []
-    monkeypatch.undo()
-    monkeypatch.setattr(model_dirs, "architectures_of", architectures_of)
-    (tmp_path / "in.txt").write_text("Anna Novak lives in Berlin\n", encoding="utf-8")
-    stats = taggers.tag_file(small_ner_model, str(tmp_path / "in.txt"), str(tmp_path / "out.jsonl"), progress=False)
-    assert stats["sentences"] == 1 and calls == [str(small_ner_model)], calls

@@ -114,12 +114,19 @@ def own_tokenizer(tokenizer, max_length: int | None = None):
 
 
 def load_model(cls, path, **kwargs):
-    """`cls.from_pretrained(path, **kwargs)` (`cls`: one of our model classes or an `AutoModel*`); a truncated or
-    corrupted `model.safetensors`, or one with tensors of other shapes than config.json's, and a config that is not a
-    JSON object raise `OSError` naming the file instead of safetensors' bare message or transformers' trace."""
-    weights = os.path.join(str(path), "model.safetensors")
-    if is_local_dir(path):  # damaged configs named (transformers would trace or ignore them)
+    """`cls.from_pretrained(path, **kwargs)` (`cls`: one of our model classes or an `AutoModel*`) for a path not
+    recognised as a `model_dirs.ModelDir` (a training run's starting point): its configs checked first (transformers
+    would trace or ignore damaged ones), then `from_pretrained`."""
+    if is_local_dir(path):
         check_json_files(path, ("config.json", "generation_config.json"))
+    return from_pretrained(cls, path, **kwargs)
+
+
+def from_pretrained(cls, path, **kwargs):
+    """`cls.from_pretrained(path, **kwargs)`; a truncated or corrupted `model.safetensors`, or one with tensors of other
+    shapes than config.json's, raises `OSError` naming the file instead of safetensors' bare message or transformers'
+    trace."""
+    weights = os.path.join(str(path), "model.safetensors")
     try:
         with local_or_hub(path):
             return cls.from_pretrained(path, **kwargs)
@@ -130,65 +137,6 @@ def load_model(cls, path, **kwargs):
             raise
         raise OSError(f"{weights} holds tensors whose shapes do not match {os.path.join(str(path), 'config.json')} "
                       "(transformers' report above names them): the files are of different models.") from None
-
-
-def ensemble_members(model, tokenizer, paths, cls, what: str, **kwargs) -> list:
-    """`model` (whose tokenizer is `tokenizer`) and the `cls` models saved at `paths`, on `model`'s device: the
-    members of an ensemble (`what` names them in errors), which must agree (`check_members_agree`). `kwargs` go to
-    `from_pretrained` of the tokenizers and models."""
-    from transformers import AutoTokenizer
-
-    members = [model]
-    for path in paths:
-        is_local_dir(path)  # a missing directory named as one, not as a malformed Hub id
-        tokenizer_kwargs = {k: v for k, v in kwargs.items() if k in ("cache_dir", "trust_remote_code")}
-        member = load_model(cls, path, **kwargs).to(model.device)
-        check_members_agree(model, tokenizer, member, AutoTokenizer.from_pretrained(path, **tokenizer_kwargs), path,
-                            what)
-        members.append(member)
-    return members
-
-
-def check_members_agree(first, first_tokenizer, member, tokenizer, path, what: str) -> None:
-    """Models combined must agree, else a `ValueError` naming what differs: the architecture (config.architectures),
-    the direction (the source and target languages of the model cards, where both have them) and the vocabulary (the
-    tokenizers whole, their normalisation and special tokens included, and the model's vocab_size)."""
-    from .model_card import card_languages
-
-    first_path, path = str(getattr(first, "name_or_path", "") or "the first"), str(path)
-    pairs = [("architecture", first.config.architectures or [type(first).__name__],
-              member.config.architectures or [type(member).__name__]),
-             ("vocab_size", first.config.vocab_size, member.config.vocab_size),
-             ("tokenizer vocabulary", first_tokenizer.get_vocab(), tokenizer.get_vocab()),
-             ("tokenizer", tokenizer_definition(first_tokenizer), tokenizer_definition(tokenizer))]
-    for name, expected, found in pairs:
-        if expected != found:
-            shown = f"{found!r} differs from {expected!r}"
-            if isinstance(expected, dict) and isinstance(found, dict):  # the parts that differ, not the whole
-                shown = "its " + ", ".join(sorted(k for k in expected.keys() | found.keys()
-                                                  if expected.get(k) != found.get(k))[:5]) + " differ"
-            raise ValueError(f"The {name} of {path!r} ({shown}) does not match {first_path!r}'s: the {what} of an "
-                             "ensemble must share one tokenizer and architecture.")
-    if os.path.isdir(first_path) and os.path.isdir(path):
-        expected, found = card_languages(first_path), card_languages(path)
-        if expected and found and expected != found:
-            raise ValueError(f"{path!r} translates {found[0]}->{found[1]} but {first_path!r} translates "
-                             f"{expected[0]}->{expected[1]} (their model cards' languages): the {what} of an ensemble "
-                             "must share one direction.")
-
-
-def tokenizer_definition(tokenizer) -> dict | None:
-    """A transformers tokenizer's whole definition (its `tokenizers` JSON: vocabulary, merges, normalisation, special
-    tokens), where it has one."""
-    import json
-
-    backend = getattr(tokenizer, "backend_tokenizer", None)
-    if backend is None:
-        return None
-    definition = json.loads(backend.to_str())
-    for setting in ("truncation", "padding"):  # how a call cuts and pads, not what the tokens are
-        definition.pop(setting, None)
-    return definition
 
 
 def no_progress_bars() -> None:

@@ -2,34 +2,35 @@
 export and its files, which engine, which device, how many threads; a missing or wrong directory is an error that
 names it."""
 
+import dataclasses
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .files import check_output_path, finished_model, read_json
-from .loading import check_json_files, is_local_dir, local_or_hub, looks_local, own_tokenizer, require
+from .loading import from_pretrained, is_local_dir, local_or_hub, own_tokenizer, require
+from .model_card import card_languages
 
 TAGGER = "VanillaTransformerForTokenClassification"
 TRANSLATOR = "VanillaTransformerForConditionalGeneration"
 ONNX_META = "onnx_tagger.json"  # what `export-onnx` writes beside model.onnx
 DEVICES = ("auto", "cpu", "cuda")
 ENGINES = {"translation": ("auto", "pytorch", "ctranslate2"), "tagging": ("auto", "pytorch", "onnxruntime")}
-# the files only an export has, by the command that writes it: one of them present means an export
-EXPORT_FILES = {"export-ctranslate2": ("model.bin", "shared_vocabulary.json"), "export-onnx": (ONNX_META, "model.onnx")}
 # the files of a finished model (`files.finished_model`) that an export itself writes: any other means a model or a run
 EXPORT_MODEL_FILES = {"export-ctranslate2": ("model.bin", "config.json"), "export-onnx": ("model.onnx",)}
 
 
 # ---------------------------------------------------------------------------------------------------- which model
-
-
-def is_ctranslate2_dir(path) -> bool:
-    """A directory written by `export-ctranslate2`."""
-    return os.path.isfile(os.path.join(os.fspath(path), "model.bin"))
-
-
-def is_onnx_dir(path) -> bool:
-    """A directory written by `export-onnx`."""
-    return os.path.isfile(os.path.join(os.fspath(path), ONNX_META))
+# what each export must hold: the first two only an export has (one of them present means an export)
+EXPORT_NEEDS = {"ctranslate2": ("model.bin", "shared_vocabulary.json", "config.json", "tokenizer.json"),
+                "onnx": (ONNX_META, "model.onnx", "tokenizer.json")}
+COMMAND_OF = {"ctranslate2": "export-ctranslate2", "onnx": "export-onnx"}
+# the JSON files of each format, read (and checked) once when it is recognised: "kept" for its loaders; "object" or
+# "any" JSON value checked only, their own reader being the engine's (a tokenizer, CTranslate2's vocabulary)
+JSON_FILES = {"saved": {"config.json": "kept", "generation_config.json": "kept", "tokenizer_config.json": "kept",
+                        "special_tokens_map.json": "kept", "tokenizer.json": "object"},
+              "ctranslate2": {"config.json": "kept", "generation_config.json": "kept", "tokenizer_config.json": "kept",
+                              "shared_vocabulary.json": "any", "tokenizer.json": "object"},
+              "onnx": {ONNX_META: "kept", "tokenizer_config.json": "kept", "tokenizer.json": "object"}}
 
 
 def reexport(command: str) -> str:
@@ -51,33 +52,12 @@ def check_export_target(output_dir, force: bool, command: str) -> str:
     if held:  # an export's file beside a finished model or checkpoints: --force would delete them
         raise FileExistsError(f"{output_dir} holds a finished model or checkpoints ({', '.join(held[:4])}), not only "
                               f"an earlier {command} export; --force replaces only those: give another directory.")
+    own = next(needs[:2] for fmt, needs in EXPORT_NEEDS.items() if COMMAND_OF[fmt] == command)
     if os.path.isdir(output_dir) and (not os.listdir(output_dir) or any(
-            os.path.isfile(os.path.join(output_dir, name)) for name in EXPORT_FILES[command])):
+            os.path.isfile(os.path.join(output_dir, name)) for name in own)):
         return output_dir
-    raise FileExistsError(f"{output_dir} is not an earlier {command} export (it has none of "
-                          f"{', '.join(EXPORT_FILES[command])}); --force replaces only those: give another directory.")
-
-
-def check_export_files(path, names, command: str) -> None:
-    """A `FileNotFoundError` naming the first of `names` missing from the export `path` (copied in part, or damaged)."""
-    for name in names:
-        if not os.path.isfile(os.path.join(os.fspath(path), name)):
-            raise FileNotFoundError(f"{os.path.join(os.fspath(path), name)} is missing: the export is incomplete"
-                                    f"{reexport(command)}.")
-
-
-def export_tokenizer(path, command: str):
-    """(the `tokenizers.Tokenizer` of tokenizer.json, tokenizer_config.json's settings) of the export `path` that
-    `command` wrote, read without transformers (seconds to import): the tokenizer's own copy, without any padding or
-    truncation a saved one carries; the settings name the special tokens and model_max_length. A missing or damaged
-    file is an error naming it."""
-    from tokenizers import Tokenizer
-
-    path, config = os.fspath(path), os.path.join(os.fspath(path), "tokenizer_config.json")
-    check_export_files(path, ("tokenizer.json",), command)
-    check_json_files(path, ("tokenizer.json",), reexport(command))
-    settings = read_json(config, reexport(command), mapping=True) if os.path.isfile(config) else {}
-    return own_tokenizer(Tokenizer.from_file(os.path.join(path, "tokenizer.json"))), settings
+    raise FileExistsError(f"{output_dir} is not an earlier {command} export (it has none of {', '.join(own)}); "
+                          "--force replaces only those: give another directory.")
 
 
 def special_token_id(tokenizer, settings: dict, name: str, default: str) -> int | None:
@@ -87,105 +67,206 @@ def special_token_id(tokenizer, settings: dict, name: str, default: str) -> int 
     return tokenizer.token_to_id(token["content"] if isinstance(token, dict) else token)
 
 
-def architectures_of(path) -> list[str]:
-    """The architectures a saved model's config names (a local one read without transformers); a local path without
-    config.json, or with a damaged one, is an error naming it; an empty path (an unset shell variable) is refused
-    before it reaches the Hub as a name."""
-    if is_local_dir(path):  # (a path that is no directory, an empty one included, is named as such)
-        config = os.path.join(path, "config.json")
-        if not os.path.isfile(config):
-            raise FileNotFoundError(f"{str(path)!r} is not a saved model directory (no config.json).")
-        return read_json(config, mapping=True).get("architectures") or []
-    from transformers import PretrainedConfig
-
-    with local_or_hub(path):  # (also what a mistyped local folder written as "name" or "folder/name" ends in)
-        return PretrainedConfig.get_config_dict(path)[0].get("architectures") or []
-
-
-def is_tagger_dir(path) -> bool:
-    """Whether `path` holds a saved tagger (its config names the architecture) or its ONNX export."""
-    if looks_local(path) and os.path.isdir(path) and is_onnx_dir(path):
-        return True
-    try:
-        return TAGGER in architectures_of(path)
-    except FileNotFoundError:
-        return False
-
-
-def check_tagger_dir(path) -> None:
-    """A clear error for a directory (or Hub id) that holds no saved tagger, naming what it holds."""
-    architectures = architectures_of(path)
-    if TAGGER not in architectures:
-        raise ValueError(f"{str(path)!r} holds a {', '.join(architectures) or 'model of no known kind'}, not a tagger "
-                         f"({TAGGER}): train one with `vanilla-transformer train-ner`.")
-
-
-def check_translation_model_dir(path) -> None:
-    """A clear error for a missing directory or one that holds something other than a translation model."""
-    if is_local_dir(path):
-        if is_ctranslate2_dir(path):
-            return
-        if not os.path.isfile(os.path.join(path, "config.json")):
-            raise FileNotFoundError(f"{str(path)!r} has no config.json: not a saved model (save_pretrained) nor an "
-                                    "exported CTranslate2 model (model.bin).")
-    architectures = architectures_of(path)
-    if architectures and TRANSLATOR not in architectures:
-        raise ValueError(f"{str(path)!r} holds a {', '.join(architectures)}, not a translation model ({TRANSLATOR}).")
-
-
 @dataclass(frozen=True)
 class ModelDir:
-    """A saved or exported model directory, recognised once (`recognise`): its `task` ("translation" or "tagging")
-    and the `engine` that runs it, resolved from the one asked for."""
+    """A saved or exported model, recognised once (`recognise`) and then passed to every loader, engine, exporter and
+    command instead of its path: its `task` ("translation", "tagging", or "other": an encoder of `pretrain-encoder`),
+    the `engine` that runs it (resolved from the one asked for), its `format` ("saved": `save_pretrained`'s files or a
+    Hub id; "ctranslate2" or "onnx": an export), the `architectures` its config names, the `languages` of its model
+    card, the `files` a local directory holds (none for a Hub id) and the `contents` of its JSON files, each read
+    once."""
 
     path: str
     task: str
     engine: str
+    format: str = "saved"
+    architectures: tuple = ()
+    languages: tuple | None = None
+    files: frozenset = frozenset()
+    contents: dict = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def local(self) -> bool:
+        return bool(self.files)
+
+    @property
+    def advice(self) -> str:
+        """What ends an error about one of its files: an export's, to write it again."""
+        return reexport(COMMAND_OF[self.format]) if self.format in COMMAND_OF else ""
+
+    def json(self, name: str) -> dict:
+        """The contents of its JSON file `name`, as read when it was recognised ({} where it has none)."""
+        return self.contents.get(name) or {}
+
+    def load(self, cls, **kwargs):
+        """`cls.from_pretrained` on it, its errors named (`loading.from_pretrained`)."""
+        return from_pretrained(cls, self.path, **kwargs)
+
+    def tokenizer(self, **kwargs):
+        """Its transformers tokenizer (`AutoTokenizer`), its files checked already."""
+        from transformers import AutoTokenizer
+
+        with local_or_hub(self.path):
+            return AutoTokenizer.from_pretrained(self.path, **kwargs)
+
+    def export_tokenizer(self):
+        """(the `tokenizers.Tokenizer` of an export's tokenizer.json, tokenizer_config.json's settings), read without
+        transformers (seconds to import): the tokenizer's own copy, without any padding or truncation a saved one
+        carries; the settings name the special tokens and model_max_length."""
+        from tokenizers import Tokenizer
+
+        tokenizer = Tokenizer.from_file(os.path.join(self.path, "tokenizer.json"))
+        return own_tokenizer(tokenizer), self.json("tokenizer_config.json")
+
+    def holding(self, task: str) -> "ModelDir":
+        """Itself, if it holds a model for `task`; else an error naming what it holds."""
+        if task == self.task:
+            return self
+        held = {"ctranslate2": "a CTranslate2 export of a translation model",
+                "onnx": "an ONNX export of a tagger"}.get(self.format)
+        held = held or f"a {', '.join(self.architectures) or 'model of no known kind'}"
+        if task == "tagging":
+            raise ValueError(f"{self.path!r} holds {held}, not a tagger ({TAGGER}): train one with "
+                             "`vanilla-transformer train-ner`.")
+        raise ValueError(f"{self.path!r} holds {held}, not a translation model ({TRANSLATOR}).")
 
 
-def recognise(path, engine: str = "auto") -> ModelDir:
-    """What `path` holds and what runs it; a missing directory, another kind of model or an engine that cannot run it
-    is an error naming it. `engine` is a translation engine's (`--engine`); a tagger runs on its directory's."""
+def recognise(path, engine: str = "auto", task: str | None = None) -> ModelDir:
+    """What `path` (a directory or a Hub id) holds and what runs it, read once: its format, config, model card and
+    JSON files (each checked: a damaged one is named). A missing directory, an incomplete export, a model of another
+    `task` than the one asked for, or an `engine` that cannot run it is an error naming it. `engine` is for its task
+    (a tagger found where no task was asked for runs on its own directory's engine: "auto")."""
     path = os.fspath(path)
-    if is_tagger_dir(path):
-        return ModelDir(path, "tagging", resolve_engine(path, "auto", "tagging"))
-    check_translation_model_dir(path)
-    return ModelDir(path, "translation", resolve_engine(path, engine))
+    if is_local_dir(path):  # (a path that is no directory, an empty one included, is named as such)
+        files = frozenset(os.listdir(path))
+        fmt = export_format(path, files)
+        contents = read_contents(path, fmt, files)
+        architectures = tuple(contents.get("config.json", {}).get("architectures") or ()) if fmt == "saved" else ()
+    else:
+        from transformers import PretrainedConfig
+
+        with local_or_hub(path):  # (also what a mistyped local folder written as "name" or "folder/name" ends in)
+            config = PretrainedConfig.get_config_dict(path)[0]
+        files, fmt, contents = frozenset(), "saved", {"config.json": config}
+        architectures = tuple(config.get("architectures") or ())
+    found_task = {"ctranslate2": "translation", "onnx": "tagging"}.get(fmt) or (
+        "tagging" if TAGGER in architectures else
+        "translation" if TRANSLATOR in architectures or not architectures else "other")
+    found = ModelDir(path, found_task, "auto", fmt, architectures, card_languages(path), files, contents)
+    if task is not None:
+        found.holding(task)
+    elif found_task != "translation":
+        engine = "auto"
+    if found_task == "other":
+        return dataclasses.replace(found, engine="pytorch")
+    return dataclasses.replace(found, engine=resolve_engine(found, engine))
 
 
-def recognise_tagger(path, engine: str = "auto") -> ModelDir:
-    """A tagger's directory (saved, or written by `export-onnx`) and the engine (`--engine`) that runs it; a missing
-    directory, another kind of model, an incomplete export or an engine that cannot run it is an error naming it."""
-    path = os.fspath(path)
-    engine = resolve_engine(path, engine, "tagging")
-    if engine == "pytorch":
-        check_tagger_dir(path)
-    return ModelDir(path, "tagging", engine)
+def export_format(path: str, files: frozenset) -> str:
+    """"ctranslate2" or "onnx" for a directory holding one of an export's own files (then all it needs: a missing
+    one is named), else "saved" (a config.json needed)."""
+    for fmt, needs in EXPORT_NEEDS.items():
+        if any(name in files for name in needs[:2]):
+            missing = [name for name in needs if name not in files]
+            if missing:
+                raise FileNotFoundError(f"{os.path.join(path, missing[0])} is missing: the export is incomplete"
+                                        f"{reexport(COMMAND_OF[fmt])}.")
+            return fmt
+    if "config.json" not in files:
+        raise FileNotFoundError(f"{path!r} has no config.json: not a saved model (save_pretrained) nor an export "
+                                "(export-ctranslate2's model.bin, export-onnx's model.onnx).")
+    return "saved"
+
+
+def read_contents(path: str, fmt: str, files: frozenset) -> dict:
+    """The JSON files of a `fmt` directory, each read once: name -> contents for those its loaders read; every one
+    that is not valid JSON (or, where kept, not a JSON object) is an error naming it."""
+    advice = reexport(COMMAND_OF[fmt]) if fmt in COMMAND_OF else ""
+    contents = {}
+    for name, rule in JSON_FILES[fmt].items():
+        if name in files:
+            values = read_json(os.path.join(path, name), advice, mapping=rule != "any")
+            if rule == "kept":
+                contents[name] = values
+    return contents
+
+
+# ---------------------------------------------------------------------------------------------------- ensembles
+
+
+def ensemble_members(model, tokenizer, paths, cls, what: str, task: str | None = None, **kwargs) -> list:
+    """`model` (whose tokenizer is `tokenizer`) and the `cls` models saved at `paths`, on `model`'s device: the
+    members of an ensemble (`what` names them in errors), which must hold models for `task` where given and agree
+    (`check_members_agree`). `kwargs` go to `from_pretrained` of the tokenizers and models."""
+    members = [model]
+    tokenizer_kwargs = {k: v for k, v in kwargs.items() if k in ("cache_dir", "trust_remote_code")}
+    for path in paths:
+        found = recognise(path, task=task)  # a missing directory named as one, not as a malformed Hub id
+        if found.format != "saved":
+            raise ValueError(f"{found.path!r} is an export: the {what} of an ensemble are saved models.")
+        member = found.load(cls, **kwargs).to(model.device)
+        check_members_agree(model, tokenizer, member, found.tokenizer(**tokenizer_kwargs), found, what)
+        members.append(member)
+    return members
+
+
+def check_members_agree(first, first_tokenizer, member, tokenizer, found: ModelDir, what: str) -> None:
+    """Models combined must agree, else a `ValueError` naming what differs: the architecture (config.architectures),
+    the direction (the source and target languages of the model cards, where both have them) and the vocabulary (the
+    tokenizers whole, their normalisation and special tokens included, and the model's vocab_size)."""
+    first_path, path = str(getattr(first, "name_or_path", "") or "the first"), found.path
+    pairs = [("architecture", first.config.architectures or [type(first).__name__],
+              member.config.architectures or [type(member).__name__]),
+             ("vocab_size", first.config.vocab_size, member.config.vocab_size),
+             ("tokenizer vocabulary", first_tokenizer.get_vocab(), tokenizer.get_vocab()),
+             ("tokenizer", tokenizer_definition(first_tokenizer), tokenizer_definition(tokenizer))]
+    for name, expected, given in pairs:
+        if expected != given:
+            shown = f"{given!r} differs from {expected!r}"
+            if isinstance(expected, dict) and isinstance(given, dict):  # the parts that differ, not the whole
+                shown = "its " + ", ".join(sorted(k for k in expected.keys() | given.keys()
+                                                  if expected.get(k) != given.get(k))[:5]) + " differ"
+            raise ValueError(f"The {name} of {path!r} ({shown}) does not match {first_path!r}'s: the {what} of an "
+                             "ensemble must share one tokenizer and architecture.")
+    if os.path.isdir(first_path) and found.local:
+        expected, languages = card_languages(first_path), found.languages
+        if expected and languages and expected != languages:
+            raise ValueError(f"{path!r} translates {languages[0]}->{languages[1]} but {first_path!r} translates "
+                             f"{expected[0]}->{expected[1]} (their model cards' languages): the {what} of an ensemble "
+                             "must share one direction.")
+
+
+def tokenizer_definition(tokenizer) -> dict | None:
+    """A transformers tokenizer's whole definition (its `tokenizers` JSON: vocabulary, merges, normalisation, special
+    tokens), where it has one."""
+    import json
+
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        return None
+    definition = json.loads(backend.to_str())
+    for setting in ("truncation", "padding"):  # how a call cuts and pads, not what the tokens are
+        definition.pop(setting, None)
+    return definition
 
 
 # ---------------------------------------------------------------------------------------------------- which engine
 
 
-def resolve_engine(model_dir, engine: str, task: str = "translation") -> str:
-    """The engine that runs `model_dir` for `task`: "auto" -> the export's engine (CTranslate2 for `export-ctranslate2`,
+def resolve_engine(found: ModelDir, engine: str) -> str:
+    """The engine that runs `found` for its task: "auto" -> the export's engine (CTranslate2 for `export-ctranslate2`,
     ONNX Runtime for `export-onnx`), else PyTorch. An export asked to run in PyTorch, or a saved model in ONNX Runtime,
     is an error saying what to do instead (CTranslate2 converts a saved model on the fly)."""
-    if engine not in ENGINES[task]:
-        raise ValueError(f"engine must be one of {ENGINES[task]}, got {engine!r}.")
-    local = looks_local(model_dir) and os.path.isdir(model_dir)
-    command = "export-ctranslate2" if task == "translation" else "export-onnx"
-    if local and any(os.path.isfile(os.path.join(model_dir, name)) for name in EXPORT_FILES[command]):
-        check_export_files(model_dir, EXPORT_FILES[command], command)  # part of an export: the missing file named
-    if task == "translation":
-        exported, export_engine, kind = local and is_ctranslate2_dir(model_dir), "ctranslate2", "a CTranslate2 export"
-    else:
-        exported, export_engine, kind = local and is_onnx_dir(model_dir), "onnxruntime", "an ONNX export"
+    if engine not in ENGINES[found.task]:
+        raise ValueError(f"engine must be one of {ENGINES[found.task]}, got {engine!r}.")
+    export_engine = {"ctranslate2": "ctranslate2", "onnx": "onnxruntime"}.get(found.format)
     if engine == "auto":
-        return export_engine if exported else "pytorch"
-    if exported and engine == "pytorch":
-        raise ValueError(f"{str(model_dir)!r} is {kind}: use --engine {export_engine}.")
-    if engine == "onnxruntime" and not exported:
-        raise ValueError(f"{str(model_dir)!r} is not an ONNX export: run `vanilla-transformer export-onnx` on it "
+        return export_engine or "pytorch"
+    if export_engine and engine == "pytorch":
+        kind = "a CTranslate2 export" if found.format == "ctranslate2" else "an ONNX export"
+        raise ValueError(f"{found.path!r} is {kind}: use --engine {export_engine}.")
+    if engine == "onnxruntime" and found.format != "onnx":
+        raise ValueError(f"{found.path!r} is not an ONNX export: run `vanilla-transformer export-onnx` on it "
                          "first, or use --engine pytorch.")
     return engine
 

@@ -148,7 +148,7 @@ def translation_ensemble(model, tokenizer, paths, **kwargs) -> TranslationEnsemb
     """`model` (whose tokenizer is `tokenizer`) and the translation models saved at `paths` as one ensemble, on
     `model`'s device; `kwargs` go to `from_pretrained` of the tokenizers and models. Members must share the
     tokenizer."""
-    from .loading import ensemble_members
+    from .model_dirs import ensemble_members
 
     return TranslationEnsemble(ensemble_members(model, tokenizer, paths, VanillaTransformerForConditionalGeneration,
-                                                "model", **kwargs))
+                                                "model", task="translation", **kwargs))

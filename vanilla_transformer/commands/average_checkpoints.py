@@ -109,7 +109,7 @@ def average(paths: list[str]) -> dict:
     return averaged
 
 
-def main(argv=None):
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("run_dir", help="a training output directory with checkpoint-* subdirectories")
     parser.add_argument("--last", type=int, default=5, help="how many of the newest checkpoints to average")
@@ -117,7 +117,11 @@ def main(argv=None):
     parser.add_argument("--force", action="store_true",
                         help=f"replace an earlier average in --output_dir (a directory holding its {PROVENANCE}); "
                              "any other model there is still refused")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
     if args.last < 1:
         raise ValueError(f"--last must be at least 1, got {args.last}.")
     found = checkpoints(args.run_dir)

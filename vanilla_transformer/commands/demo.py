@@ -15,7 +15,7 @@ import sys
 from ..console import add_device_argument, port_number
 
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vanilla-transformer demo", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("model_dir", nargs="?", default=None,
@@ -29,6 +29,11 @@ def main(argv=None) -> int:
     parser.add_argument("--host", default="127.0.0.1", help="Address to serve on (default: this machine only).")
     parser.add_argument("--port", type=port_number, default=7860)
     add_device_argument(parser)
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.model_dir and args.translation_model and args.model_dir != args.translation_model:
         parser.error("give the translation model once: MODEL_DIR or --translation_model")

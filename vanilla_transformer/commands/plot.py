@@ -12,18 +12,9 @@ import argparse
 import math
 import os
 
+from ..attention_pictures import draw_attention, pyplot
 from ..console import output_path, positive_int
-from ..loading import load_model, log_history
-
-
-def pyplot():
-    """matplotlib.pyplot drawing into files (the Agg backend), imported when first drawn with: it takes a second."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+from ..loading import log_history
 
 
 def save_figure(fig, out_dir: str, name: str, dpi: int = 120) -> str:
@@ -97,31 +88,28 @@ def plot_attention(model_dir: str, text: str, out_dir: str) -> list[str]:
     import torch
 
     from ..model.modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
-    from ..model_dirs import check_translation_model_dir
-    from ..tokenization import load_tokenizer
+    from ..model_dirs import recognise
 
-    check_translation_model_dir(model_dir)  # a missing or other kind of model is named before anything loads
-    tokenizer = load_tokenizer(model_dir)
-    model = load_model(VanillaTransformerForConditionalGeneration, model_dir, attn_implementation="eager").eval()
+    found = recognise(model_dir, task="translation")  # a missing or other kind of model named before anything loads
+    if found.format != "saved":
+        raise ValueError(f"{found.path!r} is an export: the attention is drawn from the saved model.")
+    tokenizer = found.tokenizer()
+    model = found.load(VanillaTransformerForConditionalGeneration, attn_implementation="eager").eval()
     enc = tokenizer([text], return_tensors="pt", return_token_type_ids=False)
     with torch.no_grad():
         generated = model.generate(**enc, max_new_tokens=64, num_beams=1)
-        out = model(**enc, decoder_input_ids=generated, output_attentions=True)
+        # one teacher-forced pass over the translation: row i is where the decoder looked while producing token i
+        out = model(**enc, decoder_input_ids=generated[:, :-1], output_attentions=True)
     src = tokenizer.convert_ids_to_tokens(enc["input_ids"][0])
-    tgt = tokenizer.convert_ids_to_tokens(generated[0])
+    seen, produced = (tokenizer.convert_ids_to_tokens(ids) for ids in (generated[0, :-1], generated[0, 1:]))
     plt, paths = pyplot(), []
-    for name, maps, rows, cols in (("encoder_self", out.encoder_attentions, src, src),
-                                   ("decoder_self", out.decoder_attentions, tgt, tgt),
-                                   ("cross", out.cross_attentions, tgt, src)):
-        layers = len(maps)
-        fig, axes = plt.subplots(1, layers, figsize=(4 * layers, 4), squeeze=False)
+    for name, maps, rows, cols, names in (
+            ("encoder_self", out.encoder_attentions, src, src, ("source token", "source token")),
+            ("decoder_self", out.decoder_attentions, produced, seen, ("output token", "decoder input token")),
+            ("cross", out.cross_attentions, produced, src, ("output token", "source token"))):
+        fig, axes = plt.subplots(1, len(maps), figsize=(4 * len(maps), 4), squeeze=False)
         for i, attn in enumerate(maps):  # (1, H, T, S): average the heads
-            ax = axes[0][i]
-            ax.imshow(attn[0].mean(0).float().numpy(), cmap="viridis", vmin=0)
-            ax.set_title(f"{name} layer {i + 1}")
-            if len(cols) <= 50:
-                ax.set_xticks(range(len(cols)), cols, rotation=90, fontsize=6)
-                ax.set_yticks(range(len(rows)), rows, fontsize=6)
+            draw_attention(axes[0][i], attn[0].mean(0).float().numpy(), rows, cols, f"{name} layer {i + 1}", names)
         paths.append(save_figure(fig, out_dir, f"attention_{name}.png"))
     return paths
 
@@ -144,7 +132,7 @@ def plot_positions(d_model: int, length: int, out_dir: str) -> list[str]:
     return [save_figure(fig, out_dir, "positions.png")]
 
 
-def main(argv=None):
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="what", required=True)
     p = sub.add_parser("curves")
@@ -160,7 +148,11 @@ def main(argv=None):
     p.add_argument("--length", type=positive_int, default=100)
     for p in sub.choices.values():
         p.add_argument("--out", type=output_path, default=None, help="Directory for the PNG files")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
     out = (args.out or getattr(args, "run_dir", None) or getattr(args, "model_dir", None)
            or (getattr(args, "run_dirs", None) or ["."])[0])
     if args.out:  # the default is an input directory: never created here (a mistyped one is named as missing)

@@ -11,12 +11,12 @@ A BPE with a `<mask>` token is trained on the text unless `--tokenizer_name` giv
 
 import logging
 import math
-import re
 from dataclasses import dataclass, field
 
 from datasets import Dataset
 
 from .. import data as vt_data
+from ..evaluation.scores import masked_accuracy
 from ..files import read_lines
 from ..training.arguments import (
     MlmTrainingArguments,
@@ -24,11 +24,13 @@ from ..training.arguments import (
     TokenBudgetArguments,
     check_ranges,
     parse_run_arguments,
+    run_parser,
 )
 from ..training.batching import check_token_budget
 from ..training.models import WholeWordMaskCollator, build_model, get_tokenizer
 from ..training.runs import finish_run, train_and_save
 from ..training.trainers import AtomicTrainer
+from ..words import words_of
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +44,8 @@ class DataTrainingArguments(TokenBudgetArguments):
     train_conll_file: list[str] | None = field(default=None, metadata={
         "help": "CoNLL column files (token first; the other columns are not used)."})
     split_punctuation: bool = field(default=False, metadata={
-        "help": "Split punctuation off the words of --train_file lines ('bushes.' -> 'bushes .'), as CoNLL text is."})
+        "help": "Split punctuation off the words of --train_file lines ('bushes.' -> 'bushes .') as CoNLL-2003 is "
+                "tokenized: the words `tag` reads from text."})
     validation_split_percentage: int = field(default=5, metadata={
         "help": "Percentage of the sentences held out to report the masked-token loss and accuracy."})
     max_seq_length: int = field(default=128, metadata={"help": "Sub-tokens kept per sentence."})
@@ -59,15 +62,12 @@ class DataTrainingArguments(TokenBudgetArguments):
                              f"{self.validation_split_percentage}.")
 
 
-WORD = re.compile(r"\w+(?:[-'’]\w+)*|[^\w\s]")  # a word (with inner hyphens or apostrophes) or one punctuation mark
-
-
 def load_sentences(data_args) -> list[list[str]]:
     """Every sentence of the training files as a list of words; empty lines are skipped."""
     sentences = []
     for path in data_args.train_file or []:
         for line in read_lines(path):
-            words = WORD.findall(line) if data_args.split_punctuation else line.split()
+            words = [word for word, _, _ in words_of(line)] if data_args.split_punctuation else line.split()
             if words:
                 sentences.append(words)
     for path in data_args.train_conll_file or []:
@@ -78,9 +78,14 @@ def load_sentences(data_args) -> list[list[str]]:
     return sentences
 
 
+def build_parser():
+    """The command's flags: the model's, the data's and the Trainer's (HfArgumentParser dataclasses)."""
+    return run_parser((ModelArguments, DataTrainingArguments, MlmTrainingArguments))
+
+
 def parse(argv):
     """The command line, checked: (model_args, data_args, training_args, the checkpoint to resume from)."""
-    parsed = parse_run_arguments((ModelArguments, DataTrainingArguments, MlmTrainingArguments), argv, logger)
+    parsed = parse_run_arguments(build_parser(), argv, logger)
     check_token_budget(parsed[1], parsed[2], logger)
     if not (parsed[1].train_file or parsed[1].train_conll_file):
         raise ValueError("Give the text to pretrain on: --train_file (one sentence per line) and/or "
@@ -112,13 +117,6 @@ def tokenized_splits(sentences, tokenizer, data_args, training_args) -> dict:
     held_out = max(1, len(dataset) * data_args.validation_split_percentage // 100)
     splits = dataset.train_test_split(test_size=held_out, seed=training_args.seed)
     return {"train": splits["train"], "validation": splits["test"]}
-
-
-def masked_accuracy(eval_preds) -> dict:
-    """The share of masked words predicted right (the predictions are the argmax ids: preprocess_logits_for_metrics)."""
-    predictions, labels = eval_preds
-    keep = labels != -100
-    return {"accuracy": float((predictions[keep] == labels[keep]).mean())}
 
 
 def evaluate_with_perplexity(trainer) -> dict:

@@ -93,7 +93,7 @@ def push_space(space_id: str, translation_model: str | None = None, ner_model: s
     return info.oid
 
 
-def main(argv=None):
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("model_dir", nargs="?", help="A saved model directory to push.")
     parser.add_argument("repo_id", nargs="?", help="The model repository, e.g. you/vanilla-transformer-de-en.")
@@ -106,6 +106,11 @@ def main(argv=None):
     parser.add_argument("--include", nargs="+", default=[], metavar="PATTERN",
                         help="Also upload the files matching these patterns (e.g. '*.png' predictions_*.txt); by "
                              "default a push sends what loading the model needs, its card and scores only.")
+    return parser
+
+
+def main(argv=None):
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.space and (args.model_dir or args.repo_id):
         parser.error("--space pushes a demo for models already on the Hub; push each model first, without --space")

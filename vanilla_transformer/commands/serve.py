@@ -39,20 +39,9 @@ import re
 import sys
 
 from ..console import int_at_least, number_between, port_number
-from ..deploy.server.settings import Settings
+from ..deploy.server.settings import NOT_TAKEN, NOT_TAKEN_DEFAULTS, Settings
 from ..loading import no_progress_bars, require
-from ..model_card import card_languages
-from ..model_dirs import (
-    DEVICES,
-    ENGINES,
-    TAGGER,
-    ModelDir,
-    default_threads,
-    is_tagger_dir,
-    recognise,
-    resolve_device,
-    resolve_engine,
-)
+from ..model_dirs import DEVICES, ENGINES, TAGGER, default_threads, recognise, resolve_device
 
 logger = logging.getLogger(__name__)
 
@@ -87,44 +76,23 @@ SWITCHES = ("char_limit", "batch_limit", "req_limit", "hourly_req_limit", "daily
             "disable_files_translation")
 
 
-# LibreTranslate's options this server does not take, each refused by name with the reason
-NOT_TAKEN = {
-    "--load-only": "the server serves the models it is given",
-    "--update-models": "models are the directories given",
-    "--force-update-models": "models are the directories given",
-    "--frontend-language-source": "the page starts with the first served pair",
-    "--frontend-language-target": "the page starts with the first served pair",
-    "--frontend-language": "the page is in English",
-    "--frontend-title": "the page's title is fixed",
-    "--frontend-timeout": "the page waits 500 ms after typing",
-    "--suggestions": "suggestions are always off",
-    "--ssl": "put TLS in the proxy in front",
-    "--debug": "set VT_DEBUG=1 for traces",
-    "--hide-api": "the API is the product",
-    "--api-keys-db-path": "give the keys as --api-keys FILE",
-    "--api-keys-remote": "give the keys as --api-keys FILE",
-    "--get-api-key-link": "not supported",
-    "--require-api-key-origin": "not supported",
-    "--require-api-key-secret": "not supported",
-    "--require-api-key-fingerprint": "not supported",
-    "--under-attack": "use --req-limit and --req-flood-threshold",
-    "--shared-storage": "give --req-limit-storage redis://HOST:PORT",
-    "--secondary": "every server sharing a Redis is the same",
-    "--alternatives-limit": "alternatives are bounded by --max_beams",
-    "--hourly-req-limit-decay": "not supported",
-    "--req-time-cost": "not supported",
-    "--translation-cache": "not supported",
-}
-# their LT_* variables are refused too, unless set to LibreTranslate's default (these) or a false value
-NOT_TAKEN_DEFAULTS = {"--frontend-language-source": "auto", "--frontend-language-target": "locale",
-                      "--frontend-timeout": "500", "--api-keys-db-path": "db/api_keys.db",
-                      "--shared-storage": "memory://", "--alternatives-limit": "-1", "--req-time-cost": "-1"}
-
-
 def build_parser() -> "Parser":
     defaults = Settings()
     parser = Parser(prog="vanilla-transformer serve", description=__doc__,
                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_model_options(parser)
+    add_access_options(parser)
+    add_language_options(parser)
+    add_libretranslate_limits(parser, defaults)
+    add_libretranslate_switches(parser, defaults)
+    for name, kind, text in LIMITS:
+        parser.add_argument(f"--{name}", type=kind, default=getattr(defaults, name), help=text)
+    add_http_options(parser)
+    return parser
+
+
+def add_model_options(parser: "Parser") -> None:
+    """The models served and the engines that run them."""
     parser.add_argument("model_dirs", nargs="+", metavar="MODEL_DIR",
                         help="Saved translation models or directories exported by export-ctranslate2 (each as DIR or "
                              "DIR:SOURCE-TARGET), and at most one saved tagger (served at /v1/ner).")
@@ -140,6 +108,10 @@ def build_parser() -> "Parser":
     parser.add_argument("--workers", type=int_at_least(0, MOST_THREADS), default=0,
                         help="Engine batches each model runs at once, each on threads / workers threads (CTranslate2). "
                              "Default 0: on a CPU one one-thread batch per thread (docs/serving.md), else 1.")
+
+
+def add_access_options(parser: "Parser") -> None:
+    """Where the server listens and the keys a caller must give."""
     parser.add_argument("--host", default="127.0.0.1", type=host_address,
                         help="Address to listen on (default: loopback only; 0.0.0.0 or :: for every interface).")
     parser.add_argument("--port", type=port_number, default=5000)
@@ -149,15 +121,20 @@ def build_parser() -> "Parser":
     parser.add_argument("--api-keys", "--api_keys", dest="api_keys", default=None, metavar="FILE", type=key_file,
                         help="A file of API keys, one a line, each optionally followed by its own requests per minute "
                              "(instead of --req-limit); with it every call needs a key.")
+
+
+def add_language_options(parser: "Parser") -> None:
+    """One model's language pair, where its card does not say it."""
     parser.add_argument("--source_lang", default=None, type=language_code,
                         help="One model only: its source language (default: the model card's first language, else "
                              "'src').")
     parser.add_argument("--target_lang", default=None, type=language_code,
                         help="One model only: its target language (default: the model card's last language, else "
                              "'tgt').")
-    add_libretranslate_options(parser, defaults)
-    for name, kind, text in LIMITS:
-        parser.add_argument(f"--{name}", type=kind, default=getattr(defaults, name), help=text)
+
+
+def add_http_options(parser: "Parser") -> None:
+    """The access log and the pages of other origins that may call."""
     parser.add_argument("--access_log", action="store_true",
                         help="Log a line for every request (default: off; /metrics counts them).")
     parser.add_argument("--cors", action="store_true", help="Let a page from any origin call the server "
@@ -165,11 +142,10 @@ def build_parser() -> "Parser":
     parser.add_argument("--cors_origins", nargs="*", default=[], type=cors_origin,
                         help="Origins a browser page may call from, each SCHEME://HOST[:PORT] (default: none, CORS "
                              "off; every origin: --cors).")
-    return parser
 
 
-def add_libretranslate_options(parser: "Parser", defaults: Settings) -> None:
-    """LibreTranslate's own limits and switches, under its names (both spellings) and defaults."""
+def add_libretranslate_limits(parser: "Parser", defaults: Settings) -> None:
+    """LibreTranslate's own limits, under its names (both spellings) and defaults."""
     parser.add_argument("--char-limit", "--char_limit", dest="char_limit", type=int_at_least(-1, BIGGEST),
                         default=defaults.char_limit, help="Characters per text at most (LibreTranslate's; -1: none).")
     parser.add_argument("--batch-limit", "--batch_limit", dest="batch_limit", type=int_at_least(-1, BIGGEST),
@@ -191,6 +167,11 @@ def add_libretranslate_options(parser: "Parser", defaults: Settings) -> None:
                         default=defaults.req_limit_storage, metavar="URI",
                         help="Where the request counts live: memory:// (this process) or redis://HOST:PORT, shared by "
                              "every server naming it and kept across restarts.")
+
+
+def add_libretranslate_switches(parser: "Parser", defaults: Settings) -> None:
+    """LibreTranslate's own switches (a proxy in front, a URL prefix, metrics, parts turned off), under its names
+    (both spellings) and defaults."""
     parser.add_argument("--trust-forwarded-for", "--trust_forwarded_for", dest="trust_forwarded_for",
                         action="store_true",
                         help="Behind a proxy: the client is the address the proxy adds, the LAST one of "
@@ -265,9 +246,9 @@ def option_value(action, kind, name: str, raw):
     ValueError naming `name` (and the value, unless a secret)."""
     from_variable = not name.startswith("-")
     if action.nargs == 0:  # a switch
-        if from_variable and raw.strip().lower() not in TRUE + FALSE:
+        if from_variable and raw.strip().lower() not in ENV_TRUE + ENV_FALSE:
             raise ValueError(f"{name}={raw!r}: expected true or false")
-        return not from_variable or raw.strip().lower() in TRUE
+        return not from_variable or raw.strip().lower() in ENV_TRUE
     if action.nargs == "*":  # a variable: its words, separated by commas or spaces
         texts = raw.replace(",", " ").split() if from_variable else raw
         return [option_value(argparse.Action([], action.dest), kind, name, text) for text in texts]
@@ -305,7 +286,7 @@ def refuse_not_taken(argv: list[str], environ) -> None:
     for flag, reason in NOT_TAKEN.items():
         variable = "LT_" + flag[2:].upper().replace("-", "_")
         value = environ.get(variable, "").strip()
-        if value.lower() not in FALSE and value != NOT_TAKEN_DEFAULTS.get(flag):
+        if value.lower() not in ENV_FALSE and value != NOT_TAKEN_DEFAULTS.get(flag):
             raise ValueError(f"{variable} is LibreTranslate's {flag}, not taken here: {reason} (unset it)")
 
 
@@ -318,7 +299,8 @@ class Parser(argparse.ArgumentParser):
         return action
 
 
-TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off", "")
+# a switch's values as an environment variable (LT_METRICS=true) or LibreTranslate's --api-keys gives them
+ENV_TRUE, ENV_FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off", "")
 
 
 def host_address(text: str) -> str:
@@ -391,8 +373,8 @@ def key_file(text: str) -> str | None:
     `true`: refused, its key database is not read). An empty path (an unset shell variable) is refused."""
     if not text.strip():
         raise argparse.ArgumentTypeError("an empty path; give the key file (one key a line)")
-    if text.strip().lower() in TRUE + FALSE and not os.path.exists(text):
-        if text.strip().lower() in TRUE:
+    if text.strip().lower() in ENV_TRUE + ENV_FALSE and not os.path.exists(text):
+        if text.strip().lower() in ENV_TRUE:
             raise argparse.ArgumentTypeError("give the key file (one key a line); LibreTranslate's key database is "
                                              "not read")
         return None
@@ -476,11 +458,8 @@ def served_models(args):
 
     with named_as_set(args, "req_limit_storage", "--req-limit-storage"):
         check_storage_uri(args.req_limit_storage)
-    if args.ner is not None and not is_tagger_dir(args.ner):
-        raise ValueError(f"{named(args, 'ner')} {args.ner!r} is not a saved tagger ({TAGGER}: a config.json naming "
-                         "it).")
-    given = [(recognise(path, args.engine), pair) for path, pair in map(model_and_pair, args.model_dirs)]
-    given += [(ModelDir(args.ner, "tagging", resolve_engine(args.ner, "auto", "tagging")), None)] if args.ner else []
+    given = [(recognise_tagger(args), None)] if args.ner is not None else []
+    given += [(recognise(path, args.engine), pair) for path, pair in map(model_and_pair, args.model_dirs)]
     taggers = [found for found, _ in given if found.task == "tagging"]  # recognised once, passed on as they are
     if len(taggers) > 1:
         raise ValueError(f"one tagger per server: {', '.join(found.path for found in taggers)} are all taggers.")
@@ -500,7 +479,7 @@ def served_models(args):
         workers = args.workers or default_workers(pytorch, args.device, args.threads)
         source, target = pair or (args.source_lang, args.target_lang)
         if not (source and target):  # the model card only where a language is not given
-            card_source, card_target = card_languages(found.path) or ("src", "tgt")
+            card_source, card_target = found.languages or ("src", "tgt")
             source, target = source or card_source, target or card_target
         translators.append(TranslationEngine(found, source, target, args.device, args.compute_type, args.threads,
                                              workers))
@@ -512,6 +491,16 @@ def served_models(args):
     with named_as_set(args, "req_limit_storage", "--req-limit-storage"):
         ping(settings.req_limit_storage)  # a Redis that cannot be reached: an error line now
     return translators, tagger, settings
+
+
+def recognise_tagger(args):
+    """The `--ner` directory, recognised as a tagger's (an ONNX export or a saved one), or an error line naming the
+    flag or variable that gave it."""
+    try:
+        return recognise(args.ner, task="tagging")
+    except (FileNotFoundError, ValueError):
+        raise ValueError(f"{named(args, 'ner')} {args.ner!r} is not a saved tagger ({TAGGER}: a config.json naming "
+                         "it).") from None
 
 
 @contextlib.contextmanager
@@ -564,7 +553,6 @@ def listen(args, translators, tagger, settings) -> int:
         except (OSError, ValueError) as error:
             raise OSError(f"could not load the model in {served.model_dir}: {error}") from error
     app = create_app(translators, settings, tagger)
-    app.state.server.detector.start()  # lingua's models loaded now, not on the first request
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("uvicorn.access").addFilter(RedactedKeys())  # (a key sent in a query string: never logged)
     served = [f"{engine.model_dir} ({engine.source} -> {engine.target}, {engine.workers} engine batch(es) at once)"

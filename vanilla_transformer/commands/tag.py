@@ -6,13 +6,14 @@ appended out."""
 import argparse
 
 from ..console import add_device_argument, add_engine_argument, add_file_arguments, print_file_stats
+from ..deploy.taggers import TAG_FORMATS
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("model_dir", help="Saved tagger (train-ner's output directory or a Hub id).")
     add_file_arguments(parser, "tag", batch_size=32)
-    parser.add_argument("--format", default="text", choices=["text", "conll"], help="Input and output format.")
+    parser.add_argument("--format", default="text", choices=TAG_FORMATS, help="Input and output format.")
     parser.add_argument("--document_consistency", action="store_true",
                         help="Make tags consistent within each document (text: paragraphs between blank lines; "
                              "CoNLL: -DOCSTART- sections), as train-ner --document_consistency.")

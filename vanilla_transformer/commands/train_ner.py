@@ -26,6 +26,7 @@ from ..training.arguments import (
     TokenBudgetArguments,
     check_ranges,
     parse_run_arguments,
+    run_parser,
 )
 from ..training.batching import check_token_budget
 from ..training.models import TaggingDataCollator, build_model, get_tokenizer
@@ -121,10 +122,14 @@ def demo_defaults(args: list[str]) -> list[str]:
     return [] if given & (data | model) else ["--config_overrides", DEMO_CONFIG_OVERRIDES]
 
 
+def build_parser():
+    """The command's flags: the model's, the data's and the Trainer's (HfArgumentParser dataclasses)."""
+    return run_parser((ModelArguments, DataTrainingArguments, NerTrainingArguments))
+
+
 def parse(argv):
     """The command line, checked: (model_args, data_args, training_args, the checkpoint to resume from)."""
-    parsed = parse_run_arguments((ModelArguments, DataTrainingArguments, NerTrainingArguments), argv, logger,
-                                 demo_defaults)
+    parsed = parse_run_arguments(build_parser(), argv, logger, demo_defaults)
     data_args, training_args = parsed[1], parsed[2]
     check_token_budget(data_args, training_args, logger)
     if data_args.max_tokens and data_args.mention_replacement:

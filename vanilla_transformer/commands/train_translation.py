@@ -25,6 +25,7 @@ from ..training.arguments import (
     TranslationTrainingArguments,
     check_ranges,
     parse_run_arguments,
+    run_parser,
 )
 from ..training.batching import check_token_budget, sequence_lengths
 from ..training.bpe_dropout import BpeDropout
@@ -172,11 +173,16 @@ def demo_defaults(args: list[str]) -> list[str]:
     return DEMO_ARGS + ["--bf16", str(fast_bf16()).lower()] if demo and not from_saved else []
 
 
+def build_parser():
+    """The command's flags: the model's, the data's and the Trainer's (HfArgumentParser dataclasses)."""
+    return run_parser((ModelArguments, DataTrainingArguments, TranslationTrainingArguments))
+
+
 def parse(argv):
     """The command line, checked: (model_args, data_args, training_args, the checkpoint to resume from, the packed
     rows' length)."""
-    model_args, data_args, training_args, resume_from = parse_run_arguments(
-        (ModelArguments, DataTrainingArguments, TranslationTrainingArguments), argv, logger, demo_defaults)
+    model_args, data_args, training_args, resume_from = parse_run_arguments(build_parser(), argv, logger,
+                                                                            demo_defaults)
     check_token_budget(data_args, training_args, logger, packs=True)
     packing_length = check_streaming(data_args, training_args)
     return model_args, data_args, training_args, resume_from, packing_length

@@ -15,8 +15,12 @@ import itertools
 import json
 import math
 import os
+from typing import TYPE_CHECKING
 
 from ..console import add_device_argument, add_engine_argument, output_path, positive_int
+
+if TYPE_CHECKING:
+    from ..model_dirs import ModelDir
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -55,15 +59,15 @@ def tune(translate, sources: list[str], references: list[str], settings, batch_s
     return scores
 
 
-def save_decoding(model_dir: str, num_beams: int, length_penalty: float) -> str:
-    """The choice written into `model_dir`'s generation_config.json (the rest of the file kept; written atomically)."""
+def save_decoding(model: "ModelDir", num_beams: int, length_penalty: float) -> str:
+    """The choice written into the model's generation_config.json (the rest of the file, as read when the model was
+    recognised, kept; written atomically)."""
     from transformers import GenerationConfig
 
-    from ..files import read_json, write_text
+    from ..files import write_text
 
-    path = os.path.join(model_dir, "generation_config.json")
-    values = read_json(path, mapping=True) if os.path.isfile(path) else {}
-    config = GenerationConfig.from_dict(values)
+    path = os.path.join(model.path, "generation_config.json")
+    config = GenerationConfig.from_dict(model.json("generation_config.json"))
     config.update(num_beams=num_beams, length_penalty=length_penalty)
     config.validate(strict=True)
     write_text(path, config.to_json_string(use_diff=True))
@@ -75,6 +79,7 @@ def main(argv=None) -> dict:
     from ..deploy.translators import make_translator
     from ..files import files_of, read_lines, refuse_overwriting, write_text
     from ..loading import is_local_dir, no_progress_bars
+    from ..model_dirs import recognise
 
     bad = [penalty for penalty in args.length_penalty if not math.isfinite(penalty)]
     if bad:  # (never saved into a model's generation config, nor tried)
@@ -88,7 +93,8 @@ def main(argv=None) -> dict:
         raise ValueError(f"{args.source} has {len(sources)} lines but {args.reference} has {len(references)}: one "
                          "reference a line.")
     no_progress_bars()
-    translate = make_translator(args.model_dir, args.engine, args.device)
+    found = recognise(args.model_dir, args.engine, "translation")
+    translate = make_translator(found, device=args.device)
     settings = dict.fromkeys((beams, penalty if beams > 1 else 1.0)  # (greedy search has no length penalty)
                              for beams, penalty in itertools.product(args.num_beams, args.length_penalty))
     scores = tune(translate, sources, references, settings, args.batch_size)
@@ -97,7 +103,7 @@ def main(argv=None) -> dict:
           f"(sacreBLEU {best['bleu']:.2f} on {args.source})")
     result = {"scores": scores, "chosen": best}
     if args.save:
-        print(f"written into {save_decoding(args.model_dir, best['num_beams'], best['length_penalty'])}")
+        print(f"written into {save_decoding(found, best['num_beams'], best['length_penalty'])}")
     if args.output:
         write_text(args.output, json.dumps(result, indent=2))
     return result

@@ -1,5 +1,4 @@
-"""Serving trained models: the file commands' engines (`translators`, `taggers`), the exports (`ctranslate2`, `onnx`),
-the demo page (`demo_page`) and the HTTP server (the app factory in `app`, LibreTranslate's routes in
-`libretranslate`, ours in `v1`, the models in `engines`, language pairs and detection in `languages`, the dynamic
-batcher in `batcher`, the metrics in `prometheus`). Engines are chosen from a directory by
-`vanilla_transformer.model_dirs.resolve_engine`."""
+"""Serving trained models, the engines apart from the HTTP server: the engines behind the file commands and `serve`
+(`translators`: PyTorch or CTranslate2; `taggers`: PyTorch or ONNX Runtime), an engine as the server holds it
+(`engines`), the exports (`ctranslate2`, `onnx`), the demo page (`demo_page`), and the HTTP server in `server/`. Each
+takes a model directory recognised once, `vanilla_transformer.model_dirs.ModelDir`, which also names its engine."""

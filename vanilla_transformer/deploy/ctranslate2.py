@@ -23,13 +23,12 @@ except ImportError:  # an optional extra: say how to get it when it is used
     Converter = object
 
 from ..files import refuse_overwriting, replaced_atomically
-from ..loading import check_finite, load_model, require
+from ..loading import check_finite, require
 from ..model.modeling_vanilla_transformer import VanillaTransformerPositionalEmbedding
 from ..model_card import copy_card
-from ..model_dirs import check_export_target, check_translation_model_dir
-from ..tokenization import load_tokenizer
+from ..model_dirs import ModelDir, check_export_target, recognise
 
-ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "gelu_new": "GELUTanh", "gelu_pytorch_tanh": "GELUTanh",
+CT2_ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "gelu_new": "GELUTanh", "gelu_pytorch_tanh": "GELUTanh",
                "silu": "SWISH", "swish": "SWISH", "tanh": "Tanh", "sigmoid": "Sigmoid"}
 
 
@@ -42,7 +41,7 @@ def unsupported_options(config) -> list[str]:
         refused.append("scale_attention=False")
     if config.char_cnn_dim:
         refused.append(f"char_cnn_dim={config.char_cnn_dim}")
-    if config.activation_function not in ACTIVATIONS:
+    if config.activation_function not in CT2_ACTIVATIONS:
         refused.append(f"activation_function={config.activation_function!r}")
     return refused
 
@@ -55,7 +54,8 @@ def array(tensor: torch.Tensor) -> np.ndarray:
 
 class VanillaTransformerConverter(Converter):
     """A `ctranslate2.converters.Converter` for `VanillaTransformerForConditionalGeneration` checkpoints: a saved
-    model directory (or an already loaded model plus its tokenizer)."""
+    model directory (its path, or its recognised `model_dirs.ModelDir`), or an already loaded model plus its
+    tokenizer."""
 
     def __init__(self, model_name_or_path=None, model=None, tokenizer=None):
         require("ctranslate2")
@@ -68,16 +68,26 @@ class VanillaTransformerConverter(Converter):
         from ..model.modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
 
         if self.model is None:
-            check_translation_model_dir(self.model_name_or_path)
-            self.model = load_model(VanillaTransformerForConditionalGeneration, self.model_name_or_path)
-            self.tokenizer = self.tokenizer or load_tokenizer(self.model_name_or_path)
+            found = self.model_name_or_path
+            if not isinstance(found, ModelDir):
+                found = self.model_name_or_path = recognise(found, task="translation")
+            if found.format != "saved":
+                raise ValueError(f"{found.path!r} is an export already: export-ctranslate2 converts a saved model.")
+            self.model = found.load(VanillaTransformerForConditionalGeneration)
+            self.tokenizer = self.tokenizer or found.tokenizer()
         if self.tokenizer is None:
             raise ValueError("Converting a loaded model needs its tokenizer (tokenizer=...).")
         if not hasattr(self.model, "lm_head"):
             raise ValueError(f"{type(self.model).__name__} is not a translation model; only "
                              "VanillaTransformerForConditionalGeneration exports to CTranslate2.")
-        check_finite(self.model.state_dict().items(), self.model_name_or_path or "the model")
+        check_finite(self.model.state_dict().items(), self.where)
         return self.model.eval(), self.tokenizer
+
+    @property
+    def where(self) -> str:
+        """The model as errors name it."""
+        found = self.model_name_or_path
+        return (found.path if isinstance(found, ModelDir) else found) or "the model"
 
     def _load(self):  # the hook `Converter.convert` calls
         self.spec = model_spec(*self.load())
@@ -88,7 +98,7 @@ class VanillaTransformerConverter(Converter):
         saved next to the CTranslate2 model. Weights (or int8 scales) beyond the range of the `quantization`'s type
         are refused naming the tensor (`check_converted`)."""
         output_dir = super().convert(output_dir, vmap=vmap, quantization=quantization, force=force)
-        check_converted(self.spec, quantization, self.model_name_or_path or "the model")
+        check_converted(self.spec, quantization, self.where)
         model, tokenizer = self.load()
         tokenizer.save_pretrained(output_dir)
         model.generation_config.save_pretrained(output_dir)
@@ -115,7 +125,7 @@ def model_spec(model, tokenizer):
     if refused:
         raise ValueError(f"CTranslate2 cannot run this model's options: {', '.join(refused)}. Serve it with the "
                          "PyTorch engine (--engine pytorch) instead.")
-    activation = getattr(common_spec.Activation, ACTIVATIONS[config.activation_function])
+    activation = getattr(common_spec.Activation, CT2_ACTIVATIONS[config.activation_function])
     common = dict(pre_norm=config.normalize_before, activation=activation)
     encoder = transformer_spec.TransformerEncoderSpec(config.encoder_layers, config.encoder_attention_heads, **common)
     decoder = transformer_spec.TransformerDecoderSpec(config.decoder_layers, config.decoder_attention_heads, **common)
@@ -197,12 +207,13 @@ def set_layer_norm(spec, norm):
     spec.gamma, spec.beta = array(norm.weight), array(norm.bias)
 
 
-def export_ctranslate2(model_name_or_path, output_dir, quantization: str | None = None, force: bool = False) -> str:
-    """Convert a saved translation model to a CTranslate2 directory (with its tokenizer and model card); returns the
-    directory."""
+def export_ctranslate2(model, output_dir, quantization: str | None = None, force: bool = False) -> str:
+    """Convert a saved translation model (a path, or its `model_dirs.ModelDir`) to a CTranslate2 directory (with its
+    tokenizer and model card); returns the directory."""
     output_dir = check_export_target(output_dir, force, "export-ctranslate2")
-    refuse_overwriting([], [model_name_or_path], replaced=[output_dir])  # (--force replaces the directory whole)
+    found = model if isinstance(model, ModelDir) else recognise(model, task="translation")
+    refuse_overwriting([], [found.path], replaced=[output_dir])  # (--force replaces the directory whole)
     with replaced_atomically(output_dir) as staging:  # a finished export or none: never half a directory
-        VanillaTransformerConverter(model_name_or_path).convert(staging, quantization=quantization)
-        copy_card(model_name_or_path, staging)
+        VanillaTransformerConverter(found).convert(staging, quantization=quantization)
+        copy_card(found.path, staging)
     return output_dir

@@ -8,8 +8,8 @@ text longer than the model reads) and a model that fails to load are shown as me
 import logging
 import os
 
-from ..loading import load_model, require
-from ..model_dirs import check_translation_model_dir, resolve_device
+from ..loading import require
+from ..model_dirs import recognise, resolve_device
 
 logger = logging.getLogger(__name__)
 INSTALL_HINT = "The demo page needs Gradio and matplotlib: pip install 'vanilla-transformer[demo]'."
@@ -57,12 +57,14 @@ class TranslationDemo:
 
     def __init__(self, model_name_or_path: str, ctranslate2_model: str | None = None, device: str = "cpu"):
         from ..model.modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
-        from ..tokenization import load_tokenizer
 
-        check_translation_model_dir(model_name_or_path)
-        self.name, self.device = model_name_or_path, resolve_device(device, "pytorch")
-        self.tokenizer = load_tokenizer(model_name_or_path)
-        self.model = load_model(VanillaTransformerForConditionalGeneration, model_name_or_path,
+        found = recognise(model_name_or_path, task="translation")
+        if found.format != "saved":  # (the attention is the saved model's)
+            raise ValueError(f"{found.path!r} is an export: the page needs the saved model (and takes an export with "
+                             "--ctranslate2_model).")
+        self.found, self.name, self.device = found, found.path, resolve_device(device, "pytorch")
+        self.tokenizer = found.tokenizer()
+        self.model = found.load(VanillaTransformerForConditionalGeneration,
                                 attn_implementation="eager").to(self.device).eval()  # eager: returns the weights
         self.limit = input_limit(self.tokenizer, self.model.config)
         self.ctranslate2_model, self._ctranslate2 = ctranslate2_model, None
@@ -87,7 +89,8 @@ class TranslationDemo:
             from ..deploy.translators import CTranslate2Translator
 
             device = "cpu" if self.device == "cpu" else resolve_device("auto", "ctranslate2")
-            self._ctranslate2 = CTranslate2Translator(self.ctranslate2_model or self.name, device=device,
+            model = recognise(self.ctranslate2_model, task="translation") if self.ctranslate2_model else self.found
+            self._ctranslate2 = CTranslate2Translator(model, device=device,
                                                       compute_type="int8" if device == "cpu" else "int8_float16")
         return self._ctranslate2
 
@@ -122,7 +125,7 @@ class TranslationDemo:
 
 def attention_figure(result: dict | None, layer: str = AVERAGE, head: str = AVERAGE):
     """A heatmap of cross-attention: output tokens (rows) attending to source tokens (columns)."""
-    from ..commands.plot import pyplot
+    from ..attention_pictures import draw_attention, pyplot
 
     plt = pyplot()
     if not result or "attention" not in result:
@@ -132,11 +135,7 @@ def attention_figure(result: dict | None, layer: str = AVERAGE, head: str = AVER
     attention = attention.mean(0) if head == AVERAGE else attention[int(head) - 1]  # (T, S)
     rows, cols = result["target_tokens"], result["source_tokens"]
     fig, ax = plt.subplots(figsize=(min(12, 3.5 + 0.35 * len(cols)), min(10, 2 + 0.3 * len(rows))))
-    ax.imshow(attention, cmap="viridis", vmin=0, aspect="auto")
-    ax.set_xticks(range(len(cols)), cols, rotation=90, fontsize=8)
-    ax.set_yticks(range(len(rows)), rows, fontsize=8)
-    ax.set_xlabel("source token"), ax.set_ylabel("output token")
-    ax.set_title(f"layer {layer}, head {head}", fontsize=10)
+    draw_attention(ax, attention, rows, cols, f"layer {layer}, head {head}")
     fig.tight_layout()
     plt.close(fig)
     return fig
@@ -149,14 +148,11 @@ class NerDemo:
         from transformers import pipeline
 
         from ..model.modeling_vanilla_transformer import VanillaTransformerForTokenClassification
-        from ..tokenization import load_tokenizer
 
-        self.name = model_name_or_path
-        self.tokenizer = load_tokenizer(model_name_or_path)
-        model = load_model(VanillaTransformerForTokenClassification, model_name_or_path).eval()
-        if model.config.architectures and type(model).__name__ not in model.config.architectures:
-            raise ValueError(f"{model_name_or_path!r} holds a {', '.join(model.config.architectures)}, not a tagger "
-                             f"({type(model).__name__}).")
+        found = recognise(model_name_or_path, "pytorch", "tagging")  # (the page runs transformers' pipeline)
+        self.name = found.path
+        self.tokenizer = found.tokenizer()
+        model = found.load(VanillaTransformerForTokenClassification).eval()
         self.limit = input_limit(self.tokenizer, model.config)
         self.pipeline = pipeline("token-classification", model=model, tokenizer=self.tokenizer,
                                  device=resolve_device(device, "pytorch"))

@@ -1,11 +1,13 @@
 """The models a server holds: a translation engine per language pair (PyTorch or CTranslate2) and a tagger (PyTorch or
 ONNX Runtime). Each is loaded once (`open`, or `load` in a background thread), counts a text's tokens for the limits
-and batching, and runs one batch at a time on an engine thread: `process(texts, options)`, the options opaque to the
-batcher."""
+and batching, and runs one batch at a time on an engine thread: `process(texts, options)`, the options (`Options`)
+compared, never read, by the batcher. `ServedEngine` (and `ServedTranslator`) is what the HTTP server needs of an
+engine: these classes, or a test's stand-in of the same shape."""
 
 import gc
 import logging
 import threading
+from typing import NamedTuple, Protocol
 
 from ..loading import own_tokenizer
 from ..model_dirs import ModelDir
@@ -13,6 +15,40 @@ from ..model_dirs import ModelDir
 logger = logging.getLogger(__name__)
 
 BATCH_COUNT_CHARS = 4096  # texts of more characters than this in all are counted by the tokenizer's thread pool
+
+
+class Options(NamedTuple):
+    """What a sentence is decoded with, besides its text: only sentences of equal options share a batch. A tagger
+    reads none of them (its sentences all have the defaults)."""
+
+    num_beams: int | None = None  # None: the model's own (its generation config)
+    max_new_tokens: int | None = None  # None: the model's own limit
+    n: int = 1  # the best translations returned per sentence
+
+
+class ServedEngine(Protocol):
+    """What the HTTP server needs of an engine (`Engine` has it): its `name` (the batcher's key; "ner" for the
+    tagger), `model_dir`, how many batches it runs at once (`workers`), `ready` once loaded or `error` why it could
+    not (`load` in a background thread), `count_tokens` for the limits and the batcher, `process` a batch."""
+
+    name: str
+    model_dir: str
+    workers: int
+    ready: threading.Event
+    error: BaseException | None
+
+    def load(self) -> None: ...
+
+    def count_tokens(self, texts: list[str]) -> list[int]: ...
+
+    def process(self, texts: list[str], options: Options) -> list: ...
+
+
+class ServedTranslator(ServedEngine, Protocol):
+    """A served translation engine: one language pair."""
+
+    source: str
+    target: str
 
 
 class Engine:
@@ -57,7 +93,7 @@ class Engine:
 
 class TranslationEngine(Engine):
     """A translation model (`model_dirs.recognise`'s `ModelDir`: its path and engine) for `source` -> `target`:
-    `process(texts, (num_beams, max_new_tokens, n))` -> each text's `n` best translations, best first."""
+    `process(texts, Options(num_beams, max_new_tokens, n))` -> each text's `n` best translations, best first."""
 
     def __init__(self, model: ModelDir, source: str, target: str, device: str = "auto",
                  compute_type: str = "default", threads: int = 0, workers: int = 1):
@@ -72,15 +108,14 @@ class TranslationEngine(Engine):
                                           threads=self.threads, workers=self.workers)
         return self.translator.backend
 
-    def process(self, texts: list[str], options: tuple) -> list[list[str]]:
-        num_beams, max_new_tokens, n = options
+    def process(self, texts: list[str], options: Options) -> list[list[str]]:
+        num_beams, max_new_tokens, n = options  # (a plain tuple of the three too)
         return self.translator.hypotheses(texts, n, num_beams, max_new_tokens)
 
 
 class TaggerEngine(Engine):
     """A tagger (`deploy.taggers.Tagger`, PyTorch or an ONNX export; `model_dirs.recognise`'s `ModelDir`, or its path):
-    `process(texts, ())` -> each text's entities, as
-    `vanilla-transformer tag` writes them."""
+    `process(texts, options)` (the options unread) -> each text's entities, as `vanilla-transformer tag` writes them."""
 
     def __init__(self, model: "ModelDir | str", device: str = "auto"):
         super().__init__("ner", model.path if isinstance(model, ModelDir) else model, device)
@@ -92,7 +127,7 @@ class TaggerEngine(Engine):
         self.tagger = Tagger(self.model, device=self.device)
         return self.tagger.piece_tokenizer
 
-    def process(self, texts: list[str], options: tuple) -> list[list[dict]]:
+    def process(self, texts: list[str], options: Options) -> list[list[dict]]:
         from .taggers import line_entities
 
         return line_entities(self.tagger, texts)

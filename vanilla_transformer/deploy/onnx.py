@@ -10,10 +10,9 @@ import os
 import torch
 
 from ..files import refuse_overwriting, replaced_atomically
-from ..loading import check_finite, is_local_dir, load_model, looks_local, require
+from ..loading import check_finite, require
 from ..model_card import copy_card
-from ..model_dirs import ONNX_META, TAGGER, architectures_of, check_export_target, is_tagger_dir
-from ..tokenization import load_tokenizer
+from ..model_dirs import ONNX_META, ModelDir, check_export_target, recognise
 
 
 class Emissions(torch.nn.Module):
@@ -44,24 +43,23 @@ class TabulatedCharacterFeatures(torch.nn.Module):
         return self.features.pool_words(self.table[input_ids], input_ids)
 
 
-def export_onnx(model_dir, output_dir, quantize: str | None = None, force: bool = False) -> str:
-    """Export the tagger saved in `model_dir` to `output_dir` (written whole, then renamed into place);
-    `quantize="int8"`: ONNX Runtime's dynamic int8 quantization of the weights."""
+def export_onnx(model, output_dir, quantize: str | None = None, force: bool = False) -> str:
+    """Export the saved tagger `model` (a path, or its `model_dirs.ModelDir`) to `output_dir` (written whole, then
+    renamed into place); `quantize="int8"`: ONNX Runtime's dynamic int8 quantization of the weights."""
     require("onnx")  # the exporter needs it (and onnxscript): a clear error first
 
     from ..model.modeling_vanilla_transformer import VanillaTransformerForTokenClassification
 
     if quantize not in (None, "int8"):
         raise ValueError(f"quantize must be int8 or none, got {quantize!r}.")
-    is_local_dir(model_dir)  # a missing directory named as one
-    if not looks_local(model_dir):
-        architectures_of(model_dir)  # a name that is neither a directory nor a model on the Hub named so
-    if not is_tagger_dir(model_dir):
-        raise ValueError(f"{str(model_dir)!r} is not a saved tagger ({TAGGER}); export-onnx exports taggers.")
+    found = model if isinstance(model, ModelDir) else recognise(model, task="tagging")
+    if found.format != "saved":
+        raise ValueError(f"{found.path!r} is not a saved tagger but an export: export-onnx exports saved taggers.")
+    model_dir = found.path
     check_export_target(output_dir, force, "export-onnx")
     refuse_overwriting([], [model_dir], replaced=[output_dir])  # (--force replaces the directory whole)
-    tokenizer = load_tokenizer(model_dir)
-    tagger = load_model(VanillaTransformerForTokenClassification, model_dir, attn_implementation="eager").eval()
+    tokenizer = found.tokenizer()
+    tagger = found.load(VanillaTransformerForTokenClassification, attn_implementation="eager").eval()
     check_finite(tagger.state_dict().items(), model_dir)
     config = tagger.config
     encoder = tagger.model.encoder

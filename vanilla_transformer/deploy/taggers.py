@@ -10,38 +10,20 @@ positions is tagged whole, in windows of consecutive words that fit.
 
 import json
 import os
-import re
 import time
 
 import numpy as np
 
 from ..console import sentence_progress
-from ..files import conll_sentences, file_stats, read_json, read_lines, write_lines
-from ..loading import load_model, own_tokenizer, require
-from ..model_dirs import (
-    ONNX_META,
-    ModelDir,
-    check_export_files,
-    check_tagger_dir,
-    export_tokenizer,
-    recognise_tagger,
-    reexport,
-    resolve_device,
-    special_token_id,
-)
+from ..files import conll_sentences, file_stats, read_lines, write_lines
+from ..loading import own_tokenizer, require
+from ..model_dirs import ONNX_META, ModelDir, recognise, resolve_device, special_token_id
 from ..ner.mentions import document_consistency, mention_spans
+from ..words import words_of
+from .batches import nonblank_batches
 
-FORMATS = ("text", "conll")
+TAG_FORMATS = ("text", "conll")  # what `tag` reads and writes (--format)
 CALL_COST_WORDS = 128  # a model call's fixed cost on a CPU, in words computed (benchmark.py --tasks tagging-batches)
-REEXPORT = reexport("export-onnx")
-# CoNLL-2003's tokenization: abbreviations (U.S.), numbers with separators (3.5, 1,000), an apostrophe starting a word
-# ('s), hyphenated words (Sino-Japanese), and every other punctuation mark on its own
-WORD = re.compile(r"(?:[^\W\d_]\.){2,}|\d+(?:[.,:/]\d+)+(?!\w)|'\w+|\w+(?:-\w+)*|[^\w\s]")
-
-
-def words_of(line: str) -> list[tuple[str, int, int]]:
-    """The words of `line` as (word, start, end), character offsets into the line."""
-    return [(match.group(), match.start(), match.end()) for match in WORD.finditer(line)]
 
 
 def crf_max_marginals(emissions: np.ndarray, mask: np.ndarray, crf: dict) -> np.ndarray:
@@ -68,23 +50,22 @@ class OnnxTagger:
     """An exported tagger in ONNX Runtime: `scores(input_ids, attention_mask)` (numpy) -> (B, T, labels), the CRF's
     max-marginals for a CRF head, as the PyTorch model's `logits` in eval mode."""
 
-    def __init__(self, model_dir, threads: int = 0):
+    def __init__(self, export: ModelDir, threads: int = 0):
         ort = require("onnxruntime", "onnx")
-        check_export_files(model_dir, ("model.onnx",), "export-onnx")
-        self.meta = read_json(os.path.join(model_dir, ONNX_META), REEXPORT)
+        self.meta = export.json(ONNX_META)
         options = ort.SessionOptions()
         if threads:
             options.intra_op_num_threads = threads
         # no busy-waiting between operators: in `serve` (the HTTP stack, another model) and in `tag` (tokenizing, the
         # CRF in numpy) spinning threads would take the cores from the rest of the process
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        weights = [os.path.join(model_dir, name) for name in ("model.onnx", "model.onnx.data")
-                   if os.path.isfile(os.path.join(model_dir, name))]
+        weights = [os.path.join(export.path, name) for name in ("model.onnx", "model.onnx.data")
+                   if name in export.files]
         try:
             self.session = ort.InferenceSession(weights[0], options, providers=["CPUExecutionProvider"])
         except Exception as error:  # (ONNX Runtime's own classes: InvalidProtobuf, Fail, ...; none of them public)
             reason = " ".join(str(error).split())[:300]
-            raise OSError(f"{' or '.join(weights)} is truncated or corrupted ({reason}){REEXPORT}.") from None
+            raise OSError(f"{' or '.join(weights)} is truncated or corrupted ({reason}){export.advice}.") from None
 
     def scores(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
         logits = self.session.run(None, {"input_ids": input_ids.astype(np.int64),
@@ -111,35 +92,29 @@ class Tagger:
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}.")
         self.batch_size, self.sentences, self.engine_seconds, self.onnx = batch_size, 0, 0.0, None
-        # a tagger's `ModelDir` recognised by the caller is not inspected again; a path is, once
-        if isinstance(model, ModelDir):
-            found = model if model.task == "tagging" else recognise_tagger(model.path, engine)
-        else:
-            found = recognise_tagger(model, engine)
+        # a `ModelDir` recognised by the caller is not inspected again; a path is, once
+        found = model.holding("tagging") if isinstance(model, ModelDir) else recognise(model, engine, "tagging")
         if found.engine == "onnxruntime":
             if ensemble_with:
                 raise ValueError("--ensemble_with runs the taggers in PyTorch: give their saved directories.")
             self.device = resolve_device(device, found.engine)
-            self.onnx = OnnxTagger(found.path)
+            self.onnx = OnnxTagger(found)
             self.scores, self.labels = self.onnx.scores, self.onnx.meta["labels"]
-            self.piece_tokenizer, settings = export_tokenizer(found.path, "export-onnx")
+            self.piece_tokenizer, settings = found.export_tokenizer()
             self.pad = special_token_id(self.piece_tokenizer, settings, "pad_token", "<pad>") or 0
             self.window = self.onnx.meta["max_position_embeddings"] - self.special_tokens()
             self.call_words = CALL_COST_WORDS
             return
-        self.load_pytorch(found.path, ensemble_with, device)
+        self.load_pytorch(found, ensemble_with, device)
 
-    def load_pytorch(self, model_dir: str, ensemble_with, device: str) -> None:
+    def load_pytorch(self, found: ModelDir, ensemble_with, device: str) -> None:
         import torch
 
         from ..model.modeling_vanilla_transformer import VanillaTransformerForTokenClassification
         from ..ner.ensemble import ensemble_of
-        from ..tokenization import load_tokenizer
 
-        for path in ensemble_with:
-            check_tagger_dir(path)
-        tokenizer = load_tokenizer(model_dir)
-        model = load_model(VanillaTransformerForTokenClassification, model_dir)
+        tokenizer = found.tokenizer()
+        model = found.load(VanillaTransformerForTokenClassification)
         if ensemble_with:
             model = ensemble_of(model, tokenizer, ensemble_with)
         self.device = resolve_device(device, "pytorch")
@@ -223,21 +198,21 @@ class Tagger:
         return spans[::-1]
 
     def __call__(self, sentences: list[list[str]], progress: bool = False) -> list[tuple[list[str], list[float]]]:
-        """(tags, probabilities) per word of each sentence; sentences longer than a window in several windows."""
-        jobs = [(i, start, end) for i, words in enumerate(sentences) if words for start, end in self.windows(words)]
-        jobs.sort(key=lambda job: job[2] - job[1])  # similar lengths batched together: less padding
+        """(tags, probabilities) per word of each sentence; sentences longer than a window in several windows. The
+        windows are batched by length (`batches`: similar lengths together, less padding); an empty sentence's one
+        window is empty and tagged by no model call."""
+        jobs = [(i, start, end) for i, words in enumerate(sentences) for start, end in self.windows(words)]
+        batches, scatter = nonblank_batches([sentences[i][a:b] for i, a, b in jobs], ([], []), self.batches)
         self.sentences += sum(1 for words in sentences if words)
+        done = []
+        with sentence_progress(sum(map(len, batches)), progress) as bar:
+            for batch in batches:
+                done.append(self.tag_windows(batch))
+                bar.update(len(batch))
         results = [([], []) for _ in sentences]
-        pieces = {}
-        with sentence_progress(len(jobs), progress) as bar:
-            for start, end in self.batches([b - a for _, a, b in jobs]):
-                chunk = jobs[start:end]
-                for job, tagged in zip(chunk, self.tag_windows([sentences[i][a:b] for i, a, b in chunk])):
-                    pieces[job] = tagged
-                bar.update(len(chunk))
-        for (i, start, end) in sorted(pieces):
-            results[i][0].extend(pieces[i, start, end][0])
-            results[i][1].extend(pieces[i, start, end][1])
+        for (i, _, _), (tags, probs) in zip(jobs, scatter(done)):  # (a sentence's windows in order)
+            results[i][0].extend(tags)
+            results[i][1].extend(probs)
         return results
 
 
@@ -274,8 +249,8 @@ def tag_lines(tagger: Tagger, lines: list[str], form: str = "text", consistent: 
     """The output lines for `lines` in `form` ("text": JSON lines; "conll": the lines with a tag column added).
     `consistent`: document consistency (`train-ner --document_consistency`); documents are a text's paragraphs
     (blank lines between them) or CoNLL's `-DOCSTART-` sections."""
-    if form not in FORMATS:
-        raise ValueError(f"format must be one of {FORMATS}, got {form!r}.")
+    if form not in TAG_FORMATS:
+        raise ValueError(f"format must be one of {TAG_FORMATS}, got {form!r}.")
     if form == "text":
         return [json.dumps(found, ensure_ascii=False) for found in line_entities(tagger, lines, consistent, progress)]
     rows, sentences, documents = read_conll(lines, name)

@@ -11,23 +11,10 @@ import tempfile
 import time
 
 from ..console import sentence_progress
-from ..files import file_stats, read_json, read_lines, write_lines
-from ..loading import check_json_files, load_model, require
-from ..model_dirs import (
-    TRANSLATOR,
-    ModelDir,
-    check_export_files,
-    check_translation_model_dir,
-    default_threads,
-    export_tokenizer,
-    is_ctranslate2_dir,
-    recognise,
-    reexport,
-    resolve_device,
-    special_token_id,
-)
-
-REEXPORT = reexport("export-ctranslate2")
+from ..files import file_stats, read_lines, write_lines
+from ..loading import require
+from ..model_dirs import ModelDir, default_threads, recognise, resolve_device, special_token_id
+from .batches import nonblank_batches
 
 
 class PyTorchTranslator:
@@ -36,18 +23,17 @@ class PyTorchTranslator:
 
     workers, engine_seconds = 1, 0.0  # batches it runs at once; seconds in `generate`
 
-    def __init__(self, model_dir, num_beams: int | None = None, max_new_tokens: int | None = None,
+    def __init__(self, model: ModelDir, num_beams: int | None = None, max_new_tokens: int | None = None,
                  device: str = "cpu", threads: int = 0, ensemble_with=()):
         import torch
 
         from ..model.modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
-        from ..tokenization import load_tokenizer
 
         if threads:
             torch.set_num_threads(threads)
-        self.tokenizer = load_tokenizer(model_dir)
+        self.tokenizer = model.tokenizer()
         self.backend = self.tokenizer.backend_tokenizer
-        self.model = load_model(VanillaTransformerForConditionalGeneration, model_dir).to(device).eval()
+        self.model = model.load(VanillaTransformerForConditionalGeneration).to(device).eval()
         # a learned position table bounds both sides, as in a CTranslate2 export: the input is cut to it and at most
         # its rows less one new tokens are decoded (a position past it would be an error for every request)
         config = self.model.config
@@ -122,33 +108,31 @@ class CTranslate2Translator:
 
     engine_seconds = 0.0
 
-    def __init__(self, model_dir, num_beams: int | None = None, max_new_tokens: int | None = None,
+    def __init__(self, model: ModelDir, num_beams: int | None = None, max_new_tokens: int | None = None,
                  compute_type: str = "default", threads: int = 0, device: str = "cpu", parallel: bool = False,
                  workers: int = 1):
         ctranslate2 = require("ctranslate2")
-        model_dir, self._tmp = os.fspath(model_dir), None
-        if not is_ctranslate2_dir(model_dir):
+        self._tmp = None
+        if model.format != "ctranslate2":
             from .ctranslate2 import export_ctranslate2  # (torch and transformers)
 
             self._tmp = tempfile.TemporaryDirectory(prefix="vanilla-ct2-")
-            model_dir = export_ctranslate2(model_dir, os.path.join(self._tmp.name, "model"))
-        check_export_files(model_dir, ("config.json", "shared_vocabulary.json"), "export-ctranslate2")
-        # a damaged file is named here: CTranslate2's own errors do not name it
-        check_json_files(model_dir, ("shared_vocabulary.json",), REEXPORT, mapping=False)  # (a list of tokens)
-        export_config = read_json(os.path.join(model_dir, "config.json"), REEXPORT, mapping=True)
-        self.backend, settings = export_tokenizer(model_dir, "export-ctranslate2")
+            model = recognise(export_ctranslate2(model, os.path.join(self._tmp.name, "model")))
+        # its files were checked when recognised: CTranslate2's own errors do not name a damaged one
+        export_config = model.json("config.json")
+        self.backend, settings = model.export_tokenizer()
         threads = threads or default_threads()
         self.split = parallel and device == "cpu"
         self.workers = threads if self.split else workers
         try:
-            self.translator = ctranslate2.Translator(model_dir, device=device, compute_type=compute_type,
+            self.translator = ctranslate2.Translator(model.path, device=device, compute_type=compute_type,
                                                      inter_threads=self.workers,
                                                      intra_threads=max(1, threads // self.workers))
         except RuntimeError as error:
             if any(word in str(error).lower() for word in ("cuda", "cublas")):
                 raise  # the system's CUDA set-up, not the files
-            raise OSError(f"{os.path.join(model_dir, 'model.bin')} is truncated or corrupted ({error})"
-                          f"{REEXPORT}.") from None
+            raise OSError(f"{os.path.join(model.path, 'model.bin')} is truncated or corrupted ({error})"
+                          f"{model.advice}.") from None
         limit = settings.get("model_max_length")  # transformers' "no limit" is a huge number
         limit = limit if isinstance(limit, int) and limit < 1e6 else 1024
         # the export's position table bounds both sides (an older export without the count: unchecked)
@@ -157,7 +141,7 @@ class CTranslate2Translator:
         if max_new_tokens is not None and self.longest is not None and max_new_tokens > self.longest:
             raise ValueError(f"--max_new_tokens {max_new_tokens} is over this export's limit of {self.longest} new "
                              f"tokens (its position table has {positions} rows: the model's max_position_embeddings).")
-        decoding = decoding_options(model_dir)
+        decoding = decoding_options(model)
         self.options = dict(beam_size=num_beams or decoding["beam_size"], length_penalty=decoding["length_penalty"],
                             min_decoding_length=0,
                             max_decoding_length=self.new_tokens(max_new_tokens or 256),
@@ -206,25 +190,22 @@ class CTranslate2Translator:
                 for hypotheses in self.translate_ids(sentences, n, **options)]
 
 
-def decoding_options(export_dir) -> dict:
+def decoding_options(export: ModelDir) -> dict:
     """CTranslate2's beam size and length penalty from the export's generation_config.json (written by
     export-ctranslate2 from the model's), else transformers' defaults: 1 beam, length penalty 1. Both engines rank a
     finished hypothesis by its summed log-probability over its length to the power `length_penalty`, and translate
     alike up to a penalty of 1; above it transformers' beam search, which does not stop at the first finished beam,
     finds longer translations than CTranslate2's."""
-    path = os.path.join(export_dir, "generation_config.json")
-    values = read_json(path, REEXPORT, mapping=True) if os.path.isfile(path) else {}
+    values = export.json("generation_config.json")
     return {"beam_size": int(values.get("num_beams") or 1), "length_penalty": float(values.get("length_penalty", 1.0))}
 
 
 def make_translator(model_dir, engine: str = "auto", device: str = "cpu", **kwargs):
     """A callable translating a list of sentences; `model_dir` a path or an already recognised `model_dirs.ModelDir`
     (then its engine); `device` "auto" takes a CUDA GPU where the engine sees one."""
-    found = model_dir if isinstance(model_dir, ModelDir) else recognise(model_dir, engine)
-    if found.task != "translation":
-        check_translation_model_dir(found.path)  # names what a saved model holds
-        raise ValueError(f"{found.path!r} is an ONNX export of a tagger, not a translation model ({TRANSLATOR}).")
-    model_dir, engine = found.path, found.engine
+    found = model_dir if isinstance(model_dir, ModelDir) else recognise(model_dir, engine, "translation")
+    found.holding("translation")
+    engine = found.engine
     kwargs["device"] = resolve_device(device, engine)
     if engine != "pytorch" and kwargs.pop("ensemble_with", None):
         raise ValueError("--ensemble_with: an ensemble decodes with the PyTorch engine (--engine pytorch, saved "
@@ -234,8 +215,8 @@ def make_translator(model_dir, engine: str = "auto", device: str = "cpu", **kwar
         kwargs.pop("parallel", None)
         if kwargs.pop("workers", 1) != 1:
             raise ValueError("workers: several batches at once need the CTranslate2 engine; PyTorch runs one.")
-        return PyTorchTranslator(model_dir, **kwargs)
-    return CTranslate2Translator(model_dir, **kwargs)
+        return PyTorchTranslator(found, **kwargs)
+    return CTranslate2Translator(found, **kwargs)
 
 
 def translate_lines(translate, lines: list[str], batch_size: int = 64, progress: bool = False) -> list[str]:
@@ -243,15 +224,13 @@ def translate_lines(translate, lines: list[str], batch_size: int = 64, progress:
     returns one line per input line, in input order; empty lines stay empty."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be positive, got {batch_size}.")
-    outputs = [""] * len(lines)
-    todo = sorted((i for i, line in enumerate(lines) if line.strip()), key=lambda i: len(lines[i]))
-    with sentence_progress(len(todo), progress) as bar:
-        for start in range(0, len(todo), batch_size):
-            chunk = todo[start:start + batch_size]
-            for i, text in zip(chunk, translate([lines[i].strip() for i in chunk])):
-                outputs[i] = text.replace("\n", " ")
-            bar.update(len(chunk))
-    return outputs
+    batches, scatter = nonblank_batches(lines, "", batch_size)
+    done = []
+    with sentence_progress(sum(map(len, batches)), progress) as bar:
+        for batch in batches:
+            done.append([text.replace("\n", " ") for text in translate([line.strip() for line in batch])])
+            bar.update(len(batch))
+    return scatter(done)
 
 
 def translate_file(model_dir, input_path=None, output_path=None, engine: str = "auto", batch_size: int = 64,

@@ -1,5 +1,6 @@
-"""Trainer's `compute_metrics` of the two tasks: BLEU, chrF and exact match of translations (`TranslationScores`),
-seqeval's entity scores of tags (`TagScores`)."""
+"""Trainer's `compute_metrics` of the three tasks: BLEU, chrF and exact match of translations (`TranslationScores`),
+seqeval's entity scores of tags (`TagScores`), the share of masked words predicted right in pretraining
+(`masked_accuracy`)."""
 
 import numpy as np
 
@@ -64,3 +65,10 @@ class TagScores:
 
     def __call__(self, eval_preds):
         return self.scores(*self.word_tags(*eval_preds))
+
+
+def masked_accuracy(eval_preds) -> dict:
+    """The share of masked words predicted right (the predictions are the argmax ids: preprocess_logits_for_metrics)."""
+    predictions, labels = eval_preds
+    keep = labels != -100
+    return {"accuracy": float((predictions[keep] == labels[keep]).mean())}

@@ -6,10 +6,10 @@ from torch import nn
 from transformers import AutoModelForTokenClassification
 from transformers.modeling_outputs import TokenClassifierOutput
 
-from ..loading import ensemble_members
 from ..model.kernels_vanilla_transformer import apply_dropout
 from ..model.modeling_vanilla_transformer import VanillaTransformerForTokenClassification, tagging_loss_and_scores
 from ..model.ner_vanilla_transformer import VanillaTransformerCRF
+from ..model_dirs import ensemble_members
 
 
 class TokenClassificationEnsemble(nn.Module):
@@ -63,4 +63,4 @@ def ensemble_of(model, tokenizer, paths, **kwargs) -> TokenClassificationEnsembl
     """`model` (whose tokenizer is `tokenizer`) and the taggers saved at `paths` as one ensemble; `kwargs` go to
     `from_pretrained` of the tokenizers and models. Members must share the tokenizer."""
     return TokenClassificationEnsemble(ensemble_members(model, tokenizer, paths, AutoModelForTokenClassification,
-                                                        "tagger", **kwargs))
+                                                        "tagger", task="tagging", **kwargs))

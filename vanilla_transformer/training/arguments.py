@@ -221,7 +221,7 @@ def refuse_unknown(words: list[str]) -> None:
 
 
 STAGES = ("do_train", "do_eval", "do_predict")
-TRUE, FALSE = ("true", "yes", "t", "y", "1"), ("false", "no", "f", "n", "0")  # HfArgumentParser's booleans
+FLAG_TRUE, FLAG_FALSE = ("true", "yes", "t", "y", "1"), ("false", "no", "f", "n", "0")  # HfArgumentParser's booleans
 
 
 def stages_given(args: list[str]) -> dict:
@@ -231,8 +231,8 @@ def stages_given(args: list[str]) -> dict:
         name, _, value = arg.removeprefix("--").partition("=")
         if arg.startswith("--") and name in STAGES:
             following = args[i + 1].lower() if i + 1 < len(args) else ""
-            value = value.lower() or (following if following in TRUE + FALSE else "true")
-            given[name] = value in TRUE
+            value = value.lower() or (following if following in FLAG_TRUE + FLAG_FALSE else "true")
+            given[name] = value in FLAG_TRUE
     return given
 
 
@@ -261,15 +261,23 @@ def default_attention(training_args) -> str:
     return "eager" if cpu_bf16 else "sdpa"
 
 
-def parse_run_arguments(dataclass_types, argv=None, logger=None, defaults_for=None):
-    """The run scripts' prologue: parse (a single `.json` argument is read as a file of arguments), log to stdout
-    (warnings only on processes other than the first), run train + eval + predict when none is asked for, seed,
-    and find the checkpoint to resume from. `defaults_for(args)` may return arguments placed before the user's, so
-    the user's win. Returns (model_args, data_args, training_args, resume_from)."""
-    parser = HfArgumentParser(dataclass_types, allow_abbrev=False)  # (`--hub_tok X` would set --hub_token unseen)
+def run_parser(dataclass_types) -> HfArgumentParser:
+    """A training command's parser (its `build_parser`): the flags of its (model, data, training) dataclasses, each
+    spelled in full (`--hub_tok X` would set --hub_token unseen)."""
+    return HfArgumentParser(dataclass_types, allow_abbrev=False)
+
+
+def parse_run_arguments(parser, argv=None, logger=None, defaults_for=None):
+    """The run scripts' prologue: parse with `parser` (a command's `build_parser()`, or its dataclass types; a single
+    `.json` argument is read as a file of arguments), log to stdout (warnings only on processes other than the
+    first), run train + eval + predict when none is asked for, seed, and find the checkpoint to resume from.
+    `defaults_for(args)` may return arguments placed before the user's, so the user's win. Returns (model_args,
+    data_args, training_args, resume_from)."""
+    parser = parser if isinstance(parser, HfArgumentParser) else run_parser(parser)
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) == 1 and args[0].endswith(".json"):
         values = read_json(args[0], mapping=True)
+        refuse_example_flags([f"--{name}" for name in values])  # (a file of arguments is refused the same flags)
         if precision.accelerator_type() is None:
             values.setdefault("use_cpu", True)
         values.update(default_stages({name: values[name] for name in STAGES if name in values}))

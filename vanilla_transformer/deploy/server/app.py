@@ -1,6 +1,7 @@
 """The HTTP application of `serve` (its endpoints: `vanilla-transformer serve --help`): translation models (one per
 language pair) and/or a tagger behind FastAPI, each with its dynamic batcher. The routes (`libretranslate`, `v1`) are
-module-level functions over the server's state (`state.ServerState`), set by `create_app`."""
+module-level functions over the server's state (`state.ServerState`), which `create_app` builds and stores once and
+each route takes as its parameter `server: state.Server`; the lifespan (`lifespan_of`) is given it."""
 
 import logging
 import threading
@@ -13,6 +14,7 @@ from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ... import __version__
+from ..engines import ServedEngine, ServedTranslator
 from . import libretranslate, openapi, v1
 from .access import Access
 from .batcher import DynamicBatcher
@@ -122,41 +124,52 @@ async def unexpected(request: Request, exc: Exception):  # a bug: logged with it
     return error_response(500, f"internal error ({type(exc).__name__})")
 
 
-@asynccontextmanager
-async def lifespan(app: FastAPI):
-    """One batcher per model while the app runs; an engine not yet loaded loads in a background thread."""
-    state = app.state.server
-    for name, served in state.engines.items():
-        batcher = DynamicBatcher(served.process, state.settings.max_batch_tokens, state.settings.max_wait_ms / 1000,
-                                 state.settings.max_queue, state.metrics, served.workers)
-        batcher.start()
-        state.batchers[name] = batcher
-        if not served.ready.is_set():  # (the command loads before it listens)
-            threading.Thread(target=served.load, name=f"vt-load-{name}", daemon=True).start()
-    state.access.open()
-    yield
-    for batcher in state.batchers.values():
-        await batcher.stop()
-    await state.access.close()
+def lifespan_of(state: ServerState):
+    """The app's lifespan over `state`: one batcher per model while the app runs; an engine not yet loaded loads in a
+    background thread."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        for name, served in state.engines.items():
+            batcher = DynamicBatcher(served.process, state.settings.max_batch_tokens,
+                                     state.settings.max_wait_ms / 1000, state.settings.max_queue, state.metrics,
+                                     served.workers)
+            batcher.start()
+            state.batchers[name] = batcher
+            if not served.ready.is_set():  # (the command loads before it listens)
+                threading.Thread(target=served.load, name=f"vt-load-{name}", daemon=True).start()
+        state.detector.start()  # lingua's models loaded before the first request, not on it
+        state.access.open()
+        yield
+        for batcher in state.batchers.values():
+            await batcher.stop()
+        await state.access.close()
+
+    return lifespan
 
 
-def create_app(translators: list, settings: Settings, tagger=None) -> FastAPI:
-    """The FastAPI application for `translators` (`engines.TranslationEngine`s, one per language pair) and/or a
-    `tagger` (`engines.TaggerEngine`)."""
-    if not translators and tagger is None:
-        raise ValueError("serve needs a translation model, a tagger, or both.")
-    pairs = Pairs(translators)
-    app = FastAPI(title="vanilla-transformer", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
-                  openapi_url=None)  # (the document is `/spec`, its page `/docs`: under the url prefix)
-    batchers: dict[str, DynamicBatcher] = {}
+def shared_state(translators: list[ServedTranslator], settings: Settings, tagger: ServedEngine | None) -> ServerState:
+    """What the routes share (`state.ServerState`), batchers not yet started."""
+    pairs, batchers = Pairs(translators), {}
     limits = {"minute": settings.req_limit, "hour": settings.hourly_req_limit, "day": settings.daily_req_limit}
-    app.state.server = ServerState(
+    return ServerState(
         settings=settings, pairs=pairs, batchers=batchers,
         engines={engine.name: engine for engine in [*translators, *([tagger] if tagger else [])]},
         detector=Detector(pairs.sources(), pairs.languages()),
         access=Access(settings.api_keys, limits, settings.req_flood_threshold, settings.req_limit_storage),
         files=TranslatedFiles(settings.file_ttl, settings.max_file_store_bytes),
         metrics=Metrics(queue_length=lambda: sum(b.waiting() for b in batchers.values())))
+
+
+def create_app(translators: list[ServedTranslator], settings: Settings, tagger: ServedEngine | None = None) -> FastAPI:
+    """The FastAPI application for `translators` (`engines.TranslationEngine`s, one per language pair) and/or a
+    `tagger` (`engines.TaggerEngine`)."""
+    if not translators and tagger is None:
+        raise ValueError("serve needs a translation model, a tagger, or both.")
+    state = shared_state(translators, settings, tagger)
+    app = FastAPI(title="vanilla-transformer", version=__version__, lifespan=lifespan_of(state), docs_url=None,
+                  redoc_url=None, openapi_url=None)  # (the document is `/spec`, its page `/docs`: under the url prefix)
+    app.state.server = state  # (read by the routes' dependency alone: `state.server_state`)
     if settings.cors_origins:
         from fastapi.middleware.cors import CORSMiddleware
 
@@ -172,7 +185,7 @@ def create_app(translators: list, settings: Settings, tagger=None) -> FastAPI:
     if prefix:  # LibreTranslate's: the root sends a browser to the prefix
         app.add_api_route("/", lambda: RedirectResponse(prefix + "/", status_code=301), include_in_schema=False)
     app.add_middleware(HostAndOrigin, settings=settings)  # (inside LimitsAndMetrics: its refusals are counted too)
-    app.add_middleware(LimitsAndMetrics, max_request_bytes=settings.max_request_bytes, metrics=app.state.server.metrics,
+    app.add_middleware(LimitsAndMetrics, max_request_bytes=settings.max_request_bytes, metrics=state.metrics,
                        label=route_label({prefix + route.path for router in (libretranslate.router, v1.router)
                                           for route in router.routes}, prefix))
     return app

@@ -6,6 +6,7 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from ..engines import Options
 from .errors import ServeError
 from .prometheus import Metrics
 
@@ -16,7 +17,7 @@ logger = logging.getLogger(__name__)
 class Item:
     text: str
     tokens: int
-    options: tuple  # the engine's (opaque here): only sentences with the same options share a batch
+    options: Options  # the engine's (compared here, never read): only sentences of equal options share a batch
     future: asyncio.Future = field(repr=False)
 
 
@@ -50,7 +51,7 @@ class DynamicBatcher:
             await asyncio.gather(self.task, *self.running, return_exceptions=True)
         self.executor.shutdown(wait=True)
 
-    async def submit(self, texts: list[str], tokens: list[int], options: tuple) -> list:
+    async def submit(self, texts: list[str], tokens: list[int], options: Options) -> list:
         if self.waiting() + len(texts) > self.max_queue:
             self.metrics.count("vt_rejected_total")
             raise ServeError(503, f"the queue is full ({self.max_queue} sentences, --max_queue); try again shortly",

@@ -7,8 +7,10 @@ import ipaddress
 import anyio
 from fastapi import Request
 
+from ..batches import nonblank_batches
+from ..engines import Options, ServedEngine
 from .errors import ServeError
-from .state import server
+from .state import ServerState
 
 # Work on fewer characters (or bytes) than this runs on the event loop itself: a thread switch would cost more than
 # the work (parsing, token counting, markup: well under a millisecond)
@@ -29,18 +31,18 @@ async def off_loop(size: int, work, *args):
     return await anyio.to_thread.run_sync(functools.partial(work, *args), abandon_on_cancel=True)
 
 
-async def within_deadline(request: Request, answer):
+async def within_deadline(server: ServerState, answer):
     """`await answer` (a route's whole work: its body read and parsed, detection, every batch of a file, both models
     of a pivot), or a 504 once `--request_timeout` seconds have passed."""
-    timeout = server(request).settings.request_timeout
+    timeout = server.settings.request_timeout
     with anyio.move_on_after(timeout):
         return await answer
     raise ServeError(504, f"no answer within {timeout:g} s (--request_timeout)")
 
 
-async def read_body(request: Request) -> bytes:
+async def read_body(server: ServerState, request: Request) -> bytes:
     """The body, read under the size limit also when no content-length announced it (chunked)."""
-    limit, body = server(request).settings.max_request_bytes, b""
+    limit, body = server.settings.max_request_bytes, b""
     async for chunk in request.stream():
         body += chunk
         if len(body) > limit:
@@ -79,7 +81,7 @@ def as_client(address: str) -> str:
     return str(ipaddress.IPv6Network((address.split("%", 1)[0], 64), strict=False))
 
 
-def client_address(request: Request) -> str:
+def client_address(request: Request, trust_forwarded_for: bool) -> str:
     """Who the client is, for the request limits (an IPv6 one by its /64, `as_client`): the connection's address; with
     `--trust-forwarded-for` (a proxy in
     front), the hop that proxy added: the LAST address of X-Forwarded-For (nginx's `$proxy_add_x_forwarded_for` appends
@@ -89,7 +91,7 @@ def client_address(request: Request) -> str:
     (`serve` runs uvicorn with proxy_headers=False), so the connection's address is the peer's."""
     peer = request.client.host if request.client else "unknown"
     forwarded = request.headers.getlist("x-forwarded-for")
-    if server(request).settings.trust_forwarded_for and forwarded:
+    if trust_forwarded_for and forwarded:
         hop = ip_address(forwarded[-1].rpartition(",")[2])  # several headers: the last one's last address
         if hop is not None:
             return as_client(hop)
@@ -97,23 +99,31 @@ def client_address(request: Request) -> str:
     return as_client(address) if address else peer
 
 
-async def check_access(request: Request, given) -> None:
+async def check_access(server: ServerState, request: Request, given) -> None:
     """The API key from the body (`given`) or the X-API-Key header where the server has keys, and the request
     limits (`access.Access`)."""
     if given is not None and not isinstance(given, str):  # (a JSON number, a list, a form's file: never a key)
         raise ServeError(400, "Invalid request: api_key must be a string")
     given = given if given is not None else request.headers.get("x-api-key")
-    await server(request).access.check(given, client_address(request))
+    await server.access.check(given, client_address(request, server.settings.trust_forwarded_for))
 
 
-def model_state(served) -> str:
+def model_state(served: ServedEngine) -> str:
     """A served engine's state: "failed" (its `error`), "ready", or "loading"."""
     return "failed" if served.error is not None else "ready" if served.ready.is_set() else "loading"
 
 
-def engine_of(request: Request, name: str):
+def readiness(server: ServerState) -> tuple[str, dict[str, str]]:
+    """The server's state, what both APIs' health routes answer by: "failed" where a model could not load, else
+    "loading" while one loads, else "ready"; and each model's (`model_state`), by name."""
+    states = {name: model_state(served) for name, served in server.engines.items()}
+    found = set(states.values())
+    return ("failed" if "failed" in found else "loading" if "loading" in found else "ready"), states
+
+
+def engine_of(server: ServerState, name: str) -> ServedEngine:
     """The served engine `name`, ready; 503 while it loads or where it failed to."""
-    served = server(request).engines[name]
+    served = server.engines[name]
     state = model_state(served)
     if state == "failed":
         raise ServeError(503, f"the model could not be loaded: {served.error}")
@@ -122,24 +132,22 @@ def engine_of(request: Request, name: str):
     return served
 
 
-async def skipping_blanks(texts: list[str], run, blank) -> list:
-    """`await run(the texts that are not blank)`, each blank text's answer `blank` instead: the answers in order."""
-    todo = [i for i, text in enumerate(texts) if text.strip()]
-    answers = [blank] * len(texts)
-    for i, answer in zip(todo, await run([texts[i] for i in todo])):
-        answers[i] = answer
-    return answers
-
-
-def tagger_of(request: Request):
-    if "ner" not in server(request).engines:
+def tagger_of(server: ServerState) -> ServedEngine:
+    if "ner" not in server.engines:
         raise ServeError(404, "this server has no tagger (serve ... --ner TAGGER_DIR)")
-    return engine_of(request, "ner")
+    return engine_of(server, "ner")
 
 
-async def submit(request: Request, engine, texts: list[str], options: tuple) -> list:
-    """`texts` (none empty) through `engine`'s batcher under the limits: each one's output, in order."""
-    settings = server(request).settings
+async def submit(server: ServerState, engine: ServedEngine, texts: list[str], options: Options, blank) -> list:
+    """Each text's output through `engine`'s batcher under the limits, in order; a blank text's is `blank`, the
+    model never sees it (`batches.nonblank_batches`), nor counts it against the limits."""
+    batches, scatter = nonblank_batches(texts, blank)
+    return scatter([await submit_batch(server, engine, batch, options) for batch in batches])
+
+
+async def submit_batch(server: ServerState, engine: ServedEngine, texts: list[str], options: Options) -> list:
+    """`texts` (none blank) through `engine`'s batcher under the limits: each one's output, in order."""
+    settings = server.settings
     if len(texts) > settings.max_sentences:
         raise ServeError(413, f"{len(texts)} sentences in one request; at most {settings.max_sentences} "
                               "(--max_sentences)")
@@ -151,28 +159,28 @@ async def submit(request: Request, engine, texts: list[str], options: tuple) -> 
             raise ServeError(400, f"sentence {i} has {n} tokens; at most {settings.max_sentence_tokens} "
                                   "(--max_sentence_tokens)")
     # (no timeout of its own: the route's deadline, `within_deadline`, bounds the request as a whole)
-    return await server(request).batchers[engine.name].submit(texts, tokens, options)
+    return await server.batchers[engine.name].submit(texts, tokens, options)
 
 
-async def translate(request: Request, source: str, target: str, texts: list[str], n: int = 1,
+async def translate(server: ServerState, source: str, target: str, texts: list[str], n: int = 1,
                     num_beams: int | None = None, max_new_tokens: int | None = None) -> list[list[str]]:
-    """The `n` best translations of each text (none empty), best first, from `source` into `target`: through the
-    pair's model, or through a pivot language (the first model's best translation is the second one's input).
+    """The `n` best translations of each text (its surrounding whitespace left out), best first, from `source` into
+    `target`: through the pair's model, or through a pivot language (the first model's best translation is the
+    second one's input). A blank text (or a pivot's empty translation) is `n` empty translations, sent to no model.
     `num_beams` None: each model's own (its generation config), at least `n`. A `source` equal to the `target` (a
-    served language) gives each text back as it is, `n` times, translated by no model (both APIs alike)."""
-    limit, asked = server(request).settings.max_beams, max(num_beams or 1, n)
+    served language) gives each text back, `n` times, translated by no model (both APIs alike)."""
+    limit, asked = server.settings.max_beams, max(num_beams or 1, n)
     if asked > limit:
         raise ServeError(400, f"num_beams {asked} is over the limit of {limit} (--max_beams)")
     if source == target:
-        server(request).pairs.check_served(source)
-        return [[text] * n for text in texts]
-    route = server(request).pairs.checked_route(source, target)
-    engines = [engine_of(request, engine.name) for engine in route]  # every leg ready before the first runs
-    for engine in engines[:-1]:
-        done = await submit(request, engine, texts, (num_beams, max_new_tokens, 1))
-        texts = [best.replace("\n", " ") for best, *_ in done]
-    async def last(chosen):  # (a pivot's empty translation stays empty)
-        done = await submit(request, engines[-1], [text.strip() for text in chosen], (num_beams, max_new_tokens, n))
-        return [[hypothesis.replace("\n", " ") for hypothesis in hypotheses] for hypotheses in done]
-
-    return await skipping_blanks(texts, last, [""])
+        server.pairs.check_served(source)
+        return [[text.strip()] * n for text in texts]
+    route = server.pairs.checked_route(source, target)
+    engines = [engine_of(server, engine.name) for engine in route]  # every leg ready before the first runs
+    for leg, engine in enumerate(engines, 1):
+        k = n if leg == len(engines) else 1  # (a pivot's first model: its best translation)
+        done = await submit(server, engine, [text.strip() for text in texts], Options(num_beams, max_new_tokens, k),
+                            [""] * k)
+        done = [[hypothesis.replace("\n", " ") for hypothesis in hypotheses] for hypotheses in done]
+        texts = [best for best, *_ in done]
+    return done

@@ -37,9 +37,10 @@ TEXT = "{urn:oasis:names:tc:opendocument:xmlns:text:1.0}"
 XHTML = "{http://www.w3.org/1999/xhtml}"
 XML_SPACE = "{http://www.w3.org/XML/1998/namespace}space"
 
-# Per format: the parts translated (a name pattern), the paragraph elements, and the elements holding the text of
-# a run (None: the text is mixed content, every text node and tail inside the paragraph).
-FORMATS = {
+# Per archive format (the documents but .srt): the parts translated (a name pattern), the paragraph elements, and
+# the elements holding the text of a run (None: the text is mixed content, every text node and tail inside the
+# paragraph).
+ARCHIVE_FORMATS = {
     ".docx": (r"word/(document|header\d*|footer\d*|footnotes|endnotes)\.xml", {W + "p"}, {W + "t"}),
     ".pptx": (r"ppt/(slides/slide|notesSlides/notesSlide)\d+\.xml", {A + "p"}, {A + "t"}),
     ".odt": (r"content\.xml", {TEXT + "p", TEXT + "h"}, None),
@@ -431,7 +432,7 @@ def verified_parts(data: bytes, kind: str) -> list[tuple[zipfile.ZipInfo, bytes]
 
 
 def read_archive(data: bytes, kind: str) -> tuple[list[str], Callable[[list[str]], bytes]]:
-    pattern, paragraphs, runs = FORMATS[kind]
+    pattern, paragraphs, runs = ARCHIVE_FORMATS[kind]
     parts = verified_parts(data, kind)
     trees, found = {}, []
     for info, content in parts:

@@ -3,6 +3,7 @@ language two models share), their names, and language identification for `source
 
 import re
 
+from ..engines import ServedTranslator
 from .errors import ServeError
 
 LANGUAGE_NAMES = {"ar": "Arabic", "cs": "Czech", "da": "Danish", "de": "German", "el": "Greek", "en": "English",
@@ -21,8 +22,8 @@ class Pairs:
     through - one for a served pair, two through a pivot language (source -> pivot -> target) where no model
     translates the pair directly, None where no route exists."""
 
-    def __init__(self, engines: list):
-        self.direct: dict[tuple[str, str], object] = {}
+    def __init__(self, engines: list[ServedTranslator]):
+        self.direct: dict[tuple[str, str], ServedTranslator] = {}
         for engine in engines:
             pair = (engine.source, engine.target)
             if pair in self.direct:
@@ -37,7 +38,7 @@ class Pairs:
     def sources(self) -> list[str]:
         return list(dict.fromkeys(source for source, _ in self.direct))
 
-    def route(self, source: str, target: str) -> list | None:
+    def route(self, source: str, target: str) -> list[ServedTranslator] | None:
         if (source, target) in self.direct:
             return [self.direct[source, target]]
         for (first, pivot), engine in self.direct.items():
@@ -55,7 +56,7 @@ class Pairs:
             if not isinstance(code, str) or code not in self.languages():
                 raise ServeError(400, f"{code} is not supported")
 
-    def checked_route(self, source: str, target: str) -> list:
+    def checked_route(self, source: str, target: str) -> list[ServedTranslator]:
         """`route`, or LibreTranslate's 400 for a language no model knows or a pair no route joins."""
         self.check_served(source, target)
         route = self.route(source, target)

@@ -23,12 +23,12 @@ except ImportError:  # pragma: no cover
     from multipart import MultipartParser
 
 from . import openapi
-from .dispatch import check_access, model_state, off_loop, read_body, translate, within_deadline
+from .dispatch import check_access, off_loop, read_body, readiness, translate, within_deadline
 from .documents import DOCUMENTS, decode_text, read_document, sentence_lines
 from .errors import ServeError
 from .languages import DETECTED_CHARS, language_name
-from .markup import FORMATS, rebuild, segments, sentences
-from .state import server
+from .markup import TEXT_FORMATS, rebuild, segments, sentences
+from .state import Server, ServerState
 
 router = APIRouter()
 
@@ -39,7 +39,7 @@ FILE_FORMATS = {".txt": "text", ".html": "html", ".htm": "html"}
 WEB_PAGE = (Path(__file__).parent / "web_page.html").read_text(encoding="utf-8")
 
 
-async def fields_of(request: Request) -> dict:
+async def fields_of(server: ServerState, request: Request) -> dict:
     """LibreTranslate's fields from a JSON or form body (a file field as `UploadFile`) and the query string
     (LibreTranslate reads both: `/translate?api_key=...`; a field in the body wins); another body is a 415. A
     form's text is in the charset its content type names (HTML's rule: `; charset=latin-1`), UTF-8 where it names
@@ -49,7 +49,7 @@ async def fields_of(request: Request) -> dict:
     lone surrogate (JSON's "\\ud800") a 400 naming it. A field given twice in a form is refused unless `q` (a list of
     texts) or twice the same. Parsing a large body runs off the event loop."""
     content_type, params = media_type(request.headers.get("content-type", ""))
-    body = await read_body(request)
+    body = await read_body(server, request)
     query = one_value_each(urlencoded_fields(request.scope.get("query_string", b""), {}))
     if content_type == "application/json":
         fields = await off_loop(len(body), json_fields, body, params.get("charset"))
@@ -236,9 +236,9 @@ def checked_texts(q) -> list[str]:
     return [q] if isinstance(q, str) else q  # (each UTF-8 text: `checked_text`)
 
 
-def checked_limits(request: Request, fields: dict, texts: list[str]) -> int:
+def checked_limits(server: ServerState, fields: dict, texts: list[str]) -> int:
     """`--batch-limit` and `--char-limit` on the texts; the number of alternatives asked for, within the beam limit."""
-    settings = server(request).settings
+    settings = server.settings
     if isinstance(fields["q"], list) and 0 <= settings.batch_limit < len(texts):
         raise ServeError(400, f"Invalid request: request ({len(texts)}) exceeds text limit ({settings.batch_limit})")
     for text in texts:
@@ -271,14 +271,14 @@ def whole_number(value) -> int | None:
 
 def checked_format(fields: dict) -> str:
     text_format = "text" if fields.get("format") in (None, "") else fields.get("format")  # ({}, 0, false: refused)
-    if not isinstance(text_format, str) or text_format not in FORMATS:
+    if not isinstance(text_format, str) or text_format not in TEXT_FORMATS:
         raise ServeError(400, f"{str(text_format)[:50]} format is not supported")
     return text_format
 
 
-async def detected(request: Request, texts: list[str]) -> list[list[dict]]:
+async def detected(server: ServerState, texts: list[str]) -> list[list[dict]]:
     """The served source languages of each text, most likely first (`languages.Detector`), found off the event loop."""
-    detector = server(request).detector
+    detector = server.detector
     return await off_loop(sum(map(len, texts)), lambda: [detector.detect(text) for text in texts])
 
 
@@ -292,7 +292,7 @@ def unique(texts: list[str], best: str) -> list[str]:
     return out
 
 
-async def translated(request: Request, texts: list[str], source: str, target: str, text_format: str,
+async def translated(server: ServerState, texts: list[str], source: str, target: str, text_format: str,
                      alternatives: int = 0, chunk: int | None = None) -> list[tuple[str, list[str]]]:
     """Each text's translation and its alternatives (distinct, the best left out): every sentence of every text
     (`markup.segments`) in one call of the engines, or in calls of `chunk` sentences (a file). Reading and rebuilding
@@ -304,7 +304,7 @@ async def translated(request: Request, texts: list[str], source: str, target: st
     flat = [sentence for each in pieces for sentence in sentences(each)]
     n, done, step = alternatives + 1, [], chunk or max(1, len(flat))
     for start in range(0, len(flat), step):
-        done += await translate(request, source, target, flat[start:start + step], n)
+        done += await translate(server, source, target, flat[start:start + step], n)
     return await off_loop(size, rebuilt, pieces, done, n, alternatives)
 
 
@@ -320,24 +320,24 @@ def rebuilt(pieces: list, hypotheses: list[list[str]], n: int, alternatives: int
 
 
 @router.post("/translate", **openapi.TRANSLATE)
-async def libretranslate(request: Request):
+async def libretranslate(server: Server, request: Request):
     """LibreTranslate's `/translate`: `q` (a text or a list), `source` (a code or "auto"), `target`, `format` ("text"
     or "html"), `alternatives`, `api_key`."""
-    return await within_deadline(request, libretranslate_answer(request))
+    return await within_deadline(server, libretranslate_answer(server, request))
 
 
-async def libretranslate_answer(request: Request) -> dict:
-    fields = await fields_of(request)
-    await check_access(request, fields.get("api_key"))
+async def libretranslate_answer(server: ServerState, request: Request) -> dict:
+    fields = await fields_of(server, request)
+    await check_access(server, request, fields.get("api_key"))
     q, source, target = required(fields, "q"), required(fields, "source"), required(fields, "target")
     texts = checked_texts(q)
-    alternatives, text_format = checked_limits(request, fields, texts), checked_format(fields)
-    server(request).pairs.check_served(*([] if source == "auto" else [source]), target)
-    languages = [found[0] for found in await detected(request, texts)] if source == "auto" else [None] * len(texts)
+    alternatives, text_format = checked_limits(server, fields, texts), checked_format(fields)
+    server.pairs.check_served(*([] if source == "auto" else [source]), target)
+    languages = [found[0] for found in await detected(server, texts)] if source == "auto" else [None] * len(texts)
     results: list = [None] * len(texts)
     for code in dict.fromkeys(found["language"] if found else source for found in languages):
         mine = [i for i, found in enumerate(languages) if (found["language"] if found else source) == code]
-        for i, result in zip(mine, await translated(request, [texts[i] for i in mine], code, target, text_format,
+        for i, result in zip(mine, await translated(server, [texts[i] for i in mine], code, target, text_format,
                                                     alternatives)):
             results[i] = result
     answer = {"translatedText": [best for best, _ in results] if isinstance(q, list) else results[0][0]}
@@ -349,45 +349,46 @@ async def libretranslate_answer(request: Request) -> dict:
 
 
 @router.post("/detect", **openapi.DETECT)
-async def detect(request: Request):
+async def detect(server: Server, request: Request):
     """LibreTranslate's `/detect`: `q` -> the served source languages, most likely first, `{"language",
     "confidence"}` (0-100)."""
-    return await within_deadline(request, detect_answer(request))
+    return await within_deadline(server, detect_answer(server, request))
 
 
-async def detect_answer(request: Request) -> list[dict]:
-    fields = await fields_of(request)
-    await check_access(request, fields.get("api_key"))
+async def detect_answer(server: ServerState, request: Request) -> list[dict]:
+    fields = await fields_of(server, request)
+    await check_access(server, request, fields.get("api_key"))
     (text,) = checked_texts(" ".join(checked_texts(required(fields, "q"))))
-    if not server(request).pairs.sources():
+    if not server.pairs.sources():
         raise ServeError(404, "this server has no translation model (serve TRANSLATION_DIR)")
-    return (await detected(request, [text]))[0]
+    return (await detected(server, [text]))[0]
 
 
 @router.get("/languages", **openapi.LANGUAGES)
-async def languages(request: Request):
+async def languages(server: Server):
     """Every served language, each with the languages it translates into (directly or through a pivot)."""
-    pairs = server(request).pairs
+    pairs = server.pairs
     return [{"code": code, "name": language_name(code), "targets": pairs.targets(code)} for code in pairs.languages()]
 
 
 @router.get("/health", **openapi.HEALTH)
-async def health(request: Request):
-    """LibreTranslate's: `{"status": "ok"}` once every model has loaded; 503 before (`/v1/health` says which)."""
-    states = {model_state(served) for served in server(request).engines.values()}
-    if "failed" in states:
+async def health(server: Server):
+    """LibreTranslate's: `{"status": "ok"}` once every model has loaded; 503 before (`/v1/health` says which), both
+    by `readiness`."""
+    status, _ = readiness(server)
+    if status == "failed":
         return JSONResponse({"error": "a model could not be loaded (see /v1/health)"}, status_code=503)
-    if "loading" in states:
+    if status == "loading":
         return JSONResponse({"error": "the models are still loading"}, status_code=503, headers={"Retry-After": "2"})
     return {"status": "ok"}
 
 
 @router.get("/frontend/settings", **openapi.FRONTEND_SETTINGS)
-async def frontend_settings(request: Request):
+async def frontend_settings(server: Server):
     """What LibreTranslate's web page asks a server before it shows: limits, keys, file formats, the first pair."""
-    settings, pairs = server(request).settings, server(request).pairs
+    settings, pairs = server.settings, server.pairs
     source, target = next(iter(pairs.direct), (None, None))
-    keys, files = bool(server(request).access.keys), bool(pairs.direct) and not settings.disable_files_translation
+    keys, files = bool(server.access.keys), bool(pairs.direct) and not settings.disable_files_translation
     return {"charLimit": settings.char_limit, "frontendTimeout": settings.frontend_timeout, "apiKeys": keys,
             "keyRequired": keys, "suggestions": False, "filesTranslation": files,
             "supportedFilesFormat": [*FILE_FORMATS, *DOCUMENTS] if files else [],
@@ -396,9 +397,9 @@ async def frontend_settings(request: Request):
 
 
 @router.get("/", response_class=HTMLResponse, include_in_schema=False)
-async def web_page(request: Request):
+async def web_page(server: Server):
     """The translation page (`web_page.html`); 404 with `--disable-web-ui`."""
-    if server(request).settings.disable_web_ui:
+    if server.settings.disable_web_ui:
         raise ServeError(404, "Not Found (the server runs with --disable-web-ui)")
     return HTMLResponse(WEB_PAGE)
 
@@ -417,8 +418,8 @@ async def suggest(request: Request):
 # ---------------------------------------------------------------------------------------------------- files
 
 
-def files_allowed(request: Request) -> None:
-    if server(request).settings.disable_files_translation:
+def files_allowed(server: ServerState) -> None:
+    if server.settings.disable_files_translation:
         raise ServeError(403, "Files translation are disabled on this server.")
 
 
@@ -430,18 +431,18 @@ def safe_filename(name: str) -> str:
 
 
 @router.post("/translate_file", **openapi.TRANSLATE_FILE)
-async def translate_uploaded_file(request: Request):
+async def translate_uploaded_file(server: Server, request: Request):
     """LibreTranslate's `/translate_file`: a `file` (.txt or .html in UTF-8, or a document: `documents.DOCUMENTS`),
     `source` (or "auto"), `target` -> `{"translatedFileUrl"}`, fetched once from `/download_file/...` within
     `--file_ttl` seconds. Reading and writing the file run off the event loop; the whole of it (every batch of its
     sentences included) within `--request_timeout`."""
-    return await within_deadline(request, translate_file_answer(request))
+    return await within_deadline(server, translate_file_answer(server, request))
 
 
-async def translate_file_answer(request: Request) -> dict:
-    files_allowed(request)
-    fields = await fields_of(request)
-    await check_access(request, fields.get("api_key"))
+async def translate_file_answer(server: ServerState, request: Request) -> dict:
+    files_allowed(server)
+    fields = await fields_of(server, request)
+    await check_access(server, request, fields.get("api_key"))
     upload = fields.get("file")
     if not isinstance(upload, UploadFile):
         raise ServeError(400, "Invalid request: missing file parameter")
@@ -456,15 +457,14 @@ async def translate_file_answer(request: Request) -> dict:
     # a document may unpack to far more than its packed bytes: read and written in a thread, however small
     size = len(data) if extension in FILE_FORMATS else float("inf")
     texts, text_format, write = await off_loop(size, file_texts, upload.filename, extension, data)
-    server(request).pairs.check_served(*([] if source == "auto" else [source]), target)
+    server.pairs.check_served(*([] if source == "auto" else [source]), target)
     if source == "auto":
         start = "\n".join(texts)[:DETECTED_CHARS]
-        source = (await detected(request, [" ".join(sentences(segments(start, text_format))) or start]))[0][0]
+        source = (await detected(server, [" ".join(sentences(segments(start, text_format))) or start]))[0][0]
         source = source["language"]
-    done = await translated(request, texts, source, target, text_format,
-                            chunk=server(request).settings.max_sentences)
+    done = await translated(server, texts, source, target, text_format, chunk=server.settings.max_sentences)
     translated_file = await off_loop(size, write, [best for best, _ in done])
-    name = server(request).files.put(safe_filename(upload.filename), translated_file)
+    name = server.files.put(safe_filename(upload.filename), translated_file)
     return {"translatedFileUrl": str(request.url_for("download_file", filename=name))}
 
 
@@ -486,9 +486,9 @@ def file_texts(filename: str, extension: str, data: bytes):
 
 
 @router.get("/download_file/{filename}", **openapi.DOWNLOAD_FILE)
-async def download_file(request: Request, filename: str):
-    files_allowed(request)
-    data = server(request).files.take(filename)
+async def download_file(server: Server, filename: str):
+    files_allowed(server)
+    data = server.files.take(filename)
     if data is None:
         raise ServeError(404, "no such translated file (each is given once, within --file_ttl seconds)")
     download = filename.split(".", 1)[1]

@@ -17,7 +17,7 @@ import html
 import re
 from collections import Counter
 
-FORMATS = ("text", "html")
+TEXT_FORMATS = ("text", "html")  # LibreTranslate's `format` field: what `segments` reads
 # Elements whose contents are not prose, never translated (LibreTranslate's translatehtml skips address, applet,
 # audio, canvas, code, embed, script, style, time and video; code-like and preformatted text too, whose spacing a
 # translation would lose)
@@ -184,7 +184,7 @@ def segments(text: str, text_format: str) -> list[tuple[str, str, str]]:
     """The pieces of `text` (LibreTranslate's `format`: "text" or "html"), in order, as (kind, text, raw): a "keep"
     stays as it is; a "sentence" or a "node" (an HTML text node: entities decoded in `text`, its translation escaped)
     is translated, its `raw` kept where the translation is the text itself."""
-    if text_format not in FORMATS:
+    if text_format not in TEXT_FORMATS:
         raise ValueError(f"{text_format} format is not supported")
     return text_segments(text) if text_format == "text" else html_segments(text)
 

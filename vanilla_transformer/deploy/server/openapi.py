@@ -14,7 +14,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic.json_schema import SkipJsonSchema
 
 from .documents import DOCUMENTS
-from .markup import FORMATS
+from .markup import TEXT_FORMATS
 from .prometheus import CONTENT_TYPE
 
 # ------------------------------------------------------------------------------------------------ request bodies
@@ -50,7 +50,7 @@ class TranslateForm(Fields):
     q: FormTexts = Field(description="Text(s) to translate: one, or the field repeated", examples=["Hallo Welt!"])
     source: Text = Field(description=SOURCE, examples=["de"])
     target: Text = Field(description="Target language code", examples=["en"])
-    format: Literal[(*FORMATS, "")] = Field("text", description=FORMAT)
+    format: Literal[(*TEXT_FORMATS, "")] = Field("text", description=FORMAT)
     alternatives: Digits = Field("0", description=ALTERNATIVES)
     api_key: str = Field(None, description=KEY)
 
@@ -59,7 +59,7 @@ class TranslateBody(Fields):
     q: Text | Texts = Field(description="Text(s) to translate: one, or a list", examples=["Hallo Welt!"])
     source: Text = Field(description=SOURCE, examples=["de"])
     target: Text = Field(description="Target language code", examples=["en"])
-    format: Literal[(*FORMATS, "")] | None = Field("text", description=FORMAT)
+    format: Literal[(*TEXT_FORMATS, "")] | None = Field("text", description=FORMAT)
     alternatives: Annotated[int, Field(ge=0)] | Digits | None = Field(0, description=ALTERNATIVES)
     api_key: str | None = Field(None, description=KEY)
 

@@ -1,4 +1,5 @@
-"""The limits and switches of a server, typed once: `serve`'s flags take their defaults from here."""
+"""The limits and switches of a server, typed once: `serve`'s flags take their defaults from here, and the
+LibreTranslate options `serve` refuses (`NOT_TAKEN`, with the defaults their variables may keep)."""
 
 import re
 from dataclasses import dataclass, field
@@ -41,3 +42,37 @@ class Settings:
     frontend_timeout: int = 500
     file_ttl: float = 600.0
     max_file_store_bytes: int = 256 << 20
+
+
+# LibreTranslate's options this server does not take, each refused by name with the reason
+NOT_TAKEN = {
+    "--load-only": "the server serves the models it is given",
+    "--update-models": "models are the directories given",
+    "--force-update-models": "models are the directories given",
+    "--frontend-language-source": "the page starts with the first served pair",
+    "--frontend-language-target": "the page starts with the first served pair",
+    "--frontend-language": "the page is in English",
+    "--frontend-title": "the page's title is fixed",
+    "--frontend-timeout": "the page waits 500 ms after typing",
+    "--suggestions": "suggestions are always off",
+    "--ssl": "put TLS in the proxy in front",
+    "--debug": "set VT_DEBUG=1 for traces",
+    "--hide-api": "the API is the product",
+    "--api-keys-db-path": "give the keys as --api-keys FILE",
+    "--api-keys-remote": "give the keys as --api-keys FILE",
+    "--get-api-key-link": "not supported",
+    "--require-api-key-origin": "not supported",
+    "--require-api-key-secret": "not supported",
+    "--require-api-key-fingerprint": "not supported",
+    "--under-attack": "use --req-limit and --req-flood-threshold",
+    "--shared-storage": "give --req-limit-storage redis://HOST:PORT",
+    "--secondary": "every server sharing a Redis is the same",
+    "--alternatives-limit": "alternatives are bounded by --max_beams",
+    "--hourly-req-limit-decay": "not supported",
+    "--req-time-cost": "not supported",
+    "--translation-cache": "not supported",
+}
+# their LT_* variables are refused too, unless set to LibreTranslate's default (these) or a false value
+NOT_TAKEN_DEFAULTS = {"--frontend-language-source": "auto", "--frontend-language-target": "locale",
+                      "--frontend-timeout": "500", "--api-keys-db-path": "db/api_keys.db",
+                      "--shared-storage": "memory://", "--alternatives-limit": "-1", "--req-time-cost": "-1"}
