@@ -17,8 +17,13 @@ DATA = os.path.join(os.path.dirname(ROOT), "shared", "data")
 def wall(argv: list[str]) -> tuple[float, str]:
     """(seconds, stderr) of one run of `argv` in a child process."""
     start = time.perf_counter()
-    proc = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": ROOT, "TOKENIZERS_PARALLELISM": "false"})
+    proc = subprocess.run(
+        argv,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": ROOT, "TOKENIZERS_PARALLELISM": "false"},
+    )
     seconds = time.perf_counter() - start
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)} failed: {proc.stderr[-2000:]}")
@@ -41,8 +46,11 @@ def conll_input(tmp: str) -> tuple[str, int]:
     if not os.path.isfile(path):
         path = os.path.join(tmp, "made-up.conll")
         with open(path, "w") as f:
-            f.write("".join("".join(f"t{(7 * s + w) % (VOCAB - 4) + 4} NN O O\n" for w in range(16)) + "\n"
-                            for s in range(3000)))
+            f.write(
+                "".join(
+                    "".join(f"t{(7 * s + w) % (VOCAB - 4) + 4} NN O O\n" for w in range(16)) + "\n" for s in range(3000)
+                )
+            )
     with open(path, encoding="utf-8") as f:
         words = sum(1 for line in f if line.strip() and not line.startswith("-DOCSTART-"))
     return path, words
@@ -74,17 +82,26 @@ def save_translator(path: str) -> str:
 def row(case: str, engine: str, run: dict, words: int | None = None) -> dict:
     out = dict(case=case, engine=engine, command_seconds=run["command_seconds"])
     if "engine_seconds" in run:
-        out.update(in_process_seconds=run["seconds"], engine_seconds=run["engine_seconds"],
-                   in_process_over_engine=run["seconds"] / run["engine_seconds"],
-                   command_over_engine=run["command_seconds"] / run["engine_seconds"],
-                   sentences=run["sentences"])
+        out.update(
+            in_process_seconds=run["seconds"],
+            engine_seconds=run["engine_seconds"],
+            in_process_over_engine=run["seconds"] / run["engine_seconds"],
+            command_over_engine=run["command_seconds"] / run["engine_seconds"],
+            sentences=run["sentences"],
+        )
     if words:
         out["words_per_second"] = words / run["command_seconds"]
-    print(f"{case:28s} {engine:22s} command {out['command_seconds']:6.2f} s" + (
-        f"  in process {out['in_process_seconds']:6.2f} s  engine {out['engine_seconds']:6.2f} s  "
-        f"({out['in_process_over_engine']:.2f}x in process, {out['command_over_engine']:.2f}x command)"
-        if "engine_seconds" in out else "") + (f"  {out['words_per_second']:,.0f} words/s" if words else ""),
-        flush=True)
+    print(
+        f"{case:28s} {engine:22s} command {out['command_seconds']:6.2f} s"
+        + (
+            f"  in process {out['in_process_seconds']:6.2f} s  engine {out['engine_seconds']:6.2f} s  "
+            f"({out['in_process_over_engine']:.2f}x in process, {out['command_over_engine']:.2f}x command)"
+            if "engine_seconds" in out
+            else ""
+        )
+        + (f"  {out['words_per_second']:,.0f} words/s" if words else ""),
+        flush=True,
+    )
     return out
 
 
@@ -99,28 +116,66 @@ def commands_benchmark(output: str, rounds: int = 3) -> list[dict]:
 
     python, rows = sys.executable, []
     cli = [python, "-m", "vanilla_transformer.cli"]
-    for case, argv in (("python (nothing imported)", [python, "-c", "pass"]),
-                       ("vanilla-transformer --help", cli + ["--help"]),
-                       ("import vanilla_transformer", [python, "-c", "import vanilla_transformer"]),
-                       ("import torch, transformers", [python, "-c", "import torch, transformers"])):
+    for case, argv in (
+        ("python (nothing imported)", [python, "-c", "pass"]),
+        ("vanilla-transformer --help", cli + ["--help"]),
+        ("import vanilla_transformer", [python, "-c", "import vanilla_transformer"]),
+        ("import torch, transformers", [python, "-c", "import torch, transformers"]),
+    ):
         rows.append(row(case, "-", best_run(argv, rounds)))
     with tempfile.TemporaryDirectory() as tmp:
         tagger = save_conll_tagger(os.path.join(tmp, "tagger"))
         conll, words = conll_input(tmp)
-        taggers = {"pytorch float32": tagger,
-                   "onnxruntime float32": export_onnx(tagger, os.path.join(tmp, "tagger-onnx")),
-                   "onnxruntime int8": export_onnx(tagger, os.path.join(tmp, "tagger-int8"), "int8")}
+        taggers = {
+            "pytorch float32": tagger,
+            "onnxruntime float32": export_onnx(tagger, os.path.join(tmp, "tagger-onnx")),
+            "onnxruntime int8": export_onnx(tagger, os.path.join(tmp, "tagger-int8"), "int8"),
+        }
         for engine, path in taggers.items():
-            run = best_run(cli + ["tag", path, "--format", "conll", "--input", conll, "--output",
-                                  os.path.join(tmp, "tags.txt"), "--device", "cpu", "--quiet", "--stats"], rounds)
+            run = best_run(
+                cli
+                + [
+                    "tag",
+                    path,
+                    "--format",
+                    "conll",
+                    "--input",
+                    conll,
+                    "--output",
+                    os.path.join(tmp, "tags.txt"),
+                    "--device",
+                    "cpu",
+                    "--quiet",
+                    "--stats",
+                ],
+                rounds,
+            )
             rows.append(row("tag CoNLL validation", engine, run, words))
         translator = save_translator(os.path.join(tmp, "translator"))
         source = source_input(tmp)
-        translators = {"pytorch float32": translator,
-                       "ctranslate2 int8": export_ctranslate2(translator, os.path.join(tmp, "ct2"), "int8")}
+        translators = {
+            "pytorch float32": translator,
+            "ctranslate2 int8": export_ctranslate2(translator, os.path.join(tmp, "ct2"), "int8"),
+        }
         for engine, path in translators.items():
-            run = best_run(cli + ["translate", path, "--input", source, "--output", os.path.join(tmp, "out.txt"),
-                                  "--device", "cpu", "--max_new_tokens", "32", "--quiet", "--stats"], rounds)
+            run = best_run(
+                cli
+                + [
+                    "translate",
+                    path,
+                    "--input",
+                    source,
+                    "--output",
+                    os.path.join(tmp, "out.txt"),
+                    "--device",
+                    "cpu",
+                    "--max_new_tokens",
+                    "32",
+                    "--quiet",
+                    "--stats",
+                ],
+                rounds,
+            )
             rows.append(row("translate Multi30k validation", engine, run))
     with open(output, "w") as f:
         json.dump(rows, f, indent=2)

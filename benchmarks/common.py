@@ -16,8 +16,9 @@ def shape_of(preset: str) -> dict:
     from vanilla_transformer import PRESETS
 
     p = PRESETS[preset]
-    return dict(d_model=p["d_model"], layers=p["encoder_layers"], heads=p["encoder_attention_heads"],
-                ffn=p["encoder_ffn_dim"])
+    return dict(
+        d_model=p["d_model"], layers=p["encoder_layers"], heads=p["encoder_attention_heads"], ffn=p["encoder_ffn_dim"]
+    )
 
 
 def build(name: str, shape: dict, dropout: float = 0.0, attention: str = "sdpa"):
@@ -40,14 +41,33 @@ def build(name: str, shape: dict, dropout: float = 0.0, attention: str = "sdpa")
     )
 
     d, n, h, f, vocab = shape["d_model"], shape["layers"], shape["heads"], shape["ffn"], shape.get("vocab", VOCAB)
-    common = dict(vocab_size=vocab, d_model=d, encoder_layers=n, decoder_layers=n, encoder_attention_heads=h,
-                  decoder_attention_heads=h, encoder_ffn_dim=f, decoder_ffn_dim=f, activation_function="relu",
-                  dropout=dropout, attention_dropout=0.0, activation_dropout=0.0, max_position_embeddings=512,
-                  scale_embedding=True, pad_token_id=0, eos_token_id=2, decoder_start_token_id=1, bos_token_id=1,
-                  tie_word_embeddings=True)
+    common = dict(
+        vocab_size=vocab,
+        d_model=d,
+        encoder_layers=n,
+        decoder_layers=n,
+        encoder_attention_heads=h,
+        decoder_attention_heads=h,
+        encoder_ffn_dim=f,
+        decoder_ffn_dim=f,
+        activation_function="relu",
+        dropout=dropout,
+        attention_dropout=0.0,
+        activation_dropout=0.0,
+        max_position_embeddings=512,
+        scale_embedding=True,
+        pad_token_id=0,
+        eos_token_id=2,
+        decoder_start_token_id=1,
+        bos_token_id=1,
+        tie_word_embeddings=True,
+    )
     if name in ("ours", "ours_tagger"):
-        model = (VanillaTransformerForConditionalGeneration(VanillaTransformerConfig(**common)) if name == "ours" else
-                 VanillaTransformerForTokenClassification(VanillaTransformerConfig(**common, num_labels=9)))
+        model = (
+            VanillaTransformerForConditionalGeneration(VanillaTransformerConfig(**common))
+            if name == "ours"
+            else VanillaTransformerForTokenClassification(VanillaTransformerConfig(**common, num_labels=9))
+        )
         model.set_attn_implementation(attention)
         return model
     if name == "marian":
@@ -55,10 +75,20 @@ def build(name: str, shape: dict, dropout: float = 0.0, attention: str = "sdpa")
     if name == "bart":
         return BartForConditionalGeneration(BartConfig(**common, forced_eos_token_id=None))
     if name == "bert":
-        return BertForTokenClassification(BertConfig(vocab_size=vocab, hidden_size=d, num_hidden_layers=n,
-                                                     num_attention_heads=h, intermediate_size=f, hidden_act="relu",
-                                                     hidden_dropout_prob=dropout, attention_probs_dropout_prob=0.0,
-                                                     max_position_embeddings=512, num_labels=9))
+        return BertForTokenClassification(
+            BertConfig(
+                vocab_size=vocab,
+                hidden_size=d,
+                num_hidden_layers=n,
+                num_attention_heads=h,
+                intermediate_size=f,
+                hidden_act="relu",
+                hidden_dropout_prob=dropout,
+                attention_probs_dropout_prob=0.0,
+                max_position_embeddings=512,
+                num_labels=9,
+            )
+        )
     raise ValueError(name)
 
 
@@ -67,7 +97,7 @@ def analytic_flops(task: str, shape: dict, batch: int, src: int, tgt: int) -> fl
     2 x (attention projections + FFN) + 2 x 2 x (keys attended) x d_model for scores and values, the output projection
     over the vocabulary spread over the decoder layers; training = 3 x forward (backward = 2 x forward)."""
     d, n, f, vocab = shape["d_model"], shape["layers"], shape["ffn"], shape.get("vocab", VOCAB)
-    enc_tok = 2 * (4 * d * d + 2 * d * f) + 2 * 2 * src * d           # projections + FFN + scores/values
+    enc_tok = 2 * (4 * d * d + 2 * d * f) + 2 * 2 * src * d  # projections + FFN + scores/values
     dec_tok = 2 * (8 * d * d + 2 * d * f) + 2 * 2 * (tgt + src) * d + 2 * d * vocab / n
     if task == "token_classification":
         return batch * src * n * enc_tok
@@ -120,14 +150,29 @@ def word_tokenizer(pad_last: bool = False, vocab: int = VOCAB):
     if pad_last:
         tokens = ["t0"] + tokens[1:-1] + ["<pad>"]
     vocab = {t: i for i, t in enumerate(tokens)}
-    return PreTrainedTokenizerFast(tokenizer_object=Tokenizer(models.WordLevel(vocab, unk_token="<unk>")),
-                                   pad_token="<pad>", bos_token="<s>", eos_token="</s>", unk_token="<unk>")
+    return PreTrainedTokenizerFast(
+        tokenizer_object=Tokenizer(models.WordLevel(vocab, unk_token="<unk>")),
+        pad_token="<pad>",
+        bos_token="<s>",
+        eos_token="</s>",
+        unk_token="<unk>",
+    )
 
 
 # Dense bf16 matrix-product peaks from the vendors' datasheets (TFLOP/s, no sparsity), by device name: what the model
 # FLOPs utilisation (MFU) on a GPU is measured against. A GPU not listed gets MFU against the measured matmul rate only.
-DENSE_BF16_PEAK_TFLOPS = [("H100 PCIe", 756.0), ("H100 NVL", 835.0), ("H100", 989.4), ("H200", 989.4), ("H20", 148.0),
-                          ("GH200", 989.4), ("B200", 2250.0), ("A100", 312.0), ("L40S", 362.0), ("L4", 121.0)]
+DENSE_BF16_PEAK_TFLOPS = [
+    ("H100 PCIe", 756.0),
+    ("H100 NVL", 835.0),
+    ("H100", 989.4),
+    ("H200", 989.4),
+    ("H20", 148.0),
+    ("GH200", 989.4),
+    ("B200", 2250.0),
+    ("A100", 312.0),
+    ("L40S", 362.0),
+    ("L4", 121.0),
+]
 
 
 def datasheet_peak(device_name: str) -> float | None:
@@ -166,8 +211,12 @@ def timed(step, device: str, warmup: int, reps: int) -> float:
 
 def measure(spec: dict) -> dict:
     path = os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))  # `benchmarks` importable from anywhere
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.run", "--_child", json.dumps(spec)], capture_output=True,
-                          text=True, env={**os.environ, "TOKENIZERS_PARALLELISM": "false", "PYTHONPATH": path})
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.run", "--_child", json.dumps(spec)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "TOKENIZERS_PARALLELISM": "false", "PYTHONPATH": path},
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"benchmark child {spec} failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])

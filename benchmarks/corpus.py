@@ -14,8 +14,10 @@ def recombined_corpus(prefix: str, source_lang: str, target_lang: str, pairs: in
     `out_prefix`.SRC / .TGT: a corpus of any size made of natural sentences (generated when measured, never stored)."""
     sides = [open(f"{prefix}.{lang}", encoding="utf-8").read().splitlines() for lang in (source_lang, target_lang)]
     rng = random.Random(seed)
-    with open(f"{out_prefix}.{source_lang}", "w", encoding="utf-8") as src, \
-            open(f"{out_prefix}.{target_lang}", "w", encoding="utf-8") as tgt:
+    with (
+        open(f"{out_prefix}.{source_lang}", "w", encoding="utf-8") as src,
+        open(f"{out_prefix}.{target_lang}", "w", encoding="utf-8") as tgt,
+    ):
         for _ in range(pairs):
             rows = [rng.randrange(len(sides[0])) for _ in range(rng.randint(1, 2))]
             src.write(" ".join(sides[0][i] for i in rows) + "\n")
@@ -52,8 +54,9 @@ def timed_run(command: list[str], log_path: str) -> dict:
     return dict(seconds=time.perf_counter() - start, peak_rss_anon_mb=peak)
 
 
-def corpus_report(prefix: str, source_lang: str, target_lang: str, sizes, workdir: str, max_tokens: int = 4096,
-                  steps: int = 10) -> list[dict]:
+def corpus_report(
+    prefix: str, source_lang: str, target_lang: str, sizes, workdir: str, max_tokens: int = 4096, steps: int = 10
+) -> list[dict]:
     """For a generated corpus of each size (`recombined_corpus`): `train-translation` from the raw text files three
     times (small preset, --max_tokens, `steps` optimizer steps): on an empty cache (reading, tokenizer training,
     tokenization, cached as Arrow files), again reusing that cache, and with --streaming (nothing cached). Reports the
@@ -64,16 +67,41 @@ def corpus_report(prefix: str, source_lang: str, target_lang: str, sizes, workdi
         folder = os.path.join(workdir, f"{pairs}")
         os.makedirs(folder, exist_ok=True)
         recombined_corpus(prefix, source_lang, target_lang, pairs, os.path.join(folder, "train"))
-        command = [sys.executable, "-m", "vanilla_transformer.run_translation",
-                   "--train_file", os.path.join(folder, "train"), "--source_lang", source_lang,
-                   "--target_lang", target_lang, "--config_name", "small", "--max_tokens", str(max_tokens),
-                   "--max_steps", str(steps), "--do_train", "--save_strategy", "no", "--report_to", "none",
-                   "--cache_dir", os.path.join(folder, "cache"), "--output_dir", os.path.join(folder, "model"),
-                   "--logging_steps", str(steps), "--overwrite_output_dir", "true"]  # (three runs, one folder)
+        command = [
+            sys.executable,
+            "-m",
+            "vanilla_transformer.run_translation",
+            "--train_file",
+            os.path.join(folder, "train"),
+            "--source_lang",
+            source_lang,
+            "--target_lang",
+            target_lang,
+            "--config_name",
+            "small",
+            "--max_tokens",
+            str(max_tokens),
+            "--max_steps",
+            str(steps),
+            "--do_train",
+            "--save_strategy",
+            "no",
+            "--report_to",
+            "none",
+            "--cache_dir",
+            os.path.join(folder, "cache"),
+            "--output_dir",
+            os.path.join(folder, "model"),
+            "--logging_steps",
+            str(steps),
+            "--overwrite_output_dir",
+            "true",
+        ]  # (three runs, one folder)
         row = dict(pairs=pairs, max_tokens=max_tokens, steps=steps)
         for run in ("first", "cached", "streaming"):
-            result = timed_run(command + (["--streaming"] if run == "streaming" else []),
-                               os.path.join(folder, f"{run}.log"))
+            result = timed_run(
+                command + (["--streaming"] if run == "streaming" else []), os.path.join(folder, f"{run}.log")
+            )
             with open(os.path.join(folder, "model", "train_results.json")) as f:
                 metrics = json.load(f)
             row[f"{run}_to_first_step_s"] = result["seconds"] - metrics["train_runtime"]
@@ -82,11 +110,14 @@ def corpus_report(prefix: str, source_lang: str, target_lang: str, sizes, workdi
         row["preparation_s"] = row["first_to_first_step_s"] - row["cached_to_first_step_s"]  # the data work alone
         row["preparation_pairs_per_s"] = pairs / row["preparation_s"]
         rows.append(row)
-        print(f"{pairs:>10,} pairs: start to first step {row['first_to_first_step_s']:6.1f} s, on the cache "
-              f"{row['cached_to_first_step_s']:5.1f} s (preparation {row['preparation_pairs_per_s']:,.0f} pairs/s); "
-              f"peak RssAnon {row['first_peak_rss_anon_mb']:,.0f} MB, on the cache "
-              f"{row['cached_peak_rss_anon_mb']:,.0f} MB; training "
-              f"{row['cached_metrics']['train_tokens_per_second']:,.0f} tokens/s; streamed: first step "
-              f"{row['streaming_to_first_step_s']:5.1f} s, peak RssAnon {row['streaming_peak_rss_anon_mb']:,.0f} MB, "
-              f"training {row['streaming_metrics']['train_tokens_per_second']:,.0f} tokens/s", flush=True)
+        print(
+            f"{pairs:>10,} pairs: start to first step {row['first_to_first_step_s']:6.1f} s, on the cache "
+            f"{row['cached_to_first_step_s']:5.1f} s (preparation {row['preparation_pairs_per_s']:,.0f} pairs/s); "
+            f"peak RssAnon {row['first_peak_rss_anon_mb']:,.0f} MB, on the cache "
+            f"{row['cached_peak_rss_anon_mb']:,.0f} MB; training "
+            f"{row['cached_metrics']['train_tokens_per_second']:,.0f} tokens/s; streamed: first step "
+            f"{row['streaming_to_first_step_s']:5.1f} s, peak RssAnon {row['streaming_peak_rss_anon_mb']:,.0f} MB, "
+            f"training {row['streaming_metrics']['train_tokens_per_second']:,.0f} tokens/s",
+            flush=True,
+        )
     return rows

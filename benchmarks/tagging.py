@@ -10,8 +10,9 @@ import time
 
 from .common import VOCAB, measure, word_tokenizer
 
-CONLL_TAGGER = dict(encoder_layers=4, normalize_before=True, char_cnn_dim=128, relative_attention_max_distance=16,
-                    use_crf=True)  # recipes/conll.sh's tagger on the small preset
+CONLL_TAGGER = dict(
+    encoder_layers=4, normalize_before=True, char_cnn_dim=128, relative_attention_max_distance=16, use_crf=True
+)  # recipes/conll.sh's tagger on the small preset
 
 
 def save_conll_tagger(path: str) -> str:
@@ -22,8 +23,9 @@ def save_conll_tagger(path: str) -> str:
     from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForTokenClassification
 
     labels = ["O"] + [f"{p}-{k}" for k in ("PER", "LOC", "ORG", "MISC") for p in "BI"]
-    config = VanillaTransformerConfig.from_preset("small", vocab_size=VOCAB, num_labels=len(labels),
-                                                  id2label=dict(enumerate(labels)), **CONLL_TAGGER)
+    config = VanillaTransformerConfig.from_preset(
+        "small", vocab_size=VOCAB, num_labels=len(labels), id2label=dict(enumerate(labels)), **CONLL_TAGGER
+    )
     torch.manual_seed(0)
     model = VanillaTransformerForTokenClassification(config).eval()
     tokenizer = word_tokenizer()
@@ -53,18 +55,28 @@ def tagging_engines_benchmark(output: str, reps: int = 20, length: int = 32, rou
         results = {name: [] for name in engines}
         for _ in range(rounds):
             for name, path in engines.items():
-                results[name].append(measure(dict(task="tagging-engine", engine=name, path=path, reps=reps,
-                                                  length=length)))
+                results[name].append(
+                    measure(dict(task="tagging-engine", engine=name, path=path, reps=reps, length=length))
+                )
         reference = results["pytorch float32"][0]["tags"]
         for batch in ("1", "32"):
             for name, runs in results.items():
                 seconds = statistics.median([t for run in runs for t in run["times"][batch]])
                 same = float(np.mean(np.asarray(runs[0]["tags"][batch]) == np.asarray(reference[batch])))
-                rows.append(dict(engine=name, batch=int(batch), length=length,
-                                 sentences_per_second=int(batch) / seconds,
-                                 same_tags=same))
-                print(f"tagging batch {batch:>2s} x {length} tokens  {name:20s} {int(batch) / seconds:9.1f} "
-                      f"sentences/s  tags equal to PyTorch's: {same * 100:.1f}%", flush=True)
+                rows.append(
+                    dict(
+                        engine=name,
+                        batch=int(batch),
+                        length=length,
+                        sentences_per_second=int(batch) / seconds,
+                        same_tags=same,
+                    )
+                )
+                print(
+                    f"tagging batch {batch:>2s} x {length} tokens  {name:20s} {int(batch) / seconds:9.1f} "
+                    f"sentences/s  tags equal to PyTorch's: {same * 100:.1f}%",
+                    flush=True,
+                )
     with open(output, "w") as f:
         json.dump(rows, f, indent=2)
     return rows
@@ -102,10 +114,19 @@ def tagging_batches_benchmark(output: str, reps: int = 20, rounds: int = 3) -> l
                         tags[way, i] = [t for t, _ in tagger(batch)]
                         times[way].append(time.perf_counter() - start)
             for way in ways:
-                rows.append(dict(batch=size, batching=way, sentences_per_second=size / statistics.median(times[way]),
-                                 same_tags=all(tags[way, i] == tags["one padded batch", i] for i in range(reps))))
-                print(f"tagging {size:2d} sentences of mixed lengths, {way:18s} "
-                      f"{rows[-1]['sentences_per_second']:8.1f} sentences/s", flush=True)
+                rows.append(
+                    dict(
+                        batch=size,
+                        batching=way,
+                        sentences_per_second=size / statistics.median(times[way]),
+                        same_tags=all(tags[way, i] == tags["one padded batch", i] for i in range(reps)),
+                    )
+                )
+                print(
+                    f"tagging {size:2d} sentences of mixed lengths, {way:18s} "
+                    f"{rows[-1]['sentences_per_second']:8.1f} sentences/s",
+                    flush=True,
+                )
     with open(output, "w") as f:
         json.dump(rows, f, indent=2)
     return rows
@@ -130,6 +151,7 @@ def tagging_engine_child(spec: dict) -> dict:
 
         def call(ids, mask):
             return engine.scores(ids.numpy(), mask.numpy()).argmax(-1)
+
     times, tags = {}, {}
     for batch in (1, 32):
         ids = torch.randint(4, VOCAB, (batch, spec["length"]), generator=torch.Generator().manual_seed(batch))

@@ -50,19 +50,28 @@ def batch_totals(urls: list[str]) -> tuple[float, float] | None:
 async def post(reader, writer, host: str, body: bytes, path: str = "/v1/translate") -> tuple[int, bytes]:
     """One POST on a kept-alive HTTP/1.1 connection (plain asyncio streams: a client this light leaves the CPU to the
     server)."""
-    head = (f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\n\r\n")
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
     writer.write(head.encode() + body)
     await writer.drain()
     head = await reader.readuntil(b"\r\n\r\n")
     status = int(head.split(b" ", 2)[1])
-    length = next(int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
-                  if line.lower().startswith(b"content-length:"))
+    length = next(
+        int(line.split(b":", 1)[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")
+    )
     return status, await reader.readexactly(length)
 
 
-async def run_level(urls: list[str], sentences: list[str], concurrency: int, requests: int, timeout: float,
-                    path: str = "/v1/translate", pairs: list[tuple[str, str]] | None = None) -> dict:
+async def run_level(
+    urls: list[str],
+    sentences: list[str],
+    concurrency: int,
+    requests: int,
+    timeout: float,
+    path: str = "/v1/translate",
+    pairs: list[tuple[str, str]] | None = None,
+) -> dict:
     latencies, errors, next_index = [], {}, iter(range(requests))
 
     async def client(parsed):
@@ -91,24 +100,43 @@ async def run_level(urls: list[str], sentences: list[str], concurrency: int, req
     await asyncio.gather(*(client(urlparse(urls[k % len(urls)])) for k in range(concurrency)))
     seconds = time.perf_counter() - start
     latencies.sort()
-    return dict(concurrency=concurrency, requests=requests, answered=len(latencies), errors=errors,
-                seconds=seconds, sentences_per_second=len(latencies) / seconds,
-                p50_ms=1000 * statistics.median(latencies) if latencies else None,
-                p99_ms=1000 * latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))] if latencies else None)
+    return dict(
+        concurrency=concurrency,
+        requests=requests,
+        answered=len(latencies),
+        errors=errors,
+        seconds=seconds,
+        sentences_per_second=len(latencies) / seconds,
+        p50_ms=1000 * statistics.median(latencies) if latencies else None,
+        p99_ms=1000 * latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))] if latencies else None,
+    )
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--url", nargs="+", default=["http://127.0.0.1:5000"],
-                        help="The server, or several (servers sharing limits through Redis): clients spread over them.")
+    parser.add_argument(
+        "--url",
+        nargs="+",
+        default=["http://127.0.0.1:5000"],
+        help="The server, or several (servers sharing limits through Redis): clients spread over them.",
+    )
     parser.add_argument("--input", required=True, help="Sentences to send, one per line (used in turn).")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32, 128])
     parser.add_argument("--requests", type=int, default=400, help="Requests per concurrency level.")
     parser.add_argument("--timeout", type=float, default=60.0, help="Seconds a request may take.")
-    parser.add_argument("--endpoint", default="/v1/translate", choices=["/v1/translate", "/v1/ner"],
-                        help="The endpoint to load (/v1/ner: a server with a tagger).")
-    parser.add_argument("--pairs", nargs="+", default=None, metavar="SOURCE-TARGET",
-                        help="Language pairs to ask for in turn (a server of several models); default: its one pair.")
+    parser.add_argument(
+        "--endpoint",
+        default="/v1/translate",
+        choices=["/v1/translate", "/v1/ner"],
+        help="The endpoint to load (/v1/ner: a server with a tagger).",
+    )
+    parser.add_argument(
+        "--pairs",
+        nargs="+",
+        default=None,
+        metavar="SOURCE-TARGET",
+        help="Language pairs to ask for in turn (a server of several models); default: its one pair.",
+    )
     parser.add_argument("--pid", type=int, default=None, help="The server's process id: report its resident memory.")
     parser.add_argument("--output", default=None, help="Write the results as JSON here too.")
     args = parser.parse_args(argv)
@@ -124,19 +152,23 @@ def main(argv=None) -> int:
     rows = []
     for concurrency in args.concurrency:
         before = batch_totals(args.url)
-        row = asyncio.run(run_level(args.url, sentences, concurrency, args.requests, args.timeout, args.endpoint,
-                                    pairs))
+        row = asyncio.run(
+            run_level(args.url, sentences, concurrency, args.requests, args.timeout, args.endpoint, pairs)
+        )
         after = batch_totals(args.url)
         row["statuses"] = {"200": row["answered"], **row["errors"]}
-        row["mean_batch_sentences"] = ((after[1] - before[1]) / (after[0] - before[0])
-                                       if before and after and after[0] > before[0] else None)
+        row["mean_batch_sentences"] = (
+            (after[1] - before[1]) / (after[0] - before[0]) if before and after and after[0] > before[0] else None
+        )
         row["server_rss_mb"] = rss_mb(args.pid)
         rows.append(row)
-        print(f"concurrency {concurrency:4d}: {row['sentences_per_second']:7.1f} sentences/s  "
-              f"p50 {row['p50_ms']:7.1f} ms"
-              f"  p99 {row['p99_ms']:7.1f} ms  errors {sum(row['errors'].values())} {row['errors'] or ''}  "
-              f"batches of {row['mean_batch_sentences'] or 0:.1f}  server RSS {row['server_rss_mb'] or 0:.0f} MB",
-              flush=True)
+        print(
+            f"concurrency {concurrency:4d}: {row['sentences_per_second']:7.1f} sentences/s  "
+            f"p50 {row['p50_ms']:7.1f} ms"
+            f"  p99 {row['p99_ms']:7.1f} ms  errors {sum(row['errors'].values())} {row['errors'] or ''}  "
+            f"batches of {row['mean_batch_sentences'] or 0:.1f}  server RSS {row['server_rss_mb'] or 0:.0f} MB",
+            flush=True,
+        )
     if args.output:
         with open(args.output, "w") as f:
             json.dump(rows, f, indent=2)

@@ -46,8 +46,10 @@ def main(argv=None) -> int:
 
     browser, driver = shutil.which("chromium") or shutil.which("google-chrome"), shutil.which("chromedriver")
     if not browser or not driver:
-        print("error: Chromium and chromedriver are needed (Debian: apt-get install chromium chromium-driver)",
-              file=sys.stderr)
+        print(
+            "error: Chromium and chromedriver are needed (Debian: apt-get install chromium chromium-driver)",
+            file=sys.stderr,
+        )
         return 2
     app = build_app(args.model, args.ner_model, strict=True)
     with socket.socket() as s:
@@ -70,10 +72,14 @@ def main(argv=None) -> int:
 
         fill("#source textarea", args.text)
         page.find_element(By.ID, "translate-button").click()
-        translation = wait_for(lambda: page.find_element(By.CSS_SELECTOR, "#translation textarea")
-                               .get_attribute("value"), "the translation")
-        wait_for(lambda: page.find_elements(By.CSS_SELECTOR, "#attention img, #attention canvas, #attention svg"),
-                 "the attention heatmap")
+        translation = wait_for(
+            lambda: page.find_element(By.CSS_SELECTOR, "#translation textarea").get_attribute("value"),
+            "the translation",
+        )
+        wait_for(
+            lambda: page.find_elements(By.CSS_SELECTOR, "#attention img, #attention canvas, #attention svg"),
+            "the attention heatmap",
+        )
         time.sleep(1.0)  # the plot finishes drawing
         os.makedirs(args.out, exist_ok=True)
         page.save_screenshot(os.path.join(args.out, "demo_translate.png"))

@@ -68,13 +68,18 @@ def files_of_checkout(source: str, folder: str) -> dict[str, str]:
     (what the search tool's fetch brings). Read from there, never copied into this repository."""
     if os.path.isdir(os.path.join(source, folder)):
         path = os.path.join(source, folder)
-        return {name: open(os.path.join(path, name), encoding="utf-8").read() for name in os.listdir(path)
-                if os.path.isfile(os.path.join(path, name))}
+        return {
+            name: open(os.path.join(path, name), encoding="utf-8").read()
+            for name in os.listdir(path)
+            if os.path.isfile(os.path.join(path, name))
+        }
     git = ["git", "--git-dir", source]
     listing = subprocess.run([*git, "ls-tree", f"HEAD:{folder}"], capture_output=True, text=True, check=True).stdout
     names = [line.split("\t", 1)[1] for line in listing.splitlines() if line.split()[1] == "blob"]
-    return {name: subprocess.run([*git, "show", f"HEAD:{folder}/{name}"], capture_output=True, text=True,
-                                 check=True).stdout for name in names}
+    return {
+        name: subprocess.run([*git, "show", f"HEAD:{folder}/{name}"], capture_output=True, text=True, check=True).stdout
+        for name in names
+    }
 
 
 def torchrun_two() -> list[str]:
@@ -143,9 +148,23 @@ def redis_server():
     import redis
 
     port = free_port()
-    proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                             "--dir", tempfile.mkdtemp(prefix="vt-redis-")],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            binary,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            tempfile.mkdtemp(prefix="vt-redis-"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"redis://127.0.0.1:{port}/0"
     client = redis.Redis.from_url(url)
     for _ in range(100):
@@ -173,9 +192,14 @@ def push(endpoint, tmp_path, model_dir, repo_id):
     """`scripts/push_to_hub.py MODEL_DIR REPO_ID` to the loopback Hub at `endpoint`, in a child process."""
     from hub_server import hub_env
 
-    return subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "push_to_hub.py"), str(model_dir), repo_id],
-                          env=hub_env(endpoint, tmp_path / "hf_home"), capture_output=True, text=True, timeout=300,
-                          cwd=tmp_path)
+    return subprocess.run(
+        [sys.executable, os.path.join(ROOT, "scripts", "push_to_hub.py"), str(model_dir), repo_id],
+        env=hub_env(endpoint, tmp_path / "hf_home"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
 
 
 @pytest.fixture
@@ -249,9 +273,27 @@ def randomize_deviations(model):
 # ------------------------------------------------------------------------------------------------------ shared data
 
 WORDS_DE = "ein hund eine katze der mann die frau läuft sitzt spielt im park auf dem gras mit einem ball".split()
-EN = {"ein": "a", "hund": "dog", "eine": "a", "katze": "cat", "der": "the", "mann": "man", "die": "the",
-      "frau": "woman", "läuft": "runs", "sitzt": "sits", "spielt": "plays", "im": "in the", "park": "park",
-      "auf": "on", "dem": "the", "gras": "grass", "mit": "with", "einem": "a", "ball": "ball"}
+EN = {
+    "ein": "a",
+    "hund": "dog",
+    "eine": "a",
+    "katze": "cat",
+    "der": "the",
+    "mann": "man",
+    "die": "the",
+    "frau": "woman",
+    "läuft": "runs",
+    "sitzt": "sits",
+    "spielt": "plays",
+    "im": "in the",
+    "park": "park",
+    "auf": "on",
+    "dem": "the",
+    "gras": "grass",
+    "mit": "with",
+    "einem": "a",
+    "ball": "ball",
+}
 
 
 def write_parallel(directory, n=64, seed=0):
@@ -260,23 +302,64 @@ def write_parallel(directory, n=64, seed=0):
         de = [" ".join(rng.choice(WORDS_DE) for _ in range(rng.randint(3, 7))) for _ in range(count)]
         (directory / f"{split}.de").write_text("\n".join(s.capitalize() + "." for s in de) + "\n", encoding="utf-8")
         (directory / f"{split}.en").write_text(
-            "\n".join(" ".join(EN[w] for w in s.split()).capitalize() + "." for s in de) + "\n", encoding="utf-8")
+            "\n".join(" ".join(EN[w] for w in s.split()).capitalize() + "." for s in de) + "\n", encoding="utf-8"
+        )
     return directory
 
 
 def translation_args(data_dir, out, *extra):
-    return ["--train_file", str(data_dir / "train"), "--validation_file", str(data_dir / "validation"),
-            "--test_file", str(data_dir / "test"), "--source_lang", "de", "--target_lang", "en",
-            "--output_dir", str(out), "--config_name", "tiny", "--config_overrides", "dropout=0.0",
-            "--vocab_size", "80", "--max_steps", "6", "--per_device_train_batch_size", "8",
-            "--per_device_eval_batch_size", "4", "--generation_max_length", "12", "--warmup_steps", "2",
-            "--logging_steps", "1", "--save_strategy", "no", "--disable_tqdm", "true", "--seed", "1", *extra]
+    return [
+        "--train_file",
+        str(data_dir / "train"),
+        "--validation_file",
+        str(data_dir / "validation"),
+        "--test_file",
+        str(data_dir / "test"),
+        "--source_lang",
+        "de",
+        "--target_lang",
+        "en",
+        "--output_dir",
+        str(out),
+        "--config_name",
+        "tiny",
+        "--config_overrides",
+        "dropout=0.0",
+        "--vocab_size",
+        "80",
+        "--max_steps",
+        "6",
+        "--per_device_train_batch_size",
+        "8",
+        "--per_device_eval_batch_size",
+        "4",
+        "--generation_max_length",
+        "12",
+        "--warmup_steps",
+        "2",
+        "--logging_steps",
+        "1",
+        "--save_strategy",
+        "no",
+        "--disable_tqdm",
+        "true",
+        "--seed",
+        "1",
+        *extra,
+    ]
 
 
 def write_conll(path, sentences):
-    path.write_text("-DOCSTART- -X- -X- O\n\n" + "\n".join(
-        "".join(f"{w} {'NNP' if w[0].isupper() else 'NN'} {'O' if t == 'O' else 'B-NP'} {t}\n"
-                for w, t in zip(words, tags)) for words, tags in sentences))
+    path.write_text(
+        "-DOCSTART- -X- -X- O\n\n"
+        + "\n".join(
+            "".join(
+                f"{w} {'NNP' if w[0].isupper() else 'NN'} {'O' if t == 'O' else 'B-NP'} {t}\n"
+                for w, t in zip(words, tags)
+            )
+            for words, tags in sentences
+        )
+    )
 
 
 NER_SENTENCES = [
@@ -289,10 +372,31 @@ NER_SENTENCES = [
 def ner_args(tmp_path, out, *extra):
     write_conll(tmp_path / "train.txt", NER_SENTENCES * 10)
     write_conll(tmp_path / "valid.txt", NER_SENTENCES)
-    return ["--train_file", str(tmp_path / "train.txt"), "--validation_file", str(tmp_path / "valid.txt"),
-            "--test_file", str(tmp_path / "valid.txt"), "--output_dir", str(out), "--config_name", "tiny",
-            "--vocab_size", "60", "--max_steps", "6", "--per_device_train_batch_size", "8", "--warmup_steps", "2",
-            "--save_strategy", "no", "--disable_tqdm", "true", *extra]
+    return [
+        "--train_file",
+        str(tmp_path / "train.txt"),
+        "--validation_file",
+        str(tmp_path / "valid.txt"),
+        "--test_file",
+        str(tmp_path / "valid.txt"),
+        "--output_dir",
+        str(out),
+        "--config_name",
+        "tiny",
+        "--vocab_size",
+        "60",
+        "--max_steps",
+        "6",
+        "--per_device_train_batch_size",
+        "8",
+        "--warmup_steps",
+        "2",
+        "--save_strategy",
+        "no",
+        "--disable_tqdm",
+        "true",
+        *extra,
+    ]
 
 
 def read_predictions_file(path) -> list[tuple[list[str], list[str], list[str]]]:
@@ -314,11 +418,33 @@ def f1_of_predictions_file(path) -> float:
 
 
 # A small model on the demo task with strings of 1-10 symbols: ~20 s of training, ~100% exact match on held-out strings.
-DEMO_FLAGS = ["--config_overrides", "d_model=64,encoder_ffn_dim=256,decoder_ffn_dim=256,encoder_layers=2,"
-              "decoder_layers=2,dropout=0.0,normalize_before=true", "--max_steps", "600", "--warmup_steps", "60",
-              "--per_device_train_batch_size", "64", "--learning_rate", "3e-3", "--demo_max_length", "10",
-              "--demo_train_examples", "20000", "--demo_eval_examples", "200", "--generation_max_length", "16",
-              "--disable_tqdm", "true", "--bf16", "false", "--do_predict", "false"]
+DEMO_FLAGS = [
+    "--config_overrides",
+    "d_model=64,encoder_ffn_dim=256,decoder_ffn_dim=256,encoder_layers=2,"
+    "decoder_layers=2,dropout=0.0,normalize_before=true",
+    "--max_steps",
+    "600",
+    "--warmup_steps",
+    "60",
+    "--per_device_train_batch_size",
+    "64",
+    "--learning_rate",
+    "3e-3",
+    "--demo_max_length",
+    "10",
+    "--demo_train_examples",
+    "20000",
+    "--demo_eval_examples",
+    "200",
+    "--generation_max_length",
+    "16",
+    "--disable_tqdm",
+    "true",
+    "--bf16",
+    "false",
+    "--do_predict",
+    "false",
+]
 
 
 def train_demo(tmp_path_factory, script: str, flags: list[str], metric: str):
@@ -338,10 +464,26 @@ def small_demo_model(tmp_path_factory):
 
 
 # A small tagger on the demo NER task (person, place and organisation names): ~20 s of training, F1 ~1.0.
-NER_DEMO_FLAGS = ["--config_overrides", "d_model=64,encoder_layers=2,encoder_ffn_dim=128,dropout=0.0",
-                  "--max_steps", "150", "--warmup_steps", "20", "--learning_rate", "3e-3", "--demo_train_examples",
-                  "2000", "--demo_eval_examples", "100", "--disable_tqdm", "true", "--bf16", "false",
-                  "--do_predict", "false"]
+NER_DEMO_FLAGS = [
+    "--config_overrides",
+    "d_model=64,encoder_layers=2,encoder_ffn_dim=128,dropout=0.0",
+    "--max_steps",
+    "150",
+    "--warmup_steps",
+    "20",
+    "--learning_rate",
+    "3e-3",
+    "--demo_train_examples",
+    "2000",
+    "--demo_eval_examples",
+    "100",
+    "--disable_tqdm",
+    "true",
+    "--bf16",
+    "false",
+    "--do_predict",
+    "false",
+]
 
 
 @pytest.fixture(scope="session")
@@ -383,8 +525,9 @@ class FakeEngine:
     " #k" after it); `fail_on` raises for a batch holding that sentence; `delay` seconds per call; `loaded` gates the
     loading."""
 
-    def __init__(self, delay: float = 0.0, fail_on: str | None = None, workers: int = 1, source="de", target="en",
-                 reverse=True):
+    def __init__(
+        self, delay: float = 0.0, fail_on: str | None = None, workers: int = 1, source="de", target="en", reverse=True
+    ):
         self.model_dir, self.error, self.delay, self.fail_on, self.workers = "fake", None, delay, fail_on, workers
         self.source, self.target, self.name, self.reverse = source, target, f"{source}-{target}", reverse
         self.ready, self.loaded, self.batches = threading.Event(), threading.Event(), []
@@ -439,9 +582,26 @@ def start_server(model_dir, *flags):
     (process, URL)."""
     port = free_port()
     env = {name: value for name, value in os.environ.items() if name != "VT_API_KEY"}  # (an empty one is refused)
-    proc = subprocess.Popen([sys.executable, "-m", "vanilla_transformer.cli", "serve", str(model_dir), "--port",
-                             str(port), "--engine", "pytorch", "--device", "cpu", *flags],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "vanilla_transformer.cli",
+            "serve",
+            str(model_dir),
+            "--port",
+            str(port),
+            "--engine",
+            "pytorch",
+            "--device",
+            "cpu",
+            *flags,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
     url = f"http://127.0.0.1:{port}"
     for _ in range(600):
         try:
@@ -485,12 +645,13 @@ def nginx(tmp_path):
         port = free_port()
         folder = tmp_path / f"nginx-{port}"
         folder.mkdir()
-        temp = "\n    ".join(f'{kind}_temp_path "{folder / kind}";' for kind in ("client_body", "proxy", "fastcgi",
-                                                                             "uwsgi", "scgi"))
+        temp = "\n    ".join(
+            f'{kind}_temp_path "{folder / kind}";' for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+        )
         (folder / "nginx.conf").write_text(f"""{"user root;" if os.geteuid() == 0 else ""}
 worker_processes 1;
-pid "{folder / 'nginx.pid'}";
-error_log "{folder / 'error.log'}";
+pid "{folder / "nginx.pid"}";
+error_log "{folder / "error.log"}";
 events {{ worker_connections 64; }}
 http {{
     access_log off;
@@ -504,9 +665,21 @@ http {{
     }}
 }}
 """)
-        proc = subprocess.Popen([binary, "-p", str(folder), "-c", str(folder / "nginx.conf"), "-e",
-                                 str(folder / "error.log"), "-g", "daemon off;"],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [
+                binary,
+                "-p",
+                str(folder),
+                "-c",
+                str(folder / "nginx.conf"),
+                "-e",
+                str(folder / "error.log"),
+                "-g",
+                "daemon off;",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.STDOUT,
+        )
         started.append(proc)
         import socket
 

@@ -43,8 +43,10 @@ def main(out_dir: str):
         optimizer.step()
         optimizer.zero_grad()
         losses.append(loss.detach())
-        reference_loss = sum(reference(input_ids=b[0], labels=b[1]).loss
-                             for b in (batch(r + world * step) for r in range(world))) / world
+        reference_loss = (
+            sum(reference(input_ids=b[0], labels=b[1]).loss for b in (batch(r + world * step) for r in range(world)))
+            / world
+        )
         reference_loss.backward()
         reference_optimizer.step()
         reference_optimizer.zero_grad()
@@ -56,8 +58,15 @@ def main(out_dir: str):
         reference.save_pretrained(f"{out_dir}/reference")
         reference.save_pretrained(f"{out_dir}/sharded", state_dict=full)  # gathered shards, an ordinary directory
         with open(f"{out_dir}/result.json", "w") as f:
-            json.dump({"total": total, "local": local, "losses": (mean_losses / world).tolist(),
-                       "reference_losses": reference_losses}, f)
+            json.dump(
+                {
+                    "total": total,
+                    "local": local,
+                    "losses": (mean_losses / world).tolist(),
+                    "reference_losses": reference_losses,
+                },
+                f,
+            )
     dist.barrier()  # no rank tears the group down while another still works (a gloo abort at exit otherwise)
     dist.destroy_process_group()
 

@@ -109,8 +109,16 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self):
         path = self._route()
         if path == "/api/whoami-v2":
-            return self._send(200, {"type": "user", "name": "tester", "fullname": "Tester", "orgs": [],
-                                    "auth": {"type": "access_token", "accessToken": {"role": "write"}}})
+            return self._send(
+                200,
+                {
+                    "type": "user",
+                    "name": "tester",
+                    "fullname": "Tester",
+                    "orgs": [],
+                    "auth": {"type": "access_token", "accessToken": {"role": "write"}},
+                },
+            )
         m = re.fullmatch(rf"/api/{KIND}/{REPO}(?:/revision/{REV})?", path)
         if m:
             return self._model_info(key(m["kind"], m["repo"]), m["rev"] or "main")
@@ -121,9 +129,13 @@ class Handler(BaseHTTPRequestHandler):
         if m:
             repo = self._repo(key(m["kind"], m["repo"]))
             if repo:
-                self._send(200, [{"id": sha, "title": msg, "message": msg, "authors": [],
-                                  "date": "2026-01-01T00:00:00Z"}
-                                 for sha, msg, _ in reversed(repo.commits)])
+                self._send(
+                    200,
+                    [
+                        {"id": sha, "title": msg, "message": msg, "authors": [], "date": "2026-01-01T00:00:00Z"}
+                        for sha, msg, _ in reversed(repo.commits)
+                    ],
+                )
             return
         m = re.fullmatch(rf"(?:/(?P<kind>spaces|datasets))?/{REPO}/resolve/{REV}/(?P<file>.+)", path)
         if m:
@@ -142,9 +154,11 @@ class Handler(BaseHTTPRequestHandler):
                 return self._error(400, f"a Space needs an sdk, got {payload.get('sdk')!r}")
             with self.state.lock:
                 if key(kind, repo_id) in self.state.repos:
-                    return self._send(409, {"error": "You already created this repo",
-                                            "url": f"http://{self.headers['Host']}/{repo_id}"},
-                                      {"X-Error-Code": "RepoExists"})
+                    return self._send(
+                        409,
+                        {"error": "You already created this repo", "url": f"http://{self.headers['Host']}/{repo_id}"},
+                        {"X-Error-Code": "RepoExists"},
+                    )
                 self.state.repos[key(kind, repo_id)] = Repo(payload)
             return self._send(200, {"url": f"http://{self.headers['Host']}/{repo_id}", "name": repo_id, "id": repo_id})
         if path == "/api/validate-yaml":  # the card's YAML metadata must parse and be a mapping
@@ -160,8 +174,13 @@ class Handler(BaseHTTPRequestHandler):
             if self._repo(key(m["kind"], m["repo"])) is None:
                 return
             files = json.loads(body)["files"]
-            return self._send(200, {"files": [{"path": f["path"], "uploadMode": "regular", "shouldIgnore": False}
-                                              for f in files], "commitOid": None})
+            return self._send(
+                200,
+                {
+                    "files": [{"path": f["path"], "uploadMode": "regular", "shouldIgnore": False} for f in files],
+                    "commitOid": None,
+                },
+            )
         m = re.fullmatch(rf"/api/{KIND}/{REPO}/commit/{REV}", path)
         if m:
             return self._commit(key(m["kind"], m["repo"]), m["rev"], body)
@@ -172,10 +191,19 @@ class Handler(BaseHTTPRequestHandler):
                 return
             _, files = found
             raw = body.decode()
-            wanted = json.loads(raw)["paths"] if raw.startswith("{") else [
-                unquote(v) for k, v in (p.split("=", 1) for p in raw.split("&") if "=" in p) if k == "paths"]
-            return self._send(200, [{"type": "file", "path": p, "size": len(files[p]), "oid": _oid(files[p])}
-                                    for p in wanted if p in files])
+            wanted = (
+                json.loads(raw)["paths"]
+                if raw.startswith("{")
+                else [unquote(v) for k, v in (p.split("=", 1) for p in raw.split("&") if "=" in p) if k == "paths"]
+            )
+            return self._send(
+                200,
+                [
+                    {"type": "file", "path": p, "size": len(files[p]), "oid": _oid(files[p])}
+                    for p in wanted
+                    if p in files
+                ],
+            )
         self._error(404, f"no route for POST {path}")
 
     # ------------------------------------------------------------------------------------------------ endpoints
@@ -185,10 +213,23 @@ class Handler(BaseHTTPRequestHandler):
             return
         sha, files = found
         repo_id = re.sub(r"^(spaces|datasets)/", "", repo_id)
-        self._send(200, {"id": repo_id, "modelId": repo_id, "sha": sha, "private": False, "disabled": False,
-                         "gated": False, "tags": [], "downloads": 0, "likes": 0, "lastModified": "2026-01-01T00:00:00Z",
-                         "createdAt": "2026-01-01T00:00:00Z",
-                         "siblings": [{"rfilename": p, "size": len(c)} for p, c in sorted(files.items())]})
+        self._send(
+            200,
+            {
+                "id": repo_id,
+                "modelId": repo_id,
+                "sha": sha,
+                "private": False,
+                "disabled": False,
+                "gated": False,
+                "tags": [],
+                "downloads": 0,
+                "likes": 0,
+                "lastModified": "2026-01-01T00:00:00Z",
+                "createdAt": "2026-01-01T00:00:00Z",
+                "siblings": [{"rfilename": p, "size": len(c)} for p, c in sorted(files.items())],
+            },
+        )
 
     def _tree(self, repo_id, rev, sub):
         found = self._revision(repo_id, rev)
@@ -199,7 +240,7 @@ class Handler(BaseHTTPRequestHandler):
         for p, c in sorted(files.items()):
             if sub and not p.startswith(sub + "/"):
                 continue
-            rest = p[len(sub) + 1:] if sub else p
+            rest = p[len(sub) + 1 :] if sub else p
             if "/" in rest and "recursive=true" not in self.path.lower():
                 dirs.add((sub + "/" if sub else "") + rest.split("/")[0])
                 continue
@@ -233,8 +274,15 @@ class Handler(BaseHTTPRequestHandler):
         with self.state.lock:
             repo.commits.append((sha, message, files))
         host = self.headers["Host"]
-        self._send(200, {"commitUrl": f"http://{host}/{repo_id}/commit/{sha}", "commitOid": sha,
-                         "pullRequestUrl": None, "success": True})
+        self._send(
+            200,
+            {
+                "commitUrl": f"http://{host}/{repo_id}/commit/{sha}",
+                "commitOid": sha,
+                "pullRequestUrl": None,
+                "success": True,
+            },
+        )
 
     def _resolve(self, repo_id, rev, filename):
         found = self._revision(repo_id, rev)
@@ -244,8 +292,9 @@ class Handler(BaseHTTPRequestHandler):
         if filename not in files:
             return self._error(404, f"Entry {filename} not found", "EntryNotFound")
         content = files[filename]
-        self._send(200, content, {"X-Repo-Commit": sha, "ETag": f'"{_oid(content)}"'},
-                   content_type="application/octet-stream")
+        self._send(
+            200, content, {"X-Repo-Commit": sha, "ETag": f'"{_oid(content)}"'}, content_type="application/octet-stream"
+        )
 
 
 def serve() -> tuple[ThreadingHTTPServer, HubState]:
@@ -262,6 +311,12 @@ def hub_env(endpoint: str, home, token: str = "hf_test_token", **extra) -> dict:
     """A child process's environment that talks to the loopback Hub at `endpoint`: online, with a token, its own
     HF_HOME (cache), no telemetry, no Xet; our package not on PYTHONPATH."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "HF_HUB_OFFLINE")}
-    env.update(HF_ENDPOINT=endpoint, HF_TOKEN=token, HF_HOME=str(home), HF_HUB_DISABLE_TELEMETRY="1",
-               HF_HUB_DISABLE_XET="1", **extra)
+    env.update(
+        HF_ENDPOINT=endpoint,
+        HF_TOKEN=token,
+        HF_HOME=str(home),
+        HF_HUB_DISABLE_TELEMETRY="1",
+        HF_HUB_DISABLE_XET="1",
+        **extra,
+    )
     return env

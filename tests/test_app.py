@@ -61,8 +61,11 @@ def test_translate_equals_generate_with_attention(small_demo_model):
     demo = demo_app.TranslationDemo(str(small_demo_model))
     assert demo.model.generation_config.max_length is not None
     with CaptureLogger(transformers_logging.get_logger("transformers.generation.utils")) as log:
-        outputs = {(text, beams): demo.translate(text, num_beams=beams, max_new_tokens=16)
-                   for text in SOURCES[:4] for beams in (1, 3)}
+        outputs = {
+            (text, beams): demo.translate(text, num_beams=beams, max_new_tokens=16)
+            for text in SOURCES[:4]
+            for beams in (1, 3)
+        }
     assert "seem to have been set" not in log.out  # the slider replaces the saved max_length, quietly
     for (text, beams), out in outputs.items():
         assert out["translation"] == generate_text(small_demo_model, text, beams), (text, beams)
@@ -83,8 +86,9 @@ def test_translate_ctranslate2_engine(small_demo_model):
     pytest.importorskip("ctranslate2")
     demo = demo_app.TranslationDemo(str(small_demo_model))
     assert "CTranslate2" in demo.engines
-    agree = sum(demo.translate(t, 1, 16, "CTranslate2")["translation"] == generate_text(small_demo_model, t)
-                for t in SOURCES)
+    agree = sum(
+        demo.translate(t, 1, 16, "CTranslate2")["translation"] == generate_text(small_demo_model, t) for t in SOURCES
+    )
     assert agree >= len(SOURCES) - 1  # int8 weights may flip a rare token
     out = demo.translate(SOURCES[0], 2, 16, "CTranslate2")
     assert out["attention"].shape[2] == len(out["target_tokens"])
@@ -105,15 +109,14 @@ def test_tag_equals_tagger(small_ner_model):
     demo = demo_app.NerDemo(str(small_ner_model))
     for text in NER_SENTENCES:
         out = demo.tag(text)
-        spans = [(e["entity"], text[e["start"]:e["end"]]) for e in out["entities"]]
+        spans = [(e["entity"], text[e["start"] : e["end"]]) for e in out["entities"]]
         assert spans == tagger_entities(small_ner_model, text), text
         assert [row[0] for row in out["tokens"]] == demo.tokenizer.tokenize(text)
         assert {row[1] for row in out["tokens"]} <= set(demo.pipeline.model.config.label2id)
 
 
 def test_models_that_do_not_load(tmp_path, small_demo_model, small_ner_model):
-    assert demo_app.load_demo(demo_app.TranslationDemo, str(tmp_path / "missing"))[1].startswith(
-        "Loading the model")
+    assert demo_app.load_demo(demo_app.TranslationDemo, str(tmp_path / "missing"))[1].startswith("Loading the model")
     message = demo_app.load_demo(demo_app.NerDemo, str(small_demo_model))[1]
     assert "not a tagger" in message and "Traceback" not in message
     message = demo_app.load_demo(demo_app.TranslationDemo, str(small_ner_model))[1]
@@ -143,12 +146,15 @@ def test_demo_command(capsys, tmp_path, monkeypatch):
         def launch(self, **kwargs):
             launched.append(kwargs)
 
-    monkeypatch.setattr(demo_app, "build_app", lambda *models, **options: launched.append((models, options))
-                        or FakeApp())
+    monkeypatch.setattr(
+        demo_app, "build_app", lambda *models, **options: launched.append((models, options)) or FakeApp()
+    )
     (tmp_path / "outputs" / "demo").mkdir(parents=True)
     assert cli.main(["demo", "--port", "7999"]) == 0  # found, not given: a model that fails shows in the page
-    assert launched == [(("outputs/demo", None, None, "auto"), {"strict": False}),
-                        {"server_name": "127.0.0.1", "server_port": 7999}]
+    assert launched == [
+        (("outputs/demo", None, None, "auto"), {"strict": False}),
+        {"server_name": "127.0.0.1", "server_port": 7999},
+    ]
     launched.clear()
     assert cli.main(["demo", "outputs/demo"]) == 0  # given: it must load before the page is served
     assert launched[0] == (("outputs/demo", None, None, "auto"), {"strict": True})
@@ -190,10 +196,13 @@ def test_page_in_a_browser(page, small_demo_model, small_ner_model, tmp_path):
     for text in SOURCES[:3]:
         press("translate-button", "#source textarea", text)
         expected = generate_text(small_demo_model, text)
-        wait_for(lambda expected=expected: text_of("#translation textarea") == expected,
-                 what=f"the translation of {text!r}")
-    wait_for(lambda: page.find_elements(By.CSS_SELECTOR, "#attention img, #attention canvas, #attention svg image"),
-             what="the attention heatmap")
+        wait_for(
+            lambda expected=expected: text_of("#translation textarea") == expected, what=f"the translation of {text!r}"
+        )
+    wait_for(
+        lambda: page.find_elements(By.CSS_SELECTOR, "#attention img, #attention canvas, #attention svg image"),
+        what="the attention heatmap",
+    )
     page.save_screenshot(str(tmp_path / "translate.png"))
     press("translate-button", "#source textarea", "   ")
     wait_for(lambda: "Type some text to translate." in text_of("#translate-status"), what="the empty-input message")
@@ -206,8 +215,10 @@ def test_page_in_a_browser(page, small_demo_model, small_ner_model, tmp_path):
 
         def shown():
             spans = page.find_elements(By.CSS_SELECTOR, "#entities .token.highlighted")
-            return [(s.find_element(By.CSS_SELECTOR, ".label").text, s.find_element(By.CSS_SELECTOR, ".text").text)
-                    for s in spans]
+            return [
+                (s.find_element(By.CSS_SELECTOR, ".label").text, s.find_element(By.CSS_SELECTOR, ".text").text)
+                for s in spans
+            ]
 
         wait_for(lambda expected=expected: shown() == expected, what=f"the entities of {text!r} (expected {expected})")
     assert "B-" in page.find_element(By.ID, "tokens").text
@@ -228,10 +239,13 @@ def test_space_pushed_and_run(hub, tmp_path, small_demo_model):
     endpoint, state = hub
     env = hub_env(endpoint, tmp_path / "hf_home", GRADIO_ANALYTICS_ENABLED="False")
     script = os.path.join(ROOT, "scripts", "push_to_hub.py")
-    for args in ([str(small_demo_model), "tester/demo-model"],
-                 ["--space", "tester/demo-space", "--translation_model", "tester/demo-model"]):
-        proc = subprocess.run([sys.executable, script, *args], env=env, capture_output=True, text=True, timeout=300,
-                              cwd=tmp_path)
+    for args in (
+        [str(small_demo_model), "tester/demo-model"],
+        ["--space", "tester/demo-space", "--translation_model", "tester/demo-model"],
+    ):
+        proc = subprocess.run(
+            [sys.executable, script, *args], env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
     repo = state.repos["spaces/tester/demo-space"]
     assert repo.settings["sdk"] == "gradio" and "tester/demo-space" not in state.repos  # a Space, not a model repo
@@ -249,13 +263,21 @@ def test_space_pushed_and_run(hub, tmp_path, small_demo_model):
     # The Space's app.py, run as the Space runs it (its own copy of the package), serves translations
     port = free_port()
     child_env = dict(env, GRADIO_SERVER_NAME="127.0.0.1", GRADIO_SERVER_PORT=str(port))
-    child = subprocess.Popen([sys.executable, "app.py"], cwd=space, env=child_env, stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "app.py"],
+        cwd=space,
+        env=child_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
-        client = wait_for(lambda: try_client(Client, f"http://127.0.0.1:{port}/"), timeout=120,
-                          what="the Space's app to start")
-        status, translation, *_ = client.predict(SOURCES[0], 1, 16, "PyTorch", "average", "average",
-                                                 api_name="/translate")
+        client = wait_for(
+            lambda: try_client(Client, f"http://127.0.0.1:{port}/"), timeout=120, what="the Space's app to start"
+        )
+        status, translation, *_ = client.predict(
+            SOURCES[0], 1, 16, "PyTorch", "average", "average", api_name="/translate"
+        )
         assert status == "" and translation == generate_text(small_demo_model, SOURCES[0])
     finally:
         child.kill()

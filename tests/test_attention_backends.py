@@ -22,8 +22,9 @@ def test_backend_gives_eagers_logits_and_generations(implementation):
     ids, mask, labels = batch(tiny_config)
     model = seq2seq(tiny_config)
     tagger = VanillaTransformerForTokenClassification(tiny_config).eval()
-    inputs = dict(input_ids=ids, attention_mask=mask,
-                  decoder_input_ids=shift_tokens_right(labels, tiny_config.pad_token_id, 1))
+    inputs = dict(
+        input_ids=ids, attention_mask=mask, decoder_input_ids=shift_tokens_right(labels, tiny_config.pad_token_id, 1)
+    )
     settings = dict(max_new_tokens=8, min_new_tokens=8)
     with torch.no_grad():
         logits, tags = model(**inputs).logits, tagger(input_ids=ids, attention_mask=mask).logits
@@ -33,8 +34,9 @@ def test_backend_gives_eagers_logits_and_generations(implementation):
         tagger.set_attn_implementation(implementation)
         torch.testing.assert_close(model(**inputs).logits, logits, rtol=0, atol=1e-5)
         real = mask.bool()  # (a padded position sees no key: its output is the backend's choice, and ignored)
-        torch.testing.assert_close(tagger(input_ids=ids, attention_mask=mask).logits[real], tags[real], rtol=0,
-                                   atol=1e-5)
+        torch.testing.assert_close(
+            tagger(input_ids=ids, attention_mask=mask).logits[real], tags[real], rtol=0, atol=1e-5
+        )
         for cache in ({"use_cache": False}, {}, {"cache_implementation": "static"}):
             assert torch.equal(model.generate(ids, attention_mask=mask, **cache, **settings), greedy), cache
         assert torch.equal(model.generate(ids, attention_mask=mask, num_beams=3, **settings), beams)
@@ -45,18 +47,24 @@ def test_sdpa_runs_its_causal_and_unmasked_kernels(tiny_config, monkeypatch):
     (SDPA's fast kernels); with padding both get masks; eager always gets the causal mask written out."""
     calls = []
     sdpa = F.scaled_dot_product_attention
-    monkeypatch.setattr(F, "scaled_dot_product_attention",
-                        lambda *a, **k: calls.append((k.get("attn_mask") is None, k.get("is_causal"))) or sdpa(*a, **k))
+    monkeypatch.setattr(
+        F,
+        "scaled_dot_product_attention",
+        lambda *a, **k: calls.append((k.get("attn_mask") is None, k.get("is_causal"))) or sdpa(*a, **k),
+    )
     model = seq2seq(tiny_config)
     model.set_attn_implementation("sdpa")
     layers = tiny_config.encoder_layers
-    for pad_last, expected in ((False, [(True, False)] * layers + [(True, True), (True, False)] * layers),
-                               (True, [(False, False)] * layers + [(False, False), (False, False)] * layers)):
+    for pad_last, expected in (
+        (False, [(True, False)] * layers + [(True, True), (True, False)] * layers),
+        (True, [(False, False)] * layers + [(False, False), (False, False)] * layers),
+    ):
         ids, mask, labels = batch(tiny_config, pad_last=pad_last)
         decoder_mask = (labels != -100).long()
         calls.clear()
-        model(input_ids=ids, attention_mask=mask, labels=labels,
-              decoder_attention_mask=decoder_mask if pad_last else None)
+        model(
+            input_ids=ids, attention_mask=mask, labels=labels, decoder_attention_mask=decoder_mask if pad_last else None
+        )
         assert calls == expected, pad_last
 
 
@@ -76,9 +84,12 @@ def test_relative_bias_reaches_every_backend_beside_its_mask(implementation):
     seen = []
     for module in model.modules():
         if isinstance(module, VanillaTransformerAttention):
-            module.register_forward_pre_hook(lambda m, args, kw: seen.append(
-                (m.is_cross_attention, type(kw["attention_mask"]).__name__, kw.get("position_bias") is not None)),
-                with_kwargs=True)
+            module.register_forward_pre_hook(
+                lambda m, args, kw: seen.append(
+                    (m.is_cross_attention, type(kw["attention_mask"]).__name__, kw.get("position_bias") is not None)
+                ),
+                with_kwargs=True,
+            )
     model.set_attn_implementation(implementation)
     with torch.no_grad():
         torch.testing.assert_close(model(**inputs).logits, expected, rtol=0, atol=1e-5)
@@ -97,8 +108,9 @@ def test_flex_attention_compiles_with_its_masks():
     with torch.no_grad():
         expected = model(input_ids=ids, attention_mask=mask, labels=labels).logits
         compiled = torch.compile(model, backend="eager")
-        torch.testing.assert_close(compiled(input_ids=ids, attention_mask=mask, labels=labels).logits, expected,
-                                   rtol=0, atol=1e-5)
+        torch.testing.assert_close(
+            compiled(input_ids=ids, attention_mask=mask, labels=labels).logits, expected, rtol=0, atol=1e-5
+        )
 
 
 @pytest.mark.parametrize("head_dim", [8, 16])
@@ -106,11 +118,14 @@ def test_flex_attention_refuses_narrow_heads_on_a_cpu(head_dim):
     """Flex attention on a CPU with heads narrower than 32 dimensions (torch's CPU kernel returns wrong values for some
     of them) raises a ValueError naming the head size and the backends to use, in the translation model and the
     tagger; heads of 32 run (test_backend_gives_eagers_logits_and_generations)."""
-    config = backend_config("eager", d_model=32, encoder_attention_heads=32 // head_dim,
-                            decoder_attention_heads=32 // head_dim)
+    config = backend_config(
+        "eager", d_model=32, encoder_attention_heads=32 // head_dim, decoder_attention_heads=32 // head_dim
+    )
     ids, mask, labels = batch(config)
-    for model, extra in ((seq2seq(config), {"labels": labels}),
-                         (VanillaTransformerForTokenClassification(config).eval(), {})):
+    for model, extra in (
+        (seq2seq(config), {"labels": labels}),
+        (VanillaTransformerForTokenClassification(config).eval(), {}),
+    ):
         model.set_attn_implementation("flex_attention")
         with pytest.raises(ValueError, match=f"at least 32 dimensions.*have {head_dim}.*'sdpa' or 'eager'"):
             model(input_ids=ids, attention_mask=mask, **extra)

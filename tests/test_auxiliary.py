@@ -36,8 +36,11 @@ def test_auxiliary_loss_is_the_weighted_sum_of_cross_entropies(use_crf):
     both = model(ids, mask, labels=labels, auxiliary_targets=targets)
     hidden = model.model(ids, mask).last_hidden_state
     count = (labels != -100).sum()  # each auxiliary sum is divided by the main loss's token count
-    expected = sum(F.cross_entropy(head(hidden).flatten(0, 1), targets[..., k].flatten(), ignore_index=-100,
-                                   reduction="sum") / count for k, head in enumerate(model.auxiliary_classifiers))
+    expected = sum(
+        F.cross_entropy(head(hidden).flatten(0, 1), targets[..., k].flatten(), ignore_index=-100, reduction="sum")
+        / count
+        for k, head in enumerate(model.auxiliary_classifiers)
+    )
     torch.testing.assert_close(both.loss - main.loss, 0.3 * expected, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(both.logits, main.logits)  # predictions do not depend on the auxiliary heads
     with_count = model(ids, mask, labels=labels, auxiliary_targets=targets, num_items_in_batch=torch.tensor(20))
@@ -59,8 +62,10 @@ def test_auxiliary_heads_learn_and_survive_save_load(tmp_path):
     model.eval().save_pretrained(tmp_path)
     loaded = VanillaTransformerForTokenClassification.from_pretrained(tmp_path).eval()
     assert loaded.config.auxiliary_num_labels == [5, 2]
-    torch.testing.assert_close(loaded(ids, mask, labels=labels, auxiliary_targets=targets).loss,
-                               model(ids, mask, labels=labels, auxiliary_targets=targets).loss)
+    torch.testing.assert_close(
+        loaded(ids, mask, labels=labels, auxiliary_targets=targets).loss,
+        model(ids, mask, labels=labels, auxiliary_targets=targets).loss,
+    )
 
 
 def test_bad_auxiliary_targets_are_named():
@@ -81,9 +86,15 @@ def test_bad_auxiliary_targets_are_named():
 def test_collator_pads_auxiliary_targets(side):
     tokenizer = train_tokenizer(["a b c d e f g"] * 4, vocab_size=40)
     tokenizer.padding_side = side
-    features = [{"input_ids": [5, 6, 7], "attention_mask": [1, 1, 1], "labels": [0, 1, 2],
-                 "auxiliary_targets": [[1, 0], [2, 1], [3, -100]]},
-                {"input_ids": [5], "attention_mask": [1], "labels": [1], "auxiliary_targets": [[4, 1]]}]
+    features = [
+        {
+            "input_ids": [5, 6, 7],
+            "attention_mask": [1, 1, 1],
+            "labels": [0, 1, 2],
+            "auxiliary_targets": [[1, 0], [2, 1], [3, -100]],
+        },
+        {"input_ids": [5], "attention_mask": [1], "labels": [1], "auxiliary_targets": [[4, 1]]},
+    ]
     batch = TaggingDataCollator(tokenizer, pad_to_multiple_of=4)(features)
     assert batch["auxiliary_targets"].shape == (2, 4, 2)
     short = batch["auxiliary_targets"][1]

@@ -13,9 +13,14 @@ from vanilla_transformer.tokenization import train_tokenizer
 from vanilla_transformer.training.bpe_dropout import BpeDropout, merge_parts, split_merges
 from vanilla_transformer.training.trainers import EpochOfSampler
 
-TEXTS = ["Ein Mann fährt mit dem Fahrrad durch die Stadt.", "Zwei Hunde spielen im Schnee.",
-         "A man rides his bicycle through the city.", "Two dogs are playing in the snow.",
-         "Eine Frau in einem roten Mantel wartet an der Haltestelle.", "A woman in a red coat waits at the stop."]
+TEXTS = [
+    "Ein Mann fährt mit dem Fahrrad durch die Stadt.",
+    "Zwei Hunde spielen im Schnee.",
+    "A man rides his bicycle through the city.",
+    "Two dogs are playing in the snow.",
+    "Eine Frau in einem roten Mantel wartet an der Haltestelle.",
+    "A woman in a red coat waits at the stop.",
+]
 
 
 @pytest.fixture(scope="module")
@@ -67,8 +72,10 @@ def test_the_transform_draws_anew_each_epoch_also_in_the_trainers_copies(tokeniz
     second = train[:]
     assert second != first and copy.deepcopy(train)[:] == second  # the Trainer's copies see the epoch
     assert tokenizer.batch_decode(second["input_ids"]) == tokenizer.batch_decode(encoded)
-    assert BpeDropout(tokenizer, 0.3, seed=2, max_lengths={"input_ids": 128}).split(encoded[0], "input_ids") != \
-        first["input_ids"][0]  # another seed, other splits
+    assert (
+        BpeDropout(tokenizer, 0.3, seed=2, max_lengths={"input_ids": 128}).split(encoded[0], "input_ids")
+        != first["input_ids"][0]
+    )  # another seed, other splits
 
 
 def test_a_sequence_split_past_its_maximum_is_kept_whole(tokenizer):
@@ -82,17 +89,21 @@ def test_training_meets_the_split_pairs(tmp_path, batches):
     data = write_parallel(tmp_path)
 
     def tokens_trained(name, *extra):
-        metrics = train_translation.main(translation_args(data, tmp_path / name, "--max_steps", "-1",
-                                                          "--num_train_epochs", "2", *batches, *extra))
+        metrics = train_translation.main(
+            translation_args(data, tmp_path / name, "--max_steps", "-1", "--num_train_epochs", "2", *batches, *extra)
+        )
         return metrics["train_tokens_per_second"] * metrics["train_runtime"]
 
     assert tokens_trained("dropped", "--bpe_dropout", "0.5") > 1.05 * tokens_trained("plain")
 
 
-@pytest.mark.parametrize("extra, problem", [
-    (["--bpe_dropout", "1.5"], "between 0 and 1"),
-    (["--bpe_dropout", "0.1", "--max_tokens", "64", "--packing", "true"], "--packing"),
-])
+@pytest.mark.parametrize(
+    "extra, problem",
+    [
+        (["--bpe_dropout", "1.5"], "between 0 and 1"),
+        (["--bpe_dropout", "0.1", "--max_tokens", "64", "--packing", "true"], "--packing"),
+    ],
+)
 def test_bpe_dropout_flags_are_checked(tmp_path, extra, problem):
     with pytest.raises(ValueError, match=problem):
         train_translation.main(translation_args(write_parallel(tmp_path), tmp_path / "out", *extra))

@@ -68,8 +68,10 @@ def test_the_same_seed_builds_the_same_weights(name):
     for old, new in KEY_MAPPING.get(name, {}).items():
         saved = {re.sub(old, new, key): value for key, value in saved.items()}
     model = make_checkpoints.build(name)
-    state = {re.sub(r"\.(self_attn|encoder_attn|ffn)_layer_norm\.", r".\1_sublayer.layer_norm.", key): value
-             for key, value in model.state_dict().items()}  # (the names files keep, as above)
+    state = {
+        re.sub(r"\.(self_attn|encoder_attn|ffn)_layer_norm\.", r".\1_sublayer.layer_norm.", key): value
+        for key, value in model.state_dict().items()
+    }  # (the names files keep, as above)
     assert set(saved) <= set(state)
     for key, value in saved.items():
         torch.testing.assert_close(state[key], value, rtol=0, atol=1e-7, msg=f"{name}: {key}")

@@ -29,9 +29,9 @@ def files(tmp_path_factory):
     for step, size in (("checkpoint-1", 4), ("checkpoint-2", 5)):  # checkpoints of different shapes
         (d / "run" / step).mkdir(parents=True)
         save_file({"w": torch.zeros(size)}, str(d / "run" / step / "model.safetensors"))
-    VanillaTransformerForTokenClassification(VanillaTransformerConfig.from_preset("tiny",
-                                                                                  num_labels=3)).save_pretrained(
-        d / "tagger")
+    VanillaTransformerForTokenClassification(
+        VanillaTransformerConfig.from_preset("tiny", num_labels=3)
+    ).save_pretrained(d / "tagger")
     (d / "conll.txt").write_text("EU B-ORG\nrejects O\n\nbad line without tag\n", encoding="utf-8")
     translator = VanillaTransformerForConditionalGeneration(VanillaTransformerConfig.from_preset("tiny"))
     translator.save_pretrained(d / "reshaped")
@@ -55,10 +55,14 @@ def run(capsys, argv):
 
 
 CASES = [  # (argv with {d} for the folder of broken inputs, what stderr must name)
-    ("train-translation --train_file {d}/pairs.tsv --source_lang de --target_lang en --output_dir {d}/out",
-     "pairs.tsv, line 3"),
-    ("train-translation --train_file {d}/missing.tsv --source_lang de --target_lang en --output_dir {d}/out",
-     "missing.tsv"),
+    (
+        "train-translation --train_file {d}/pairs.tsv --source_lang de --target_lang en --output_dir {d}/out",
+        "pairs.tsv, line 3",
+    ),
+    (
+        "train-translation --train_file {d}/missing.tsv --source_lang de --target_lang en --output_dir {d}/out",
+        "missing.tsv",
+    ),
     ("train-translation --num_beams 0 --output_dir {d}/out", "--num_beams must be at least 1, got 0"),
     ("train-translation --demo_min_length 9 --demo_max_length 3 --output_dir {d}/out", "--demo_min_length 9"),
     ("train-translation --max_source_lenght 64 --output_dir {d}/out", "--max_source_lenght"),
@@ -67,9 +71,11 @@ CASES = [  # (argv with {d} for the folder of broken inputs, what stderr must na
     ("train-ner --mention_replacement 1.5 --output_dir {d}/out", "--mention_replacement must lie between 0 and 1"),
     ("train-ner --context_words -1 --output_dir {d}/out", "--context_words must not be negative"),
     ("train-ner --eval_max_tokens 0 --output_dir {d}/out", "--eval_max_tokens must be at least 1, got 0"),
-    ("train-translation --eval_max_tokens 2 --do_eval --demo_train_examples 50 --demo_eval_examples 5 "
-     "--output_dir {d}/out",
-     "--eval_max_tokens 2 is below evaluation example 0's length"),
+    (
+        "train-translation --eval_max_tokens 2 --do_eval --demo_train_examples 50 --demo_eval_examples 5 "
+        "--output_dir {d}/out",
+        "--eval_max_tokens 2 is below evaluation example 0's length",
+    ),
     ("train-ner --train_file {d}/conll.txt --validation_file {d}/conll.txt --output_dir {d}/out", "conll.txt"),
     ("pretrain-encoder --mlm_probability 0 --output_dir {d}/out", "--mlm_probability"),
     ("average-checkpoints {d}/empty --output_dir {d}/avg", "No checkpoint-* directory"),
@@ -86,11 +92,16 @@ CASES = [  # (argv with {d} for the folder of broken inputs, what stderr must na
     ("demo {d}/tagger", "not a translation model"),
     ("demo {d}/tagger --port 70000", "not a port number"),
     ("push {d}/empty me/model", "config.json is missing"),
-    ("train-translation --source_prefix x --output_dir {d}/out", "--source_prefix (a flag of transformers' examples) "
-     "is not taken here: it is T5's task prefix"),
+    (
+        "train-translation --source_prefix x --output_dir {d}/out",
+        "--source_prefix (a flag of transformers' examples) is not taken here: it is T5's task prefix",
+    ),
     ("train-ner --return_entity_level_metrics true --output_dir {d}/out", "scores of each entity type are always"),
-    ("train-translation --overwrite_cache --output_dir {d}/out", "--overwrite_cache (a flag of transformers' "
-     "examples) is not taken here: the Arrow caches of local files are rebuilt"),
+    (
+        "train-translation --overwrite_cache --output_dir {d}/out",
+        "--overwrite_cache (a flag of transformers' "
+        "examples) is not taken here: the Arrow caches of local files are rebuilt",
+    ),
     ("train-ner {d}/example_flags.json", "--overwrite_cache (a flag of transformers' examples) is not taken here"),
     ("translate {d}/tagger --threads -1", "argument --threads: must be at least 0, got -1"),
     ("serve {d}/tagger --workers -2", "--workers '-2': must be at least 0, got -2"),
@@ -121,15 +132,18 @@ def exported(small_demo_model, tmp_path_factory):
     return export_ctranslate2(small_demo_model, tmp_path_factory.mktemp("ct2") / "model")
 
 
-@pytest.mark.parametrize("name,damage", [
-    ("model.bin", lambda p: open(p, "r+b").truncate(os.path.getsize(p) // 2)),
-    ("config.json", lambda p: p.write_text('{"bos_token": ')),
-    ("shared_vocabulary.json", lambda p: p.write_text('["<pad>", ')),
-    ("tokenizer.json", lambda p: p.write_text('{"version": ')),  # read by `tokenizers` itself: named by us first
-    ("tokenizer.json", lambda p: p.unlink()),
-    ("tokenizer_config.json", lambda p: p.write_text('["not", "an", "object"]')),
-    ("config.json", lambda p: p.write_text("[1, 2]")),
-])
+@pytest.mark.parametrize(
+    "name,damage",
+    [
+        ("model.bin", lambda p: open(p, "r+b").truncate(os.path.getsize(p) // 2)),
+        ("config.json", lambda p: p.write_text('{"bos_token": ')),
+        ("shared_vocabulary.json", lambda p: p.write_text('["<pad>", ')),
+        ("tokenizer.json", lambda p: p.write_text('{"version": ')),  # read by `tokenizers` itself: named by us first
+        ("tokenizer.json", lambda p: p.unlink()),
+        ("tokenizer_config.json", lambda p: p.write_text('["not", "an", "object"]')),
+        ("config.json", lambda p: p.write_text("[1, 2]")),
+    ],
+)
 def test_damaged_ctranslate2_export_names_the_file(exported, tmp_path, capsys, name, damage):
     import shutil
 
@@ -161,31 +175,64 @@ def test_damaged_saved_model_files_are_named(files, tmp_path, capsys, name, dama
 
 def test_the_console_command_prints_no_trace_unless_debug(files):
     """The installed entry point: one line and status 2; with --debug (or VT_DEBUG=1) the trace for a bug report."""
-    argv = [sys.executable, "-m", "vanilla_transformer.cli", "average-checkpoints", str(files / "run"), "--last", "2",
-            "--output_dir", str(files / "avg")]
+    argv = [
+        sys.executable,
+        "-m",
+        "vanilla_transformer.cli",
+        "average-checkpoints",
+        str(files / "run"),
+        "--last",
+        "2",
+        "--output_dir",
+        str(files / "avg"),
+    ]
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     plain = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
     assert plain.returncode == 2 and "Traceback" not in plain.stderr
     assert plain.stderr.strip().splitlines()[-1].startswith("vanilla-transformer average-checkpoints: error: ")
-    for debug_argv, debug_env in ((argv[:3] + ["--debug"] + argv[3:], env), (argv + ["--debug"], env),
-                                  (argv, {**env, "VT_DEBUG": "1"})):
+    for debug_argv, debug_env in (
+        (argv[:3] + ["--debug"] + argv[3:], env),
+        (argv + ["--debug"], env),
+        (argv, {**env, "VT_DEBUG": "1"}),
+    ):
         debug = subprocess.run(debug_argv, capture_output=True, text=True, cwd=ROOT, env=debug_env, timeout=300)
         assert debug.returncode == 1 and "Traceback" in debug.stderr and "has shape (5,)" in debug.stderr
 
 
-@pytest.mark.parametrize("module,argv,named,program", [
-    ("vanilla_transformer.run_translation", ["--max_source_length", "0", "--output_dir", "out"],
-     "--max_source_length must be at least 1, got 0", "python -m vanilla_transformer.run_translation"),
-    ("vanilla_transformer.run_ner", ["--train_file", "/no/such.conll", "--do_train", "--output_dir", "out"],
-     "/no/such.conll: file not found", "python -m vanilla_transformer.run_ner"),
-    ("vanilla_transformer", ["average-checkpoints", "/no/such/run", "--output_dir", "x"], "no such directory",
-     "vanilla-transformer average-checkpoints"),
-])
+@pytest.mark.parametrize(
+    "module,argv,named,program",
+    [
+        (
+            "vanilla_transformer.run_translation",
+            ["--max_source_length", "0", "--output_dir", "out"],
+            "--max_source_length must be at least 1, got 0",
+            "python -m vanilla_transformer.run_translation",
+        ),
+        (
+            "vanilla_transformer.run_ner",
+            ["--train_file", "/no/such.conll", "--do_train", "--output_dir", "out"],
+            "/no/such.conll: file not found",
+            "python -m vanilla_transformer.run_ner",
+        ),
+        (
+            "vanilla_transformer",
+            ["average-checkpoints", "/no/such/run", "--output_dir", "x"],
+            "no such directory",
+            "vanilla-transformer average-checkpoints",
+        ),
+    ],
+)
 def test_python_m_launches_answer_a_mistake_with_one_line(module, argv, named, program, tmp_path):
     """`python -m vanilla_transformer.run_*` (what torchrun -m runs) and `python -m vanilla_transformer COMMAND` end a
     user's mistake as the console command does: one error line naming it, exit status 2, no trace."""
-    proc = subprocess.run([sys.executable, "-m", module, *argv], capture_output=True, text=True, cwd=tmp_path,
-                          timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    proc = subprocess.run(
+        [sys.executable, "-m", module, *argv],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith(f"{program}: error: ") and named in last, last
@@ -210,5 +257,8 @@ def test_an_empty_model_path_is_named_not_sent_to_the_hub(capsys, argv):
     repository name."""
     status, err = run(capsys, argv)
     assert status == 2 and err.strip().splitlines()[-1].endswith(
-        ("no such directory: '' (an empty path).", "is not a saved tagger "
-         "(VanillaTransformerForTokenClassification: a config.json naming it).")), err
+        (
+            "no such directory: '' (an empty path).",
+            "is not a saved tagger (VanillaTransformerForTokenClassification: a config.json naming it).",
+        )
+    ), err

@@ -17,8 +17,9 @@ from vanilla_transformer.tokenization import train_tokenizer
 
 
 def save_tagger(path):
-    VanillaTransformerForTokenClassification(VanillaTransformerConfig.from_preset("tiny", vocab_size=40)) \
-        .save_pretrained(path)
+    VanillaTransformerForTokenClassification(
+        VanillaTransformerConfig.from_preset("tiny", vocab_size=40)
+    ).save_pretrained(path)
     train_tokenizer(TEXTS, vocab_size=40).save_pretrained(path)
     return path
 
@@ -26,8 +27,9 @@ def save_tagger(path):
 # ------------------------------------------------------------------------------------------ --force deletes no model
 
 
-@pytest.mark.parametrize("command,marker", [("export-ctranslate2", "shared_vocabulary.json"),
-                                            ("export-onnx", "model.onnx")])
+@pytest.mark.parametrize(
+    "command,marker", [("export-ctranslate2", "shared_vocabulary.json"), ("export-onnx", "model.onnx")]
+)
 def test_export_force_never_deletes_a_finished_model_or_checkpoints(tmp_path, capsys, command, marker):
     """An export's file dropped into a run directory does not make it an export --force may replace."""
     source = save_translator(tmp_path / "mt") if command == "export-ctranslate2" else save_tagger(tmp_path / "tagger")
@@ -47,14 +49,20 @@ def test_a_float16_export_refuses_weights_beyond_float16(tmp_path, capsys):
     state = load_file(str(model / "model.safetensors"))
     state[next(k for k in state if k.endswith("decoder.layers.0.ffn.fc1.weight"))][0, 0] = 1e6
     save_file(state, str(model / "model.safetensors"), metadata={"format": "pt"})
-    refused(capsys, ["export-ctranslate2", model, tmp_path / "ct2", "--quantization", "float16"],
-            "decoder/layer_0/ffn/linear_0/weight", "float16")
+    refused(
+        capsys,
+        ["export-ctranslate2", model, tmp_path / "ct2", "--quantization", "float16"],
+        "decoder/layer_0/ffn/linear_0/weight",
+        "float16",
+    )
     assert not (tmp_path / "ct2").exists()
 
 
 @settings(max_examples=30, deadline=None)
-@given(st.sampled_from(["auxiliary_loss_weight", "init_std"]),
-       st.sampled_from(["1e999", "-1e999", "nan", "inf", "float('nan')"]))
+@given(
+    st.sampled_from(["auxiliary_loss_weight", "init_std"]),
+    st.sampled_from(["1e999", "-1e999", "nan", "inf", "float('nan')"]),
+)
 def test_non_finite_config_overrides_are_refused(field, raw):
     from vanilla_transformer.training.arguments import parse_config_overrides
 
@@ -71,8 +79,9 @@ def test_average_checkpoints_names_damaged_checkpoint_files(tmp_path, capsys):
     run_dir = write_run(tmp_path / "run")
     weights = run_dir / "checkpoint-1" / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[:40])
-    refused(capsys, ["average-checkpoints", run_dir, "--last", "2", "--output_dir", tmp_path / "a"], weights,
-            "truncated")
+    refused(
+        capsys, ["average-checkpoints", run_dir, "--last", "2", "--output_dir", tmp_path / "a"], weights, "truncated"
+    )
     run_dir = write_run(tmp_path / "run2")
     state = run_dir / "checkpoint-1" / "trainer_state.json"
     state.write_text('{"log_history": 5}', encoding="utf-8")
@@ -86,8 +95,12 @@ def test_plot_curves_names_a_damaged_trainer_state(tmp_path, capsys, history):
 
 
 def test_plot_positions_refuses_a_table_beyond_memory_up_front(tmp_path, capsys):
-    refused(capsys, ["plot", "positions", "--length", "100000000", "--d_model", "100000", "--out", tmp_path],
-            "--length 100000000", "--d_model 100000")
+    refused(
+        capsys,
+        ["plot", "positions", "--length", "100000000", "--d_model", "100000", "--out", tmp_path],
+        "--length 100000000",
+        "--d_model 100000",
+    )
 
 
 @pytest.mark.parametrize("damaged", [b"", b"\x08\x07garbage" * 10])
@@ -109,9 +122,11 @@ def test_a_damaged_onnx_export_is_named_with_the_advice_to_export_again(tmp_path
 @pytest.mark.parametrize("name", ["nosuch/dir", "nosuchdir"])
 def test_every_model_path_missing_here_and_on_the_hub_is_named(tmp_path, capsys, name):
     translator, tagger = save_translator(tmp_path / "mt"), save_tagger(tmp_path / "tagger")
-    for argv in (["translate", translator, "--ensemble_with", name, "--input", os.devnull],
-                 ["tag", tagger, "--ensemble_with", name, "--input", os.devnull],
-                 ["export-onnx", name, tmp_path / "out"]):
+    for argv in (
+        ["translate", translator, "--ensemble_with", name, "--input", os.devnull],
+        ["tag", tagger, "--ensemble_with", name, "--input", os.devnull],
+        ["export-onnx", name, tmp_path / "out"],
+    ):
         refused(capsys, argv, f"no such directory: {name!r}", "Hub")
 
 

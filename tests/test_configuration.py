@@ -8,7 +8,12 @@ from vanilla_transformer import PRESETS, VanillaTransformerConfig
 def test_defaults_are_the_papers_base_model():
     c = VanillaTransformerConfig()
     assert (c.d_model, c.encoder_layers, c.decoder_layers, c.encoder_attention_heads, c.encoder_ffn_dim) == (
-        512, 6, 6, 8, 2048)
+        512,
+        6,
+        6,
+        8,
+        2048,
+    )
     assert (c.dropout, c.activation_function, c.position_embedding_type) == (0.1, "relu", "sinusoidal")
     assert c.normalize_before is False and c.scale_embedding is True and c.tie_word_embeddings is True
     # generic names through attribute_map
@@ -73,13 +78,16 @@ def test_invalid_values_name_the_field(overrides, field):
         VanillaTransformerConfig.from_preset("tiny", **overrides)
 
 
-@pytest.mark.parametrize("field, value, message", [
-    ("dropout", 1.5, r"(?s)'dropout'.*must be a number in \[0, 1\), got 1.5"),
-    ("d_model", "x", r"'d_model' expected int, got str"),
-    ("encoder_layers", 0, r"(?s)'encoder_layers'.*must be a positive integer, got 0"),
-    ("activation_function", "sigmoid2", r"(?s)'activation_function'.*must be one of"),
-    ("use_crf", "yes", r"'use_crf' expected bool"),
-])
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("dropout", 1.5, r"(?s)'dropout'.*must be a number in \[0, 1\), got 1.5"),
+        ("d_model", "x", r"'d_model' expected int, got str"),
+        ("encoder_layers", 0, r"(?s)'encoder_layers'.*must be a positive integer, got 0"),
+        ("activation_function", "sigmoid2", r"(?s)'activation_function'.*must be one of"),
+        ("use_crf", "yes", r"'use_crf' expected bool"),
+    ],
+)
 def test_bad_values_are_rejected_when_set(field, value, message):
     """@strict checks a field on every assignment, not only when the config is built (a loaded model's config edited
     by hand or by --config_overrides); the config keeps its good value."""
@@ -109,9 +117,13 @@ def test_round_trip_and_auto_config(tmp_path):
     loaded = AutoConfig.from_pretrained(tmp_path)
     assert isinstance(loaded, VanillaTransformerConfig)
     assert loaded.to_diff_dict() == c.to_diff_dict()
-    assert set(loaded.auto_map) == {"AutoConfig", "AutoModel", "AutoModelForSeq2SeqLM",
-                                    "AutoModelForTokenClassification",
-                                    "AutoModelForMaskedLM"}
+    assert set(loaded.auto_map) == {
+        "AutoConfig",
+        "AutoModel",
+        "AutoModelForSeq2SeqLM",
+        "AutoModelForTokenClassification",
+        "AutoModelForMaskedLM",
+    }
 
 
 def test_labels():

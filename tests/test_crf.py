@@ -56,12 +56,14 @@ def test_padding_is_skipped_on_either_side(crf, side):
     labels = torch.tensor([[1, 0, 2]])
     pad = torch.randn(1, 2, L) * 100  # garbage scores on padding must not matter
     padded = torch.cat([emissions, pad] if side == "right" else [pad, emissions], 1)
-    padded_labels = torch.cat([labels, torch.full((1, 2), -100)] if side == "right" else
-                              [torch.full((1, 2), -100), labels], 1)
+    padded_labels = torch.cat(
+        [labels, torch.full((1, 2), -100)] if side == "right" else [torch.full((1, 2), -100), labels], 1
+    )
     mask = torch.tensor([[1, 1, 1, 0, 0]] if side == "right" else [[0, 0, 1, 1, 1]], dtype=torch.bool)
     ones = torch.ones(1, 3, dtype=torch.bool)
-    torch.testing.assert_close(crf.neg_log_likelihood(padded, padded_labels, mask),
-                               crf.neg_log_likelihood(emissions, labels, ones))
+    torch.testing.assert_close(
+        crf.neg_log_likelihood(padded, padded_labels, mask), crf.neg_log_likelihood(emissions, labels, ones)
+    )
     real = slice(0, 3) if side == "right" else slice(2, 5)
     torch.testing.assert_close(crf.max_marginals(padded, mask)[:, real], crf.max_marginals(emissions, ones))
 
@@ -70,9 +72,11 @@ def test_a_row_without_tokens_adds_nothing(crf):
     torch.manual_seed(3)
     emissions, labels = torch.randn(2, 4, L), torch.tensor([[1, 0, 2, -100], [0, 0, 1, 2]])
     mask = torch.tensor([[1, 1, 1, 0], [1, 1, 1, 1]], dtype=torch.bool)
-    with_empty = crf.neg_log_likelihood(torch.cat([emissions, torch.randn(1, 4, L) * 100]),
-                                        torch.cat([labels, torch.full((1, 4), -100)]),
-                                        torch.cat([mask, torch.zeros(1, 4, dtype=torch.bool)]))
+    with_empty = crf.neg_log_likelihood(
+        torch.cat([emissions, torch.randn(1, 4, L) * 100]),
+        torch.cat([labels, torch.full((1, 4), -100)]),
+        torch.cat([mask, torch.zeros(1, 4, dtype=torch.bool)]),
+    )
     torch.testing.assert_close(with_empty, crf.neg_log_likelihood(emissions, labels, mask))
 
 
@@ -103,15 +107,17 @@ IOB2 = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
 
 
 def iob2_valid(path) -> bool:
-    return all(not IOB2[y].startswith("I-") or (t > 0 and IOB2[path[t - 1]][2:] == IOB2[y][2:])
-               for t, y in enumerate(path))
+    return all(
+        not IOB2[y].startswith("I-") or (t > 0 and IOB2[path[t - 1]][2:] == IOB2[y][2:]) for t, y in enumerate(path)
+    )
 
 
 def test_iob2_labels_decode_only_paths_iob2_allows(tmp_path):
     """With IOB2 labels the Viterbi path and the max-marginals range over valid paths only (brute force); the
     likelihood stays unconstrained; the constraints come back with a saved model."""
-    config = VanillaTransformerConfig.from_preset("tiny", num_labels=len(IOB2), use_crf=True,
-                                                  id2label=dict(enumerate(IOB2)))
+    config = VanillaTransformerConfig.from_preset(
+        "tiny", num_labels=len(IOB2), use_crf=True, id2label=dict(enumerate(IOB2))
+    )
     model = VanillaTransformerForTokenClassification(config)
     crf = model.crf
     torch.manual_seed(3)

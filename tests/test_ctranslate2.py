@@ -75,13 +75,24 @@ def test_an_export_translates_without_torch_or_transformers(small_demo_model, he
     exported = export_ctranslate2(small_demo_model, tmp_path / "ct2")
     source, target = tmp_path / "in.txt", tmp_path / "out.txt"
     source.write_text("\n".join(held_out[:20]) + "\n", encoding="utf-8")
-    argv = ["translate", str(exported), "--input", str(source), "--output", str(target), "--max_new_tokens", "16",
-            "--quiet"]
-    code = (f"import sys\nfrom vanilla_transformer.cli import main\nmain({argv!r})\n"
-            "from vanilla_transformer.commands.serve import parse_args, served_models\n"
-            f"engine = served_models(parse_args([{str(exported)!r}]))[0][0]\nengine.open()\n"
-            f"print([best for best, in engine.process({held_out[:3]!r}, (1, 16, 1))])\n"
-            "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))")
+    argv = [
+        "translate",
+        str(exported),
+        "--input",
+        str(source),
+        "--output",
+        str(target),
+        "--max_new_tokens",
+        "16",
+        "--quiet",
+    ]
+    code = (
+        f"import sys\nfrom vanilla_transformer.cli import main\nmain({argv!r})\n"
+        "from vanilla_transformer.commands.serve import parse_args, served_models\n"
+        f"engine = served_models(parse_args([{str(exported)!r}]))[0][0]\nengine.open()\n"
+        f"print([best for best, in engine.process({held_out[:3]!r}, (1, 16, 1))])\n"
+        "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     served, loaded = proc.stdout.strip().splitlines()[-2:]
@@ -90,7 +101,8 @@ def test_an_export_translates_without_torch_or_transformers(small_demo_model, he
     assert served == repr(read_lines(target)[:3])
     translator, tokenizer = make_translator(exported, "ctranslate2"), AutoTokenizer.from_pretrained(exported)
     assert [e.ids for e in translator.backend.encode_batch(held_out + ["Zürich ∑ 日本"])] == tokenizer(
-        held_out + ["Zürich ∑ 日本"])["input_ids"]
+        held_out + ["Zürich ∑ 日本"]
+    )["input_ids"]
     assert translator.unk_id == tokenizer.unk_token_id is not None
     limit = tokenizer.model_max_length
     assert translator.options["max_input_length"] == (limit if limit < 1e6 else 1024)
@@ -102,8 +114,9 @@ def test_int8_is_as_accurate_and_leaves_the_model_unchanged(small_demo_model, he
     weights = {k: v.clone() for k, v in model.state_dict().items()}
     from vanilla_transformer.deploy.ctranslate2 import VanillaTransformerConverter
 
-    out = VanillaTransformerConverter(model=model, tokenizer=tokenizer).convert(str(tmp_path / "int8"),
-                                                                                 quantization="int8")
+    out = VanillaTransformerConverter(model=model, tokenizer=tokenizer).convert(
+        str(tmp_path / "int8"), quantization="int8"
+    )
     assert all(torch.equal(weights[k], v) for k, v in model.state_dict().items())  # quantised copies only
     truth = [data.demo_translate(s) for s in held_out]
     fp32 = sum(h == t for h, t in zip(pytorch_outputs(small_demo_model, held_out), truth)) / len(truth)
@@ -130,8 +143,9 @@ def random_model(path, **overrides):
     texts = ["".join(chr(97 + (i * j) % 11) for j in range(5 + i % 20)) for i in range(200)]
     tokenizer = train_tokenizer(texts, vocab_size=40)
     torch.manual_seed(0)
-    model = VanillaTransformerForConditionalGeneration(VanillaTransformerConfig.from_preset("tiny", vocab_size=48,
-                                                                                            **overrides)).eval()
+    model = VanillaTransformerForConditionalGeneration(
+        VanillaTransformerConfig.from_preset("tiny", vocab_size=48, **overrides)
+    ).eval()
     with torch.no_grad():
         for param in model.parameters():
             param.add_(0.3 * torch.randn_like(param))
@@ -140,9 +154,20 @@ def random_model(path, **overrides):
     return model, tokenizer, texts
 
 
-@pytest.mark.parametrize("overrides", [{}, dict(normalize_before=True, position_embedding_type="learned",
-                                                tie_word_embeddings=False, scale_embedding=False,
-                                                encoder_attention_heads=2, activation_function="gelu")])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {},
+        dict(
+            normalize_before=True,
+            position_embedding_type="learned",
+            tie_word_embeddings=False,
+            scale_embedding=False,
+            encoder_attention_heads=2,
+            activation_function="gelu",
+        ),
+    ],
+)
 def test_every_supported_shape_decodes_like_generate(overrides, tmp_path):
     """Random weights: post-LN and pre-LN, learned positions, untied embeddings, no embedding scale, different head
     counts, GELU - the same greedy tokens from both engines."""
@@ -156,9 +181,11 @@ def test_every_supported_shape_decodes_like_generate(overrides, tmp_path):
     results = translator.translate_batch(tokens, beam_size=1, max_decoding_length=12, min_decoding_length=0)
     for row, result in zip(ours, results):
         tokens = [t for t in row[1:].tolist() if t != tokenizer.pad_token_id]
-        tokens = tokens[:tokens.index(tokenizer.eos_token_id)] if tokenizer.eos_token_id in tokens else tokens
-        names = [tokenizer.convert_ids_to_tokens(t) if t < len(tokenizer) else f"<unused{t - len(tokenizer)}>"
-                 for t in tokens]
+        tokens = tokens[: tokens.index(tokenizer.eos_token_id)] if tokenizer.eos_token_id in tokens else tokens
+        names = [
+            tokenizer.convert_ids_to_tokens(t) if t < len(tokenizer) else f"<unused{t - len(tokenizer)}>"
+            for t in tokens
+        ]
         assert result.hypotheses[0] == names
 
 
@@ -197,9 +224,24 @@ def test_tune_decoding_chooses_on_the_tuning_split_and_saves(small_demo_model, t
     (tmp_path / "tune.src").write_text("".join(p["src"] + "\n" for p in pairs), encoding="utf-8")
     (tmp_path / "tune.tgt").write_text("".join(p["tgt"] + "\n" for p in pairs), encoding="utf-8")
     before = json.loads((model / "generation_config.json").read_text())
-    argv = ["tune-decoding", str(model), "--source", str(tmp_path / "tune.src"), "--reference",
-            str(tmp_path / "tune.tgt"), "--num_beams", "1", "2", "--length_penalty", "0.5", "1.5", "--engine",
-            "pytorch", "--output", str(tmp_path / "scores.json")]
+    argv = [
+        "tune-decoding",
+        str(model),
+        "--source",
+        str(tmp_path / "tune.src"),
+        "--reference",
+        str(tmp_path / "tune.tgt"),
+        "--num_beams",
+        "1",
+        "2",
+        "--length_penalty",
+        "0.5",
+        "1.5",
+        "--engine",
+        "pytorch",
+        "--output",
+        str(tmp_path / "scores.json"),
+    ]
     assert cli(argv) == 0
     result = json.loads((tmp_path / "scores.json").read_text())
     assert [(s["num_beams"], s["length_penalty"]) for s in result["scores"]] == [(1, 1.0), (2, 0.5), (2, 1.5)]
@@ -208,10 +250,13 @@ def test_tune_decoding_chooses_on_the_tuning_split_and_saves(small_demo_model, t
     assert json.loads((model / "generation_config.json").read_text()) == before  # not saved unasked
     assert cli([*argv, "--save"]) == 0
     after = json.loads((model / "generation_config.json").read_text())
-    assert (after.get("num_beams", 1), after.get("length_penalty", 1.0)) == (result["chosen"]["num_beams"],
-                                                                             result["chosen"]["length_penalty"])
-    assert {k: v for k, v in after.items() if k not in ("num_beams", "length_penalty")} == \
-        {k: v for k, v in before.items() if k not in ("num_beams", "length_penalty")}
+    assert (after.get("num_beams", 1), after.get("length_penalty", 1.0)) == (
+        result["chosen"]["num_beams"],
+        result["chosen"]["length_penalty"],
+    )
+    assert {k: v for k, v in after.items() if k not in ("num_beams", "length_penalty")} == {
+        k: v for k, v in before.items() if k not in ("num_beams", "length_penalty")
+    }
     assert "chosen: num_beams" in capsys.readouterr().out
     assert cli(["tune-decoding", "owner/name", *argv[2:], "--save"]) == 2  # a Hub id: no directory to write into
     assert "--save writes into the model's directory" in capsys.readouterr().err and not (tmp_path / "owner").exists()
@@ -226,20 +271,54 @@ def test_translate_command_keeps_order_and_empty_lines(small_demo_model, tmp_pat
     expected = [data.demo_translate(s) if s else "" for s in sources]
     for engine in ("pytorch", "ctranslate2"):
         out = tmp_path / f"{engine}.txt"
-        assert cli(["translate", str(small_demo_model), "--input", str(tmp_path / "src.txt"), "--output", str(out),
-                    "--engine", engine, "--batch_size", "2", "--quiet"]) == 0
+        assert (
+            cli(
+                [
+                    "translate",
+                    str(small_demo_model),
+                    "--input",
+                    str(tmp_path / "src.txt"),
+                    "--output",
+                    str(out),
+                    "--engine",
+                    engine,
+                    "--batch_size",
+                    "2",
+                    "--quiet",
+                ]
+            )
+            == 0
+        )
         assert out.read_text(encoding="utf-8").split("\n")[:-1] == expected, engine
         assert "4 sentences in" in capsys.readouterr().err
     exported = tmp_path / "exported"
     assert cli(["export-ctranslate2", str(small_demo_model), str(exported), "--quantization", "int8"]) == 0
-    proc = subprocess.run([sys.executable, "-m", "vanilla_transformer.cli", "translate", str(exported), "--quiet"],
-                          input="abc\n\nz\n", capture_output=True, text=True,
-                          timeout=300)  # stdin -> stdout, auto engine
+    proc = subprocess.run(
+        [sys.executable, "-m", "vanilla_transformer.cli", "translate", str(exported), "--quiet"],
+        input="abc\n\nz\n",
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )  # stdin -> stdout, auto engine
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == f"{data.demo_translate('abc')}\n\n{data.demo_translate('z')}\n"
     (tmp_path / "empty.txt").write_text("", encoding="utf-8")  # no lines in: none out, not an error
-    assert cli(["translate", str(small_demo_model), "--input", str(tmp_path / "empty.txt"), "--output",
-                str(tmp_path / "none.txt"), "--engine", "pytorch", "--quiet"]) == 0
+    assert (
+        cli(
+            [
+                "translate",
+                str(small_demo_model),
+                "--input",
+                str(tmp_path / "empty.txt"),
+                "--output",
+                str(tmp_path / "none.txt"),
+                "--engine",
+                "pytorch",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     assert (tmp_path / "none.txt").read_text(encoding="utf-8") == ""
 
 
@@ -254,8 +333,16 @@ def test_parallel_workers_translate_a_file_as_one(small_demo_model, held_out, tm
     assert make_translator(small_demo_model, "ctranslate2", threads=2).workers == 1  # one call, all threads
     outputs = {}
     for threads in (1, 2):
-        stats = translate_file(small_demo_model, tmp_path / "src.txt", tmp_path / f"{threads}.txt", "ctranslate2",
-                               batch_size=16, progress=False, threads=threads, max_new_tokens=16)
+        stats = translate_file(
+            small_demo_model,
+            tmp_path / "src.txt",
+            tmp_path / f"{threads}.txt",
+            "ctranslate2",
+            batch_size=16,
+            progress=False,
+            threads=threads,
+            max_new_tokens=16,
+        )
         assert stats["sentences"] == sum(1 for s in lines if s)
         outputs[threads] = read_lines(str(tmp_path / f"{threads}.txt"))
     assert outputs[2] == outputs[1]
@@ -269,8 +356,9 @@ def test_translate_bad_input_is_named(small_demo_model, tmp_path, capsys):
     tagger = tmp_path / "tagger"
     from vanilla_transformer import VanillaTransformerForTokenClassification
 
-    VanillaTransformerForTokenClassification(VanillaTransformerConfig.from_preset("tiny",
-                                                                                  num_labels=3)).save_pretrained(tagger)
+    VanillaTransformerForTokenClassification(
+        VanillaTransformerConfig.from_preset("tiny", num_labels=3)
+    ).save_pretrained(tagger)
     assert cli(["translate", str(tagger), "--input", "-"]) == 2
     assert "VanillaTransformerForTokenClassification, not a translation model" in capsys.readouterr().err
     assert cli(["export-ctranslate2", str(tagger), str(tmp_path / "x")]) == 2
@@ -286,8 +374,9 @@ def test_translate_bad_input_is_named(small_demo_model, tmp_path, capsys):
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA GPU is present (tests/test_gpu.py covers it)")
-@pytest.mark.parametrize("engine,why", [("pytorch", "PyTorch sees no CUDA GPU"),
-                                        ("ctranslate2", "CTranslate2 sees no CUDA GPU")])
+@pytest.mark.parametrize(
+    "engine,why", [("pytorch", "PyTorch sees no CUDA GPU"), ("ctranslate2", "CTranslate2 sees no CUDA GPU")]
+)
 def test_translate_device_cuda_without_a_gpu_is_named(small_demo_model, capsys, engine, why):
     """`--device cuda` without a GPU is one error line; `--device auto` (the default) falls back to the CPU."""
     assert cli(["translate", str(small_demo_model), "--input", "-", "--engine", engine, "--device", "cuda"]) == 2
@@ -341,15 +430,19 @@ def test_an_exports_position_table_bounds_what_translate_admits(position_embeddi
     texts = ["".join(chr(97 + (i * j) % 11) for j in range(5 + i % 20)) for i in range(200)]
     tokenizer = train_tokenizer(texts, vocab_size=40)
     torch.manual_seed(0)
-    model = VanillaTransformerForConditionalGeneration(VanillaTransformerConfig.from_preset(
-        "tiny", vocab_size=48, position_embedding_type=position_embedding_type, max_position_embeddings=40))
+    model = VanillaTransformerForConditionalGeneration(
+        VanillaTransformerConfig.from_preset(
+            "tiny", vocab_size=48, position_embedding_type=position_embedding_type, max_position_embeddings=40
+        )
+    )
     model.save_pretrained(tmp_path / "pt")
     tokenizer.save_pretrained(tmp_path / "pt")
     export = export_ctranslate2(tmp_path / "pt", tmp_path / "ct2")
     assert json.loads((tmp_path / "ct2" / "config.json").read_text())["max_positions"] == rows
     (tmp_path / "long.txt").write_text(" ".join(texts[:60]) + "\nab\n", encoding="utf-8")
-    status = cli(["translate", export, "--input", str(tmp_path / "long.txt"), "--output", str(tmp_path / "out.txt"),
-                  "--quiet"])
+    status = cli(
+        ["translate", export, "--input", str(tmp_path / "long.txt"), "--output", str(tmp_path / "out.txt"), "--quiet"]
+    )
     assert status in (0, None) and len(read_lines(str(tmp_path / "out.txt"), allow_empty=True)) == 2
     if position_embedding_type == "learned":
         capsys.readouterr()

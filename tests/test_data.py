@@ -63,7 +63,7 @@ def test_translation_jsonl(tmp_path):
     path = tmp_path / "t.jsonl"
     path.write_text(json.dumps({"translation": {"de": "Hallo", "en": "Hello"}}) + "\n\n")
     assert data.load_translation_jsonl(str(path), "de", "en")["translation"] == [{"de": "Hallo", "en": "Hello"}]
-    path.write_text(json.dumps({"translation": {"de": "Hallo", "en": "Hello"}}) + "\n{\"translation\": {\"de\": 1}}\n")
+    path.write_text(json.dumps({"translation": {"de": "Hallo", "en": "Hello"}}) + '\n{"translation": {"de": 1}}\n')
     with pytest.raises(DataError, match=r"t\.jsonl, line 2"):
         data.load_translation_jsonl(str(path), "de", "en")
     path.write_text("not json\n")
@@ -73,10 +73,13 @@ def test_translation_jsonl(tmp_path):
 
 def test_translation_tsv(tmp_path):
     path = tmp_path / "fra.txt"  # Tatoeba / Anki layout: English, French, attribution
-    path.write_text("Go.\tVa !\tCC-BY 2.0 (France) Attribution: tatoeba.org #2877272 (CM)\n\nHi.\tSalut !\n",
-                    encoding="utf-8")
+    path.write_text(
+        "Go.\tVa !\tCC-BY 2.0 (France) Attribution: tatoeba.org #2877272 (CM)\n\nHi.\tSalut !\n", encoding="utf-8"
+    )
     assert data.load_translation_tsv(str(path), "en", "fr")["translation"] == [
-        {"en": "Go.", "fr": "Va !"}, {"en": "Hi.", "fr": "Salut !"}]
+        {"en": "Go.", "fr": "Va !"},
+        {"en": "Hi.", "fr": "Salut !"},
+    ]
     path.write_text("Go.\tVa !\nRun! Cours !\n", encoding="utf-8")
     with pytest.raises(DataError, match=r"fra\.txt, line 2: no tab"):
         data.load_translation_tsv(str(path), "en", "fr")
@@ -104,7 +107,13 @@ def test_conll_iob1_to_iob2(tmp_path):
     assert ds["tokens"] == [["EU", "rejects", "German", "call"], ["Peter", "Blackburn"]]
     assert ds["ner_tags"] == [["B-ORG", "O", "B-MISC", "O"], ["B-PER", "I-PER"]]
     assert data.iob1_to_iob2(["I-PER", "I-PER", "I-LOC", "O", "I-LOC", "B-LOC"]) == [
-        "B-PER", "I-PER", "B-LOC", "O", "B-LOC", "B-LOC"]
+        "B-PER",
+        "I-PER",
+        "B-LOC",
+        "O",
+        "B-LOC",
+        "B-LOC",
+    ]
 
 
 def test_conll_documents_and_context(tmp_path):
@@ -181,7 +190,8 @@ def test_a_file_changed_under_the_same_time_is_read_again(tmp_path):
     (tmp_path / "train.en").write_text("A dog.\nTwo cats.\n", encoding="utf-8")
     cache = str(tmp_path / "cache")
     assert data.load_parallel_text(str(tmp_path / "train"), "de", "en", cache_dir=cache)["translation"][1]["en"] == (
-        "Two cats.")
+        "Two cats."
+    )
     stat = os.stat(tmp_path / "train.en")
     (tmp_path / "train.en").write_text("A dog.\nTwo mice.\n", encoding="utf-8")
     os.utime(tmp_path / "train.en", ns=(stat.st_atime_ns, stat.st_mtime_ns))

@@ -48,7 +48,7 @@ def runnable_blocks():
 
 
 def expected_output(code: str) -> list[str]:
-    return [line[len("# ->"):].strip() for line in code.splitlines() if line.startswith("# ->")]
+    return [line[len("# ->") :].strip() for line in code.splitlines() if line.startswith("# ->")]
 
 
 def test_the_readme_examples_are_collected():
@@ -113,9 +113,13 @@ def test_the_readme_quotes_no_measured_figure():
     text = re.sub(r"`[^`]*`", "", re.sub(r"```.*?```", "", text, flags=re.S))
     figures = re.finditer(r"(?<![\w.])\d+(?:[.,]\d+)*(?: ?(?:s|ms|min|minutes|seconds|hours|%|x|/s)\b)?", text)
     version = re.compile(r"(?:Python|transformers|torch|>=|<|Apache-|//[\d.]*)\s*$")
-    measured = [m.group(0) for m in figures if not version.search(text[max(0, m.start() - 16):m.start()])
-                and (re.search(r"[.,]\d", m.group(0)) or not m.group(0).isdigit())
-                and m.group(0) != str(DEMO_MIN_EXACT_MATCH)]
+    measured = [
+        m.group(0)
+        for m in figures
+        if not version.search(text[max(0, m.start() - 16) : m.start()])
+        and (re.search(r"[.,]\d", m.group(0)) or not m.group(0).isdigit())
+        and m.group(0) != str(DEMO_MIN_EXACT_MATCH)
+    ]
     assert measured == [], measured
 
 
@@ -123,10 +127,12 @@ def test_readme_results_name_each_recipe_s_command_and_section():
     """README's results table: one row per recipe, its make target a real one and its link a results.md heading."""
     readme = text_of("README.md")
     results = text_of("docs", "results.md")
-    anchors = {re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
-               for heading in re.findall(r"^#+ (.*)$", results, re.M)}
-    section = readme[readme.index("## Results"):]
-    rows = [line for line in section[:section.index("\n## ")].splitlines() if line.startswith("| ")][2:]
+    anchors = {
+        re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        for heading in re.findall(r"^#+ (.*)$", results, re.M)
+    }
+    section = readme[readme.index("## Results") :]
+    rows = [line for line in section[: section.index("\n## ")].splitlines() if line.startswith("| ")][2:]
     assert len(rows) >= 4, rows
     makefile = text_of("Makefile")
     for row in rows:
@@ -141,45 +147,60 @@ def test_the_multi30k_recipe_the_results_page_describes_is_the_script():
     script = text_of("recipes", "multi30k.sh")
     results = " ".join(text_of("docs", "results.md").split())
     flags = dict(re.findall(r"--(learning_rate|warmup_steps|num_train_epochs) (\S+)", script.split("train() {")[1]))
-    described = (f"peak learning rate {flags['learning_rate']} with {flags['warmup_steps']} warm-up steps and cosine "
-                 f"decay over {flags['num_train_epochs']} epochs")
+    described = (
+        f"peak learning rate {flags['learning_rate']} with {flags['warmup_steps']} warm-up steps and cosine "
+        f"decay over {flags['num_train_epochs']} epochs"
+    )
     assert described in results, described
 
 
 def test_the_ensemble_recipe_s_figures_are_its_run_s_files():
     """docs/results.md's row for `make recipe-multi30k-best` quotes the run's own metrics files (docs/recipe-runs/),
     and the target is the recipe the section describes."""
+
     def metrics(*parts):
         return json.loads(text_of("docs", "recipe-runs", "multi30k-best", *parts))
 
     results = text_of("docs", "results.md")
-    section = results[results.index("### Two models as one ensemble"):]
+    section = results[results.index("### Two models as one ensemble") :]
     row = [line for line in section.splitlines() if line.startswith("| ")][2]
     members = [metrics(f"member{i}", "all_results.json") for i in (1, 2)]
     tune, validation = metrics("tune", "eval_results.json"), metrics("validation", "eval_results.json")
-    quoted = [f"{max(m['train_wall_seconds'] for m in members) / 60:.1f} min",
-              " / ".join(f"{m['train_steps_per_second']:.2f}" for m in members) + " steps/s",
-              f"{metrics('run.json')['wall_seconds'] / 60:.1f} min",
-              " / ".join(f"{m['eval_bleu']:.2f}" for m in (*members, tune)),
-              f"{validation['eval_bleu']:.2f} ({validation['eval_chrf']:.2f})"]
+    quoted = [
+        f"{max(m['train_wall_seconds'] for m in members) / 60:.1f} min",
+        " / ".join(f"{m['train_steps_per_second']:.2f}" for m in members) + " steps/s",
+        f"{metrics('run.json')['wall_seconds'] / 60:.1f} min",
+        " / ".join(f"{m['eval_bleu']:.2f}" for m in (*members, tune)),
+        f"{validation['eval_bleu']:.2f} ({validation['eval_chrf']:.2f})",
+    ]
     assert [q for q in quoted if q not in row] == [], (quoted, row)
     assert metrics("run.json")["command"] == "make recipe-multi30k-best"
     assert tune["eval_samples"] == 1015 and validation["eval_samples"] == 1014
     makefile = text_of("Makefile")
-    recipe = makefile[makefile.index("recipe-multi30k-best: setup"):].splitlines()[1].strip()
+    recipe = makefile[makefile.index("recipe-multi30k-best: setup") :].splitlines()[1].strip()
     assert recipe.replace("PY=$(PY) ", "").replace("$(DATA)", "../shared/data") in " ".join(section.split())
 
 
 # ------------------------------------------------------------------------------------- every flag and target exists
 
-COMMAND = re.compile(r"vanilla-transformer\s+(?:--debug\s+)?([a-z][a-z0-9-]*)"
-                     r"|(?:vanilla_transformer[./]|scripts/)(run_translation|run_ner|run_mlm|benchmark|load_test)\b"
-                     r"|recipes/(multi30k|wmt14_en_de|conll)\.sh")
-ALIASES = {"run_translation": "train-translation", "run_ner": "train-ner", "run_mlm": "pretrain-encoder",
-           "multi30k": "train-translation", "wmt14_en_de": "train-translation", "conll": "train-ner"}
+COMMAND = re.compile(
+    r"vanilla-transformer\s+(?:--debug\s+)?([a-z][a-z0-9-]*)"
+    r"|(?:vanilla_transformer[./]|scripts/)(run_translation|run_ner|run_mlm|benchmark|load_test)\b"
+    r"|recipes/(multi30k|wmt14_en_de|conll)\.sh"
+)
+ALIASES = {
+    "run_translation": "train-translation",
+    "run_ner": "train-ner",
+    "run_mlm": "pretrain-encoder",
+    "multi30k": "train-translation",
+    "wmt14_en_de": "train-translation",
+    "conll": "train-ner",
+}
 FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9_]*(?:-[a-z0-9_]+)*")
-OTHER_TOOLS = re.compile(r"^\s*(?:\S+=\S+\s+)*(?:\S*/)?"
-                         r"(torchrun|accelerate|pip|python -m (?:build|pip|pytest)|duplicates)\b")
+OTHER_TOOLS = re.compile(
+    r"^\s*(?:\S+=\S+\s+)*(?:\S*/)?"
+    r"(torchrun|accelerate|pip|python -m (?:build|pip|pytest)|duplicates)\b"
+)
 
 
 def command_lines(text: str):
@@ -254,8 +275,11 @@ def test_every_documented_flag_exists(flags_of):
                 matches = list(COMMAND.finditer(piece))
                 if not matches:
                     if not OTHER_TOOLS.match(piece):
-                        wrong += [f"{name}:{number}: {flag} (no command takes it)" for flag in FLAG.findall(piece)
-                                  if flag not in known]
+                        wrong += [
+                            f"{name}:{number}: {flag} (no command takes it)"
+                            for flag in FLAG.findall(piece)
+                            if flag not in known
+                        ]
                     continue
                 for match, following in zip(matches, [*matches[1:], None]):
                     command = match.group(1) or ALIASES.get(match.group(2) or match.group(3), match.group(2))
@@ -264,9 +288,12 @@ def test_every_documented_flag_exists(flags_of):
                     if command not in flags_of:
                         wrong.append(f"{name}:{number}: no command {command!r}")
                         continue
-                    words = piece[match.end():following.start() if following else len(piece)]
-                    wrong += [f"{name}:{number}: {flag} is not a flag of {command}" for flag in FLAG.findall(words)
-                              if flag not in flags_of[command]]
+                    words = piece[match.end() : following.start() if following else len(piece)]
+                    wrong += [
+                        f"{name}:{number}: {flag} is not a flag of {command}"
+                        for flag in FLAG.findall(words)
+                        if flag not in flags_of[command]
+                    ]
     assert wrong == []
 
 
@@ -274,9 +301,12 @@ def test_every_documented_make_target_exists():
     """Each `make TARGET` in README.md, CONTRIBUTING.md or docs/ (code blocks and inline code) is a Makefile target."""
     makefile = text_of("Makefile")
     targets = set(re.findall(r"^([a-z][a-z0-9-]*):", makefile, re.M))
-    named = {(os.path.relpath(path, ROOT), target) for path in documents()
-             for _, line in command_lines(open(path, encoding="utf-8").read())
-             for target in re.findall(r"(?:^|[\s;&(])make\s+([a-z][a-z0-9-]*)", line)}
+    named = {
+        (os.path.relpath(path, ROOT), target)
+        for path in documents()
+        for _, line in command_lines(open(path, encoding="utf-8").read())
+        for target in re.findall(r"(?:^|[\s;&(])make\s+([a-z][a-z0-9-]*)", line)
+    }
     assert len(named) >= 5 and {target for _, target in named} >= {"setup", "test", "demo"}
     assert sorted(f"{path}: make {target}" for path, target in named if target not in targets) == []
 
@@ -285,7 +315,7 @@ def test_every_documented_make_target_exists():
 
 
 def test_the_python_the_docs_name_is_the_one_pyproject_admits():
-    """"Python 3.X or newer" in README and CONTRIBUTING is pyproject.toml's `requires-python`, its classifiers run from
+    """ "Python 3.X or newer" in README and CONTRIBUTING is pyproject.toml's `requires-python`, its classifiers run from
     there, and CI's test-latest runs the newest of them."""
     import tomllib
 
@@ -306,11 +336,16 @@ def test_quoted_version_floors_are_pyproject_s():
 
     with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
         requirements = tomllib.load(f)["project"]["dependencies"]
-    floors = {name: re.search(rf"^{name}>=([\d.]+)", r).group(1)
-              for name in ("torch", "transformers") for r in requirements if re.match(rf"{name}>=", r)}
+    floors = {
+        name: re.search(rf"^{name}>=([\d.]+)", r).group(1)
+        for name in ("torch", "transformers")
+        for r in requirements
+        if re.match(rf"{name}>=", r)
+    }
     assert set(floors) == {"torch", "transformers"}, requirements
-    pages = ["README.md", "CONTRIBUTING.md"] + [os.path.join("docs", p) for p in os.listdir(os.path.join(ROOT, "docs"))
-                                                 if p.endswith(".md")]
+    pages = ["README.md", "CONTRIBUTING.md"] + [
+        os.path.join("docs", p) for p in os.listdir(os.path.join(ROOT, "docs")) if p.endswith(".md")
+    ]
     quoted = 0
     for page in pages:
         text = text_of(page)
@@ -346,7 +381,7 @@ def test_the_demo_defaults_the_training_page_lists_are_the_commands():
     from vanilla_transformer.commands import train_ner, train_translation
 
     text = text_of("docs", "training.md")
-    section = " ".join(text[text.index("<!-- demo defaults"):].split("\n\n")[0].split())
+    section = " ".join(text[text.index("<!-- demo defaults") :].split("\n\n")[0].split())
     translation, ner = section.split("- `train-ner`")
     assert " ".join(train_translation.DEMO_ARGS) in translation.replace("`", ""), translation
     assert f"below {train_translation.DEMO_MIN_EXACT_MATCH}" in translation
@@ -372,7 +407,8 @@ def test_the_flex_head_size_the_docs_quote_is_the_models():
 
     text = " ".join(text_of("docs", "configuration.md").split())
     assert re.findall(r"heads of at least 16 dimensions on a GPU and (\d+) on a CPU", text) == [
-        str(FLEX_ON_CPU_MIN_HEAD_DIM)]
+        str(FLEX_ON_CPU_MIN_HEAD_DIM)
+    ]
 
 
 def test_every_test_security_md_names_is_a_test():

@@ -33,12 +33,17 @@ FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthChe
 # ------------------------------------------------------------------------------------------------ documents
 def png() -> bytes:
     """A 2x2 PNG picture."""
+
     def chunk(kind: bytes, body: bytes) -> bytes:
         return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
 
     rows = b"\0" + b"\xff\0\0" * 2 + b"\0" + b"\0\xff\0" * 2
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">2I5B", 2, 2, 8, 2, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">2I5B", 2, 2, 8, 2, 0, 0, 0))
+        + chunk(b"IDAT", zlib.compress(rows))
+        + chunk(b"IEND", b"")
+    )
 
 
 def docx_with_picture() -> bytes:
@@ -100,8 +105,13 @@ def epub_book() -> bytes:
 
 @pytest.fixture(scope="module")
 def samples() -> dict[str, bytes]:
-    return {"a.docx": docx_with_picture(), "b.pptx": pptx_with_picture(), "c.odt": odf(False), "d.odp": odf(True),
-            "e.epub": epub_book()}
+    return {
+        "a.docx": docx_with_picture(),
+        "b.pptx": pptx_with_picture(),
+        "c.odt": odf(False),
+        "d.odp": odf(True),
+        "e.epub": epub_book(),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -113,8 +123,11 @@ def client():
 
 def answer_to(client, name: str, data: bytes):
     """The answer to uploading `data` as `name`; a 500 raises in the test client (the app's exceptions are raised)."""
-    return client.post("/translate_file", data={"source": "de", "target": "en"},
-                       files={"file": (name, data, "application/octet-stream")})
+    return client.post(
+        "/translate_file",
+        data={"source": "de", "target": "en"},
+        files={"file": (name, data, "application/octet-stream")},
+    )
 
 
 def refused(client, name: str, data: bytes, *needles: str) -> str:
@@ -132,7 +145,7 @@ def refused(client, name: str, data: bytes, *needles: str) -> str:
 def layout(data: bytes) -> list[tuple[zipfile.ZipInfo, int, int]]:
     """(part, where its data starts, where its directory entry starts) for each part, in the directory's order."""
     infos = zipfile.ZipFile(io.BytesIO(data)).infolist()
-    (end,) = [i for i in range(len(data) - 22, -1, -1) if data[i:i + 4] == b"PK\x05\x06"][:1]
+    (end,) = [i for i in range(len(data) - 22, -1, -1) if data[i : i + 4] == b"PK\x05\x06"][:1]
     entry = struct.unpack_from("<L", data, end + 16)[0]
     out = []
     for info in infos:
@@ -196,8 +209,9 @@ def test_a_byte_changed_in_any_parts_data_is_a_400_naming_the_part(client, sampl
     for name, data in samples.items():
         for info, start, _ in layout(data):
             if info.compress_size:
-                refused(client, name, flipped(data, start + info.compress_size // 2), f": {info.filename}: ",
-                        "damaged part")
+                refused(
+                    client, name, flipped(data, start + info.compress_size // 2), f": {info.filename}: ", "damaged part"
+                )
 
 
 def test_a_part_lying_about_its_checksum_or_sizes_is_a_400_naming_it(client, samples):
@@ -254,11 +268,20 @@ def test_junk_around_the_archive_and_lying_extensions_are_400s(client, samples):
     refused(client, "c.odt", samples["d.odp"], "mimetype: ", "not .odt")
     refused(client, "d.odp", samples["c.odt"], "mimetype: ", "not .odp")
     end = good.rindex(b"PK\x05\x06")
-    refused(client, "a.docx", patched(patched(good, end + 8, "<H", plus(-1)), end + 10, "<H", plus(-1)),
-            f"the ZIP end record counts {len(layout(good)) - 1} parts, its directory holds {len(layout(good))}")
+    refused(
+        client,
+        "a.docx",
+        patched(patched(good, end + 8, "<H", plus(-1)), end + 10, "<H", plus(-1)),
+        f"the ZIP end record counts {len(layout(good)) - 1} parts, its directory holds {len(layout(good))}",
+    )
     (first, _, _), (second, _, entry) = layout(good)[:2]  # two entries, one local header: overlapping parts
-    refused(client, "a.docx", patched(good, entry + 42, "<L", lambda _: first.header_offset),
-            f"{second.filename}: a damaged part", "overlapping parts")
+    refused(
+        client,
+        "a.docx",
+        patched(good, entry + 42, "<L", lambda _: first.header_offset),
+        f"{second.filename}: a damaged part",
+        "overlapping parts",
+    )
     refused(client, "a.txt", good, "not UTF-8 text")
     refused(client, "a.srt", samples["e.epub"], "not UTF-8 text")
 
@@ -283,9 +306,10 @@ def test_duplicate_escaping_encrypted_and_unknown_parts_are_400s_naming_them(cli
             packed.writestr(part, content, zipfile.ZIP_BZIP2 if part.endswith(".png") else zipfile.ZIP_DEFLATED)
     refused(client, "a.docx", bzip2.getvalue(), "word/media/image1.png: compressed with method 12")
     data = samples["a.docx"]
-    (info, _, entry), = [row for row in layout(data) if row[0].filename == "word/media/image1.png"]
-    locked = patched(patched(data, entry + 8, "<H", lambda flags: flags | 1), info.header_offset + 6, "<H",
-                     lambda flags: flags | 1)
+    ((info, _, entry),) = [row for row in layout(data) if row[0].filename == "word/media/image1.png"]
+    locked = patched(
+        patched(data, entry + 8, "<H", lambda flags: flags | 1), info.header_offset + 6, "<H", lambda flags: flags | 1
+    )
     refused(client, "a.docx", locked, "word/media/image1.png: encrypted (password-protected)")
 
 
@@ -294,16 +318,33 @@ def test_nested_archives_are_verified_and_counted_against_the_caps(client, sampl
     sheet = zip_of({"xl/workbook.xml": b"<workbook/>" * 50, "xl/media/p.png": png()})
     kept = translate_document(client, "a.docx", zip_of({**parts, "word/embeddings/Sheet.xlsx": sheet}))
     assert parts_of(kept)["word/embeddings/Sheet.xlsx"] == sheet  # an embedded workbook comes back as it was
-    (info, start, _), = [row for row in layout(sheet) if row[0].filename == "xl/media/p.png"]
-    refused(client, "a.docx", zip_of({**parts, "word/embeddings/Sheet.xlsx": flipped(sheet, start + 5)}),
-            "word/embeddings/Sheet.xlsx: xl/media/p.png: a damaged part")
-    refused(client, "a.docx", zip_of({**parts, "word/embeddings/Sheet.xlsx": sheet[:-30]}),
-            "word/embeddings/Sheet.xlsx: a damaged document")
+    ((info, start, _),) = [row for row in layout(sheet) if row[0].filename == "xl/media/p.png"]
+    refused(
+        client,
+        "a.docx",
+        zip_of({**parts, "word/embeddings/Sheet.xlsx": flipped(sheet, start + 5)}),
+        "word/embeddings/Sheet.xlsx: xl/media/p.png: a damaged part",
+    )
+    refused(
+        client,
+        "a.docx",
+        zip_of({**parts, "word/embeddings/Sheet.xlsx": sheet[:-30]}),
+        "word/embeddings/Sheet.xlsx: a damaged document",
+    )
     deep = zip_of({"c.zip": zip_of({"d.zip": zip_of({"e.txt": b"x"})})})
-    refused(client, "a.docx", zip_of({**parts, "word/embeddings/deep.zip": deep}),
-            "word/embeddings/deep.zip: c.zip: d.zip: archives nested more than 2 deep")
-    refused(client, "a.docx", zip_of({**parts, "word/embeddings/bomb.zip": zip_of({"zeros": b"\0" * (4 << 20)})}),
-            "word/embeddings/bomb.zip: refused", "a zip bomb?")
+    refused(
+        client,
+        "a.docx",
+        zip_of({**parts, "word/embeddings/deep.zip": deep}),
+        "word/embeddings/deep.zip: c.zip: d.zip: archives nested more than 2 deep",
+    )
+    refused(
+        client,
+        "a.docx",
+        zip_of({**parts, "word/embeddings/bomb.zip": zip_of({"zeros": b"\0" * (4 << 20)})}),
+        "word/embeddings/bomb.zip: refused",
+        "a zip bomb?",
+    )
     noise = zip_of({"noise.bin": bytes(range(256)) * 40}, zipfile.ZIP_STORED)  # 10 kB that do not compress
     with_noise = zip_of({**parts, "word/embeddings/noise.zip": noise})
     monkeypatch.setattr(documents, "MAX_UNPACKED", sum(map(len, parts.values())) + len(noise) + 5000)
@@ -324,23 +365,28 @@ def test_data_descriptors_and_zip64_headers_are_read_and_checked(client, samples
     docx.Document(io.BytesIO(translate_document(client, "a.docx", data)))
     for info, start, _ in layout(data):  # the descriptor after the data: its CRC-32, sizes
         for field in (4, 8, 12):
-            refused(client, "a.docx", flipped(data, start + info.compress_size + field),
-                    f"{info.filename}: a damaged part")
+            refused(
+                client, "a.docx", flipped(data, start + info.compress_size + field), f"{info.filename}: a damaged part"
+            )
 
 
 def test_hostile_xml_in_a_translated_part_is_a_400_naming_it(client, samples):
     parts = parts_of(samples["a.docx"])
-    laughs = b'<?xml version="1.0"?><!DOCTYPE l [<!ENTITY a "ha">' + b"".join(
-        b'<!ENTITY a%d "%s">' % (i, (b"&a%d;" % (i - 1) if i > 1 else b"&a;") * 10) for i in range(1, 10)) + \
-        b"]><l>&a9;</l>"
-    cases = {laughs: "word/document.xml",
-             b'<!DOCTYPE d [<!ENTITY e SYSTEM "file:///etc/passwd">]><d>&e;</d>': "a DTD of its own",
-             b'<!DOCTYPE d [<!ENTITY % p SYSTEM "http://127.0.0.1:9/x.dtd"> %p;]><d/>': "a DTD of its own",
-             b"<d>" * 400 + b"</d>" * 400: "not well-formed XML",
-             b'<?xml version="1.0" encoding="UTF-16"?><d>a</d>': "not well-formed XML",
-             b'<?xml version="1.0" encoding="x-unknown"?><d>a</d>': "Unsupported encoding",
-             b'<?xml version="1.0" encoding="UTF-8"?><d>\xe4</d>': "not well-formed XML",
-             b'<d a="' + b"x" * (11 << 20) + b'"/>': "a zip bomb?"}  # over libxml2's limit, refused before it
+    laughs = (
+        b'<?xml version="1.0"?><!DOCTYPE l [<!ENTITY a "ha">'
+        + b"".join(b'<!ENTITY a%d "%s">' % (i, (b"&a%d;" % (i - 1) if i > 1 else b"&a;") * 10) for i in range(1, 10))
+        + b"]><l>&a9;</l>"
+    )
+    cases = {
+        laughs: "word/document.xml",
+        b'<!DOCTYPE d [<!ENTITY e SYSTEM "file:///etc/passwd">]><d>&e;</d>': "a DTD of its own",
+        b'<!DOCTYPE d [<!ENTITY % p SYSTEM "http://127.0.0.1:9/x.dtd"> %p;]><d/>': "a DTD of its own",
+        b"<d>" * 400 + b"</d>" * 400: "not well-formed XML",
+        b'<?xml version="1.0" encoding="UTF-16"?><d>a</d>': "not well-formed XML",
+        b'<?xml version="1.0" encoding="x-unknown"?><d>a</d>': "Unsupported encoding",
+        b'<?xml version="1.0" encoding="UTF-8"?><d>\xe4</d>': "not well-formed XML",
+        b'<d a="' + b"x" * (11 << 20) + b'"/>': "a zip bomb?",
+    }  # over libxml2's limit, refused before it
     for xml, message in cases.items():
         refused(client, "a.docx", zip_of({**parts, "word/document.xml": xml}), message)
     latin = parts["word/document.xml"].decode().replace("encoding='UTF-8'", "encoding='ISO-8859-1'")
@@ -361,8 +407,12 @@ def test_valid_documents_translate_open_and_keep_untranslated_parts_byte_for_byt
         assert after[first] == before[first]
     result = docx.Document(io.BytesIO(translate_document(client, "a.docx", samples["a.docx"])))
     assert result.paragraphs[0].text == "dnuH rezrawhcs niE" and len(result.inline_shapes) == 1
-    assert pptx.Presentation(io.BytesIO(translate_document(client, "b.pptx", samples["b.pptx"]))).slides[
-        0].shapes.title.text == "gaT netuG"
+    assert (
+        pptx.Presentation(io.BytesIO(translate_document(client, "b.pptx", samples["b.pptx"])))
+        .slides[0]
+        .shapes.title.text
+        == "gaT netuG"
+    )
 
 
 def test_a_translation_with_characters_xml_cannot_hold_is_written_without_them(samples):
@@ -376,15 +426,17 @@ SUBTITLES = "1\n00:00:01,000 --> 00:00:02,500\nZwei Hunde\nim Schnee\n\n2\n00:00
 
 
 def test_subtitles_with_bad_numbers_or_timings_are_400s_naming_the_line(client):
-    cases = {"1\n00:00:05,000 --> 00:00:01,000\nJa\n": "line 2: the subtitle ends before it starts",
-             "1\n00:61:00,000 --> 00:62:00,000\nJa\n": "line 2: a timing with minutes or seconds over 59",
-             "1\n00:00:01,000 --> 00:00:02,000 \u0661\nJa\n\n2\n\u0660\u0660:00:01,000 --> 00:00:02,000\nJa\n":
-                 "line 6: expected a timing",
-             "1\n00:00:01,000 --> 00:00:02,0001\nJa\n": "line 2: expected a timing",
-             "99999999999999999999\n00:00:01,000 --> 00:00:02,000\nJa\n": "line 1: expected a subtitle number",
-             "\u0661\n00:00:01,000 --> 00:00:02,000\nJa\n": "line 1: expected a subtitle number",
-             "1\n": "line 2: expected a timing",
-             "1\n00:00:01,000 --> 00:00:02,000\nJa\0\n": "a NUL byte"}
+    cases = {
+        "1\n00:00:05,000 --> 00:00:01,000\nJa\n": "line 2: the subtitle ends before it starts",
+        "1\n00:61:00,000 --> 00:62:00,000\nJa\n": "line 2: a timing with minutes or seconds over 59",
+        "1\n00:00:01,000 --> 00:00:02,000 \u0661\nJa\n\n2\n"
+        "\u0660\u0660:00:01,000 --> 00:00:02,000\nJa\n": "line 6: expected a timing",
+        "1\n00:00:01,000 --> 00:00:02,0001\nJa\n": "line 2: expected a timing",
+        "99999999999999999999\n00:00:01,000 --> 00:00:02,000\nJa\n": "line 1: expected a subtitle number",
+        "\u0661\n00:00:01,000 --> 00:00:02,000\nJa\n": "line 1: expected a subtitle number",
+        "1\n": "line 2: expected a timing",
+        "1\n00:00:01,000 --> 00:00:02,000\nJa\0\n": "a NUL byte",
+    }
     for subtitles, message in cases.items():
         refused(client, "s.srt", subtitles.encode(), message)
     refused(client, "s.srt", SUBTITLES.encode("utf-16"), "UTF-16")
@@ -407,13 +459,16 @@ def test_any_translation_of_subtitles_reads_back_as_the_same_subtitles(translati
     out = write(translations)
     again, _ = documents.read_document(".srt", out)  # read back: every number and timing where a subtitle starts
     assert [block.split("\n")[:2] for block in out.decode().strip("\n").split("\n\n")] == [
-        ["1", "00:00:01,000 --> 00:00:02,500"], ["2", "00:00:03,000 --> 00:00:04,000"]]
+        ["1", "00:00:01,000 --> 00:00:02,500"],
+        ["2", "00:00:03,000 --> 00:00:04,000"],
+    ]
     assert len(again) <= len(texts) == 2
 
 
 def test_text_files_with_marks_nuls_utf16_or_surrogates(client):
-    assert translate_document(client, "a.txt", b"\xef\xbb\xbfHallo\r\nWelt\nJa\r") == \
-        b"ollaH\r\ntleW\naJ\r"  # the mark read as no text, each line's end kept
+    assert (
+        translate_document(client, "a.txt", b"\xef\xbb\xbfHallo\r\nWelt\nJa\r") == b"ollaH\r\ntleW\naJ\r"
+    )  # the mark read as no text, each line's end kept
     assert translate_document(client, "a.html", b"\xef\xbb\xbf<p>Hallo</p>") == b"<p>ollaH</p>"
     assert translate_document(client, "e.txt", b"") == b""
     refused(client, "a.txt", b"Hallo\0Welt", "a NUL byte at byte 5")
@@ -426,8 +481,10 @@ def test_a_bit_changed_in_any_header_byte_is_refused_or_only_metadata(samples):
     """Every field's byte of every local header, directory entry and the end record, one bit changed: the document
     is refused, or the change was in what is metadata only (versions, times, attributes)."""
     data = samples["a.docx"]
-    metadata = {"local": set(range(4, 6)) | set(range(10, 14)),  # version needed, time and date
-                "entry": set(range(4, 8)) | set(range(12, 16)) | set(range(36, 42))}  # versions, time, attributes
+    metadata = {
+        "local": set(range(4, 6)) | set(range(10, 14)),  # version needed, time and date
+        "entry": set(range(4, 8)) | set(range(12, 16)) | set(range(36, 42)),
+    }  # versions, time, attributes
     places = []
     for info, _, entry in layout(data):
         places += [("local", info.header_offset + k, k) for k in range(30)]  # the fields (a name's bytes changed:
@@ -462,8 +519,18 @@ def test_sentence_splitting_is_linear_on_long_runs():
     """200,000 characters of each worst case (a run of letters, digits, dots, spaces, quotes, mixed): each split
     at once (the quadratic expression took hours on one of them)."""
     n = 200_000
-    for text in ("a" * n, "1" * n, "." * n, " " * n, "a." + '"' * n, "a. " + "“" * n + "b", "a." + " " * n + "b",
-                 "ab1_." * (n // 5), "a" * (n // 2) + "." * (n // 2), "Ja. " * (n // 4)):
+    for text in (
+        "a" * n,
+        "1" * n,
+        "." * n,
+        " " * n,
+        "a." + '"' * n,
+        "a. " + "“" * n + "b",
+        "a." + " " * n + "b",
+        "ab1_." * (n // 5),
+        "a" * (n // 2) + "." * (n // 2),
+        "Ja. " * (n // 4),
+    ):
         assert documents.sentence_lines(text).replace("\n", " ") == text
 
 
@@ -493,20 +560,28 @@ def test_documents_are_read_and_written_off_the_event_loop(client, samples, monk
 
 
 def test_subtitle_markup_is_kept_not_translated(client):
-    subtitles = ("1\n00:00:01,000 --> 00:00:02,000\n<i>Hallo</i>\n{\\an8}<font color=\"red\">Ja <b>gut</b></font>\n\n"
-                 "2\n00:00:03,000 --> 00:00:04,000\n<i></i>\n")
+    subtitles = (
+        '1\n00:00:01,000 --> 00:00:02,000\n<i>Hallo</i>\n{\\an8}<font color="red">Ja <b>gut</b></font>\n\n'
+        "2\n00:00:03,000 --> 00:00:04,000\n<i></i>\n"
+    )
     texts, _ = documents.read_document(".srt", subtitles.encode())
     assert texts == ["Hallo Ja gut"]  # what the model reads: no tags; a subtitle of tags only is not translated
     out = translate_document(client, "s.srt", subtitles.encode()).decode()
-    assert out == ("1\n00:00:01,000 --> 00:00:02,000\n<i>tug aJ</i>\n{\\an8}<font color=\"red\"><b>ollaH</b></font>\n\n"
-                   "2\n00:00:03,000 --> 00:00:04,000\n<i></i>\n")
+    assert out == (
+        '1\n00:00:01,000 --> 00:00:02,000\n<i>tug aJ</i>\n{\\an8}<font color="red"><b>ollaH</b></font>\n\n'
+        "2\n00:00:03,000 --> 00:00:04,000\n<i></i>\n"
+    )
 
 
 def test_subtitles_without_a_blank_line_between_stay_apart_and_timings_are_never_text(client):
     joined = "1\n00:00:01,000 --> 00:00:02,000\nHallo\n2\n00:00:03,000 --> 00:00:04,000\nWelt\n"
     assert documents.read_document(".srt", joined.encode())[0] == ["Hallo", "Welt"]
     assert translate_document(client, "s.srt", joined.encode()).decode() == joined.replace("Hallo", "ollaH").replace(
-        "Welt", "tleW")
-    refused(client, "s.srt", b"1\n00:00:01,000 --> 00:00:02,000\nJa\n00:00:03,000 --> 00:00:04,000\nNein\n",
-            "line 4: a timing among a subtitle's text")
-
+        "Welt", "tleW"
+    )
+    refused(
+        client,
+        "s.srt",
+        b"1\n00:00:01,000 --> 00:00:02,000\nJa\n00:00:03,000 --> 00:00:04,000\nNein\n",
+        "line 4: a timing among a subtitle's text",
+    )

@@ -75,18 +75,63 @@ def test_run_ner_ensemble_with(tmp_path):
         train_ner.main(ner_args(tmp_path, out, "--config_overrides", "use_crf=true", "--seed", str(seed), "--do_train"))
         dirs.append(str(out))
     files = ner_args(tmp_path, tmp_path / "unused")[:4]
-    single = train_ner.main([*files, "--model_name_or_path", dirs[0], "--do_eval", "--output_dir", str(tmp_path / "s"),
-                           "--disable_tqdm", "true"])
-    same = train_ner.main([*files, "--model_name_or_path", dirs[0], "--ensemble_with", dirs[0], "--do_eval",
-                         "--output_dir", str(tmp_path / "e1"), "--disable_tqdm", "true"])
+    single = train_ner.main(
+        [
+            *files,
+            "--model_name_or_path",
+            dirs[0],
+            "--do_eval",
+            "--output_dir",
+            str(tmp_path / "s"),
+            "--disable_tqdm",
+            "true",
+        ]
+    )
+    same = train_ner.main(
+        [
+            *files,
+            "--model_name_or_path",
+            dirs[0],
+            "--ensemble_with",
+            dirs[0],
+            "--do_eval",
+            "--output_dir",
+            str(tmp_path / "e1"),
+            "--disable_tqdm",
+            "true",
+        ]
+    )
     assert same["eval_f1"] == single["eval_f1"]
-    train_ner.main([*files, "--model_name_or_path", dirs[0], "--ensemble_with", dirs[1], "--do_eval",
-                  "--output_dir", str(tmp_path / "e2"), "--disable_tqdm", "true"])
+    train_ner.main(
+        [
+            *files,
+            "--model_name_or_path",
+            dirs[0],
+            "--ensemble_with",
+            dirs[1],
+            "--do_eval",
+            "--output_dir",
+            str(tmp_path / "e2"),
+            "--disable_tqdm",
+            "true",
+        ]
+    )
     metrics = json.loads((tmp_path / "e2" / "eval_results.json").read_text())
     predictions = tmp_path / "e2" / "predictions_validation.txt"
     assert predictions.read_text().startswith("Anna ")
-    assert f1_of_predictions_file(predictions) == (pytest.approx(metrics["eval_f1"]),
-                                                   3) and metrics["eval_samples"] == 3
+    assert (
+        f1_of_predictions_file(predictions) == (pytest.approx(metrics["eval_f1"]), 3) and metrics["eval_samples"] == 3
+    )
     with pytest.raises(ValueError, match="--ensemble_with combines trained taggers"):
-        train_ner.main([*files, "--model_name_or_path", dirs[0], "--ensemble_with", dirs[1], "--do_train",
-                      "--output_dir", str(tmp_path / "e3")])
+        train_ner.main(
+            [
+                *files,
+                "--model_name_or_path",
+                dirs[0],
+                "--ensemble_with",
+                dirs[1],
+                "--do_train",
+                "--output_dir",
+                str(tmp_path / "e3"),
+            ]
+        )

@@ -15,8 +15,13 @@ from vanilla_transformer.commands import train_translation
 
 
 def test_two_sharded_processes_train_like_one(tmp_path):
-    proc = subprocess.run([*torchrun_two(), os.path.join(ROOT, "tests", "fsdp_worker.py"), str(tmp_path)],
-                          env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [*torchrun_two(), os.path.join(ROOT, "tests", "fsdp_worker.py"), str(tmp_path)],
+        env=dict(os.environ, OMP_NUM_THREADS="1"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads((tmp_path / "result.json").read_text())
     assert abs(result["local"] - result["total"] / 2) <= 0.01 * result["total"]  # half the parameters each

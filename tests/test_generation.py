@@ -21,8 +21,9 @@ def model_and_batch(seed=0, **overrides):
 
 
 def greedy_kwargs(input_ids, attention_mask):
-    return dict(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=NEW, min_new_tokens=NEW,
-                do_sample=False)
+    return dict(
+        input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=NEW, min_new_tokens=NEW, do_sample=False
+    )
 
 
 @pytest.mark.parametrize("beams", [1, 2])
@@ -30,9 +31,16 @@ def test_dict_outputs_hold_every_step_with_the_right_shapes(beams):
     model, ids, mask = model_and_batch()
     model.set_attn_implementation("eager")  # (the backend that returns attention weights)
     config = model.config
-    out = model.generate(**greedy_kwargs(ids, mask), num_beams=beams, num_return_sequences=beams,
-                         return_dict_in_generate=True, output_scores=True, output_logits=True,
-                         output_attentions=True, output_hidden_states=True)
+    out = model.generate(
+        **greedy_kwargs(ids, mask),
+        num_beams=beams,
+        num_return_sequences=beams,
+        return_dict_in_generate=True,
+        output_scores=True,
+        output_logits=True,
+        output_attentions=True,
+        output_hidden_states=True,
+    )
     rows, heads = B * beams, config.decoder_attention_heads
     assert out.sequences.shape == (rows, NEW + 1)  # the start token, then NEW tokens
     assert len(out.scores) == len(out.logits) == NEW
@@ -59,10 +67,10 @@ def test_assisted_and_prompt_lookup_decoding_equal_greedy():
     other, _, _ = model_and_batch(seed=1)  # an assistant that mostly guesses wrong
     batched = model.generate(**greedy_kwargs(ids, mask))
     for row in range(B):
-        one = ids[row:row + 1, :int(mask[row].sum())]
+        one = ids[row : row + 1, : int(mask[row].sum())]
         kwargs = greedy_kwargs(one, torch.ones_like(one))
         greedy = model.generate(**kwargs)
-        assert torch.equal(greedy, batched[row:row + 1])  # padding changes nothing
+        assert torch.equal(greedy, batched[row : row + 1])  # padding changes nothing
         assert torch.equal(model.generate(**kwargs, prompt_lookup_num_tokens=2), greedy)
         assert torch.equal(model.generate(**kwargs, assistant_model=other), greedy)
         assert torch.equal(model.generate(**kwargs, assistant_model=model), greedy)
@@ -71,10 +79,15 @@ def test_assisted_and_prompt_lookup_decoding_equal_greedy():
 def test_generation_continues_from_the_cache_it_returned():
     model, ids, mask = model_and_batch()
     whole = model.generate(**greedy_kwargs(ids, mask))
-    first = model.generate(**{**greedy_kwargs(ids, mask), "max_new_tokens": NEW // 2, "min_new_tokens": NEW // 2},
-                           return_dict_in_generate=True)
-    rest = model.generate(**{**greedy_kwargs(ids, mask), "max_new_tokens": NEW // 2, "min_new_tokens": NEW // 2},
-                          decoder_input_ids=first.sequences, cache=first.past_key_values)
+    first = model.generate(
+        **{**greedy_kwargs(ids, mask), "max_new_tokens": NEW // 2, "min_new_tokens": NEW // 2},
+        return_dict_in_generate=True,
+    )
+    rest = model.generate(
+        **{**greedy_kwargs(ids, mask), "max_new_tokens": NEW // 2, "min_new_tokens": NEW // 2},
+        decoder_input_ids=first.sequences,
+        cache=first.past_key_values,
+    )
     assert torch.equal(rest, whole)
 
 
@@ -125,10 +138,14 @@ def test_prefill_and_decoding_step_export_and_equal_eager(cache_implementation):
     from transformers.exporters.utils import decompose_for_generation, get_leaf_tensors
 
     model, ids, mask = model_and_batch()
-    generation_config = GenerationConfig(cache_implementation=cache_implementation, max_new_tokens=2,
-                                         do_sample=False, num_beams=1,
-                                         decoder_start_token_id=model.config.decoder_start_token_id,
-                                         pad_token_id=model.config.pad_token_id)
+    generation_config = GenerationConfig(
+        cache_implementation=cache_implementation,
+        max_new_tokens=2,
+        do_sample=False,
+        num_beams=1,
+        decoder_start_token_id=model.config.decoder_start_token_id,
+        pad_token_id=model.config.pad_token_id,
+    )
     components = decompose_for_generation(model, {"input_ids": ids, "attention_mask": mask}, generation_config)
     assert set(components) == {"prefill", "decode"}
     for name, (module, inputs) in components.items():

@@ -19,8 +19,7 @@ from vanilla_transformer import (
     VanillaTransformerForTokenClassification,
 )
 
-pytestmark = [pytest.mark.cuda,
-              pytest.mark.skipif(not torch.cuda.is_available(), reason="PyTorch sees no CUDA GPU")]
+pytestmark = [pytest.mark.cuda, pytest.mark.skipif(not torch.cuda.is_available(), reason="PyTorch sees no CUDA GPU")]
 
 
 def batches(config, steps: int, batch: int = 6, length: int = 11):
@@ -44,9 +43,9 @@ def test_training_steps_on_cuda_match_cpu(task):
     on the GPU and the CPU, and three SGD steps give the same losses (the GPU runs other kernels: SDPA's, the library's
     cross-entropy instead of the CPU's fused one). SGD, not Adam: Adam would blow rounding noise in gradients that are
     zero in exact arithmetic (the key projection's bias) up to full-size steps."""
-    config = VanillaTransformerConfig.from_preset("tiny", dropout=0.0, label_smoothing=0.1,
-                                                  use_crf=task.endswith("crf"),
-                                                  num_labels=7)
+    config = VanillaTransformerConfig.from_preset(
+        "tiny", dropout=0.0, label_smoothing=0.1, use_crf=task.endswith("crf"), num_labels=7
+    )
     torch.manual_seed(0)
     cls = VanillaTransformerForConditionalGeneration if task == "seq2seq" else VanillaTransformerForTokenClassification
     cpu_model = cls(config).train()
@@ -79,8 +78,10 @@ def test_training_under_cuda_graphs_matches_eager():
     eager = VanillaTransformerForConditionalGeneration(config).cuda().train()
     graphed = copy.deepcopy(eager)
     losses = {}
-    for name, model, forward in (("eager", eager, eager), ("graphs", graphed,
-                                                           torch.compile(graphed, mode="reduce-overhead"))):
+    for name, model, forward in (
+        ("eager", eager, eager),
+        ("graphs", graphed, torch.compile(graphed, mode="reduce-overhead")),
+    ):
         optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
         losses[name] = []
         for ids, mask, labels in batches(config, 3, batch=8, length=16) * 2:
@@ -98,15 +99,21 @@ def test_training_step_reads_nothing_back_from_the_gpu(task):
     """Forward, loss and backward of a training step (padding, ignored labels, label smoothing, dropout on) queue
     their work without waiting for the GPU: under `torch.cuda.set_sync_debug_mode("error")` any operation that would
     read a GPU value back to the host (`.item()`, a data-dependent shape, a min/max check on the ids) raises."""
-    config = VanillaTransformerConfig.from_preset("tiny", label_smoothing=0.1, use_crf=task.endswith("crf"),
-                                                  num_labels=5)
+    config = VanillaTransformerConfig.from_preset(
+        "tiny", label_smoothing=0.1, use_crf=task.endswith("crf"), num_labels=5
+    )
     cls = {"seq2seq": VanillaTransformerForConditionalGeneration, "masked_lm": VanillaTransformerForMaskedLM}.get(
-        task, VanillaTransformerForTokenClassification)
+        task, VanillaTransformerForTokenClassification
+    )
     model = cls(config).cuda().train()
     ids, mask, labels = batches(config, 1)[0]
     if task != "seq2seq":  # one label per input token
-        labels = torch.randint(0, 5 if task.startswith("token") else config.vocab_size, ids.shape,
-                               generator=torch.Generator().manual_seed(4)).masked_fill(mask == 0, -100)
+        labels = torch.randint(
+            0,
+            5 if task.startswith("token") else config.vocab_size,
+            ids.shape,
+            generator=torch.Generator().manual_seed(4),
+        ).masked_fill(mask == 0, -100)
     ids, mask, labels = ids.cuda(), mask.cuda(), labels.cuda()
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")
@@ -139,8 +146,9 @@ def test_cached_generation_equals_uncached_on_cuda(num_beams):
     torch.manual_seed(2)
     model = VanillaTransformerForConditionalGeneration(config).cuda().eval()
     ids, mask, _ = batches(config, 1)[0]
-    kwargs = dict(input_ids=ids.cuda(), attention_mask=mask.cuda(), max_new_tokens=12, num_beams=num_beams,
-                  do_sample=False)
+    kwargs = dict(
+        input_ids=ids.cuda(), attention_mask=mask.cuda(), max_new_tokens=12, num_beams=num_beams, do_sample=False
+    )
     with torch.no_grad():
         cached = model.generate(**kwargs, use_cache=True)
         uncached = model.generate(**kwargs, use_cache=False)
@@ -172,8 +180,14 @@ def held_out():
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "vanilla_transformer.cli", *map(str, args)], capture_output=True,
-                          text=True, cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "vanilla_transformer.cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        timeout=600,
+    )
 
 
 def test_translate_command_on_cuda_equals_cpu(gpu_trained_model, tmp_path):
@@ -184,9 +198,19 @@ def test_translate_command_on_cuda_equals_cpu(gpu_trained_model, tmp_path):
     (tmp_path / "in.txt").write_text("\n".join(sources) + "\n")
     outputs = {}
     for device in ("cuda", "cpu"):
-        proc = cli("translate", gpu_trained_model, "--input", tmp_path / "in.txt", "--output",
-                   tmp_path / f"{device}.txt",
-                   "--engine", "pytorch", "--device", device, "--quiet")
+        proc = cli(
+            "translate",
+            gpu_trained_model,
+            "--input",
+            tmp_path / "in.txt",
+            "--output",
+            tmp_path / f"{device}.txt",
+            "--engine",
+            "pytorch",
+            "--device",
+            device,
+            "--quiet",
+        )
         assert proc.returncode == 0, proc.stderr
         outputs[device] = (tmp_path / f"{device}.txt").read_text().splitlines()
     assert outputs["cuda"] == outputs["cpu"]
@@ -217,8 +241,9 @@ def test_ctranslate2_on_cuda_decodes_like_generate(gpu_trained_model, tmp_path, 
     model = AutoModelForSeq2SeqLM.from_pretrained(gpu_trained_model).cuda().eval()
     batch = tokenizer(sources, return_tensors="pt", padding=True, return_token_type_ids=False).to("cuda")
     with torch.no_grad():
-        expected = tokenizer.batch_decode(model.generate(**batch, max_new_tokens=16, do_sample=False),
-                                          skip_special_tokens=True)
+        expected = tokenizer.batch_decode(
+            model.generate(**batch, max_new_tokens=16, do_sample=False), skip_special_tokens=True
+        )
     exported = export_ctranslate2(gpu_trained_model, tmp_path / "ct2")
     translate = make_translator(exported, "ctranslate2", device="cuda", compute_type=compute_type, max_new_tokens=16)
     assert translate.translator.device == "cuda"
@@ -273,8 +298,9 @@ def test_packed_rows_on_cuda_compute_each_pair_alone_and_train_under_cuda_graphs
             sources = spans(packed, row, "attention_mask")
             for pair, (t0, t1) in spans(packed, row).items():
                 s0, s1 = sources[pair]
-                alone = model(input_ids=packed["input_ids"][row:row + 1, s0:s1],
-                              labels=packed["labels"][row:row + 1, t0:t1]).logits[0]
+                alone = model(
+                    input_ids=packed["input_ids"][row : row + 1, s0:s1], labels=packed["labels"][row : row + 1, t0:t1]
+                ).logits[0]
                 torch.testing.assert_close(logits[row, t0:t1], alone, rtol=1e-4, atol=1e-4)
     losses = {}
     batches_of_one_shape = [pairs_and_batch(config, seed)[2] for seed in range(4)]

@@ -56,9 +56,14 @@ def load_in_child(endpoint, tmp_path, repo_id, head, text, revisions=("-",)):
     script = tmp_path / "child.py"
     script.write_text(CHILD)
     out = tmp_path / f"child_{head}.pt"
-    proc = subprocess.run([sys.executable, str(script), repo_id, head, text, str(out), *revisions],
-                          env=hub_env(endpoint, tmp_path / "hf_home"), capture_output=True, text=True, timeout=300,
-                          cwd=tmp_path)
+    proc = subprocess.run(
+        [sys.executable, str(script), repo_id, head, text, str(out), *revisions],
+        env=hub_env(endpoint, tmp_path / "hf_home"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     for asked in ("Do you wish to run the custom code", "to instantiate a model of type"):  # no prompt, no warning
         assert asked not in proc.stdout + proc.stderr, proc.stderr[-4000:]
@@ -90,8 +95,16 @@ def test_translation_round_trip_and_new_revision(hub, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     first_sha = state.repos[repo_id].commits[-1][0]
     files = set(state.repos[repo_id].commits[-1][2])
-    assert {"config.json", "model.safetensors", "generation_config.json", "configuration_vanilla_transformer.py",
-            "modeling_vanilla_transformer.py", "tokenizer.json", "README.md", "all_results.json"} <= files
+    assert {
+        "config.json",
+        "model.safetensors",
+        "generation_config.json",
+        "configuration_vanilla_transformer.py",
+        "modeling_vanilla_transformer.py",
+        "tokenizer.json",
+        "README.md",
+        "all_results.json",
+    } <= files
     assert not any(f.endswith(".bin") or f.startswith("checkpoint-") for f in files)
     assert "auto_map" in json.loads(state.repos[repo_id].commits[-1][2]["config.json"])
 

@@ -28,17 +28,26 @@ def lt(client, headers=None, **fields):
 
 # ------------------------------------------------------------------------------------------------ configuration
 def test_every_option_from_its_lt_variable_and_the_flag_wins():
-    env = {"LT_CHAR_LIMIT": "5", "LT_METRICS": "true", "LT_URL_PREFIX": "tr/", "LT_REQ_LIMIT": "7",
-           "LT_CORS_ORIGINS": "https://a.example,https://b.example", "LT_MAX_QUEUE": "9", "LT_DISABLE_WEB_UI": "0"}
+    env = {
+        "LT_CHAR_LIMIT": "5",
+        "LT_METRICS": "true",
+        "LT_URL_PREFIX": "tr/",
+        "LT_REQ_LIMIT": "7",
+        "LT_CORS_ORIGINS": "https://a.example,https://b.example",
+        "LT_MAX_QUEUE": "9",
+        "LT_DISABLE_WEB_UI": "0",
+    }
     args = serve.parse_args(["m"], env)
     assert (args.char_limit, args.metrics, args.url_prefix, args.req_limit, args.max_queue) == (5, True, "/tr", 7, 9)
     assert args.cors_origins == ["https://a.example", "https://b.example"] and args.disable_web_ui is False
     assert serve.parse_args(["m", "--char-limit", "8", "--req_limit", "1"], env).char_limit == 8  # the flag wins
     assert serve.parse_args(["m"], {}).char_limit == -1 and serve.parse_args(["m"], {}).metrics is False
-    for variable, value, message in (("LT_CHAR_LIMIT", "many", "LT_CHAR_LIMIT='many'"),
-                                     ("LT_METRICS", "maybe", "expected true or false"),
-                                     ("LT_ENGINE", "tf", "expected one of auto, pytorch, ctranslate2"),
-                                     ("LT_PORT", "70000", "LT_PORT='70000'")):
+    for variable, value, message in (
+        ("LT_CHAR_LIMIT", "many", "LT_CHAR_LIMIT='many'"),
+        ("LT_METRICS", "maybe", "expected true or false"),
+        ("LT_ENGINE", "tf", "expected one of auto, pytorch, ctranslate2"),
+        ("LT_PORT", "70000", "LT_PORT='70000'"),
+    ):
         with pytest.raises(ValueError, match=message):
             serve.parse_args(["m"], {variable: value})
     with pytest.raises(ValueError, match="--url-prefix 'a b'"):
@@ -81,12 +90,14 @@ def test_url_prefix_serves_every_route_under_it():
                 break
         assert lt(client).status_code == 404
         assert client.post("/tr/translate", json={"q": "ab", "source": "de", "target": "en"}).json() == {
-            "translatedText": "ba"}
+            "translatedText": "ba"
+        }
         root = client.get("/", follow_redirects=False)
         assert root.status_code == 301 and root.headers["location"] == "/tr/"
         assert client.get("/tr/").status_code == 200 and "<title>" in client.get("/tr/").text
-        answer = client.post("/tr/translate_file", data={"source": "de", "target": "en"},
-                             files={"file": ("a.txt", b"ab", "text/plain")}).json()
+        answer = client.post(
+            "/tr/translate_file", data={"source": "de", "target": "en"}, files={"file": ("a.txt", b"ab", "text/plain")}
+        ).json()
         assert answer["translatedFileUrl"].startswith("http://testserver/tr/download_file/")
         assert client.get(answer["translatedFileUrl"].removeprefix("http://testserver")).content == b"ba"
         assert 'path="/tr/translate",status="200"' in client.get("/tr/metrics").text
@@ -110,10 +121,12 @@ def test_web_ui_and_files_translation_switches():
     with client_for(FakeEngine(), disable_web_ui=True, disable_files_translation=True) as client:
         wait_ready(client)
         assert client.get("/").status_code == 404 and "error" in client.get("/").json()
-        refused = client.post("/translate_file", data={"source": "de", "target": "en"},
-                              files={"file": ("a.txt", b"ab", "text/plain")})
+        refused = client.post(
+            "/translate_file", data={"source": "de", "target": "en"}, files={"file": ("a.txt", b"ab", "text/plain")}
+        )
         assert refused.status_code == 403 and refused.json() == {
-            "error": "Files translation are disabled on this server."}
+            "error": "Files translation are disabled on this server."
+        }
         assert client.get("/download_file/x.a.txt").status_code == 403
         shown = client.get("/frontend/settings").json()
         assert shown["filesTranslation"] is False and shown["supportedFilesFormat"] == []
@@ -176,8 +189,9 @@ def test_redis_shares_limits_between_servers_and_restarts(redis_url, redis_serve
         assert down.get("/languages").status_code == 200
 
 
-def test_two_servers_on_one_redis_hold_the_limit_exactly_under_32_clients(small_demo_model, redis_url, tmp_path,
-                                                                         monkeypatch):
+def test_two_servers_on_one_redis_hold_the_limit_exactly_under_32_clients(
+    small_demo_model, redis_url, tmp_path, monkeypatch
+):
     """scripts/load_test.py, 32 clients over two real `serve` processes on one Redis, the limit from
     LT_DAILY_REQ_LIMIT: of 160 requests exactly the limit's 40 are translated, every other one is a 429, nothing else
     fails; a restarted server still refuses."""
@@ -191,16 +205,35 @@ def test_two_servers_on_one_redis_hold_the_limit_exactly_under_32_clients(small_
         sentences = tmp_path / "sentences.txt"
         sentences.write_text("ein Hund\nzwei Katzen im Schnee\n", encoding="utf-8")
         load_test = runpy.run_path(str(ROOT / "scripts" / "load_test.py"))
-        assert load_test["main"](["--url", servers[0][1], servers[1][1], "--input", str(sentences), "--concurrency",
-                                  "32", "--requests", "160", "--output", str(tmp_path / "load.json")]) == 0
+        assert (
+            load_test["main"](
+                [
+                    "--url",
+                    servers[0][1],
+                    servers[1][1],
+                    "--input",
+                    str(sentences),
+                    "--concurrency",
+                    "32",
+                    "--requests",
+                    "160",
+                    "--output",
+                    str(tmp_path / "load.json"),
+                ]
+            )
+            == 0
+        )
         (row,) = json.loads((tmp_path / "load.json").read_text())
         assert row["statuses"] == {"200": 40, "429": 120}, row
         proc, _ = servers.pop()
         proc.terminate()
         proc.wait(timeout=30)
         servers.append(start_server(small_demo_model, "--req-limit-storage", redis_url))
-        request = urllib.request.Request(servers[1][1] + "/v1/translate", data=b'{"sentences": ["ein Hund"]}',
-                                         headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(
+            servers[1][1] + "/v1/translate",
+            data=b'{"sentences": ["ein Hund"]}',
+            headers={"Content-Type": "application/json"},
+        )
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(request, timeout=60)
         assert refused.value.code == 429
@@ -211,8 +244,19 @@ def test_two_servers_on_one_redis_hold_the_limit_exactly_under_32_clients(small_
 
 
 def test_an_unreachable_redis_is_an_error_line_before_serving(small_demo_model):
-    proc = subprocess.run([sys.executable, "-m", "vanilla_transformer.cli", "serve", str(small_demo_model),
-                           "--req-limit-storage", "redis://:pw@127.0.0.1:1/0"], capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "vanilla_transformer.cli",
+            "serve",
+            str(small_demo_model),
+            "--req-limit-storage",
+            "redis://:pw@127.0.0.1:1/0",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert "--req-limit-storage redis://127.0.0.1:1/0: cannot reach Redis" in proc.stderr and "pw" not in proc.stderr
 
@@ -238,15 +282,22 @@ def test_cutting_sentences_only_turns_spaces_into_line_breaks(text):
 
 
 def test_paragraphs_are_cut_into_sentences_not_after_abbreviations():
-    assert sentence_lines("Ein Hund läuft. Zwei Katzen! Warum? „Ja“, sagte er.") == \
-        "Ein Hund läuft.\nZwei Katzen!\nWarum?\n„Ja“, sagte er."
-    assert sentence_lines("Dr. Müller kam am 3. Mai, z.B. um acht. dann nicht.") == \
-        "Dr. Müller kam am 3. Mai, z.B. um acht. dann nicht."
+    assert (
+        sentence_lines("Ein Hund läuft. Zwei Katzen! Warum? „Ja“, sagte er.")
+        == "Ein Hund läuft.\nZwei Katzen!\nWarum?\n„Ja“, sagte er."
+    )
+    assert (
+        sentence_lines("Dr. Müller kam am 3. Mai, z.B. um acht. dann nicht.")
+        == "Dr. Müller kam am 3. Mai, z.B. um acht. dann nicht."
+    )
 
 
 def translate_document(client, name: str, data: bytes, **fields):
-    answer = client.post("/translate_file", data={"source": "de", "target": "en", **fields},
-                         files={"file": (name, data, "application/octet-stream")})
+    answer = client.post(
+        "/translate_file",
+        data={"source": "de", "target": "en", **fields},
+        files={"file": (name, data, "application/octet-stream")},
+    )
     assert answer.status_code == 200, answer.text
     download = client.get(answer.json()["translatedFileUrl"].removeprefix("http://testserver"))
     assert download.status_code == 200
@@ -336,8 +387,10 @@ def test_pptx_odt_odp_epub_and_srt_open_in_their_libraries():
     book.spine = [chapter]
     book_path = io.BytesIO()
     epub.write_epub(book_path, book)
-    subtitles = "1\r\n00:00:01,000 --> 00:00:02,500\r\nZwei Hunde\r\nim Schnee\r\n\r\n2\r\n00:00:03,000 --> " \
-                "00:00:04,000\r\nJa\r\n"
+    subtitles = (
+        "1\r\n00:00:01,000 --> 00:00:02,500\r\nZwei Hunde\r\nim Schnee\r\n\r\n2\r\n00:00:03,000 --> "
+        "00:00:04,000\r\nJa\r\n"
+    )
 
     with client_for(FakeEngine()) as client:
         wait_ready(client)
@@ -361,8 +414,11 @@ def test_pptx_odt_odp_epub_and_srt_open_in_their_libraries():
     content = chapter.get_content().decode()
     assert "<h1>snie letipaK</h1>" in content and "<p>suaH <em>senielk </em>niE</p>" in content, content
     lines = srt.decode().split("\r\n")  # numbers and timings kept, each subtitle over its own two lines
-    assert lines[:2] == ["1", "00:00:01,000 --> 00:00:02,500"] and len(lines) == 9 and lines[4:] == [
-        "", "2", "00:00:03,000 --> 00:00:04,000", "aJ", ""]
+    assert (
+        lines[:2] == ["1", "00:00:01,000 --> 00:00:02,500"]
+        and len(lines) == 9
+        and lines[4:] == ["", "2", "00:00:03,000 --> 00:00:04,000", "aJ", ""]
+    )
     assert " ".join(lines[2:4]) == "eenhcS mi ednuH iewZ" and all(lines[2:4])
 
 
@@ -377,8 +433,10 @@ def zip_of(parts: dict, compression=zipfile.ZIP_DEFLATED) -> bytes:
 def test_hostile_documents_are_400s_in_libretranslates_shape():
     pytest.importorskip("docx")
     good = docx_bytes()
-    parts = {info.filename: zipfile.ZipFile(io.BytesIO(good)).read(info) for info in
-             zipfile.ZipFile(io.BytesIO(good)).infolist()}
+    parts = {
+        info.filename: zipfile.ZipFile(io.BytesIO(good)).read(info)
+        for info in zipfile.ZipFile(io.BytesIO(good)).infolist()
+    }
     cases = [
         ("cut.docx", good[: len(good) // 2], "a damaged document"),
         ("locked.docx", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\0" * 512, "encrypted (password-protected)"),
@@ -386,8 +444,17 @@ def test_hostile_documents_are_400s_in_libretranslates_shape():
         ("macros.docx", zip_of({**parts, "word/vbaProject.bin": b"VBA"}), "holds macros"),
         ("xml.docx", zip_of({**parts, "word/document.xml": b"<w:document"}), "word/document.xml"),
         ("empty.docx", zip_of({"a.txt": b"x"}), "no .docx content"),
-        ("entity.docx", zip_of({**parts, "word/document.xml": b'<?xml version="1.0"?><!DOCTYPE d [<!ENTITY a '
-                                                              b'SYSTEM "file:///etc/passwd">]><d>&a;</d>'}), None),
+        (
+            "entity.docx",
+            zip_of(
+                {
+                    **parts,
+                    "word/document.xml": b'<?xml version="1.0"?><!DOCTYPE d [<!ENTITY a '
+                    b'SYSTEM "file:///etc/passwd">]><d>&a;</d>',
+                }
+            ),
+            None,
+        ),
         ("bad.srt", b"1\n00:00:01,000 -> 00:00:02,000\nJa\n", "line 2: expected a timing"),
         ("bad2.srt", b"Hallo\n", "line 1: expected a subtitle number"),
         ("latin.srt", "1\n00:00:01,000 --> 00:00:02,000\nJa \xe4\n".encode("latin-1"), "not UTF-8 text"),
@@ -395,18 +462,25 @@ def test_hostile_documents_are_400s_in_libretranslates_shape():
     with client_for(FakeEngine(), max_request_bytes=8 << 20) as client:
         wait_ready(client)
         for name, data, message in cases:
-            answer = client.post("/translate_file", data={"source": "de", "target": "en"},
-                                 files={"file": (name, data, "application/octet-stream")})
+            answer = client.post(
+                "/translate_file",
+                data={"source": "de", "target": "en"},
+                files={"file": (name, data, "application/octet-stream")},
+            )
             if message is None:  # an external entity is never resolved: the file's text is not in the document
                 if answer.status_code == 200:
                     out = client.get(answer.json()["translatedFileUrl"].removeprefix("http://testserver")).content
                     assert b"root:" not in zipfile.ZipFile(io.BytesIO(out)).read("word/document.xml")
                 continue
             assert answer.status_code == 400 and set(answer.json()) == {"error"}, (name, answer.text)
-            assert answer.json()["error"].startswith(f"Invalid request: {name}: ") and message in answer.json()[
-                "error"], (name, answer.json())
-        big = client.post("/translate_file", data={"source": "de", "target": "en"},
-                          files={"file": ("big.docx", b"\0" * (9 << 20), "application/octet-stream")})
+            assert (
+                answer.json()["error"].startswith(f"Invalid request: {name}: ") and message in answer.json()["error"]
+            ), (name, answer.json())
+        big = client.post(
+            "/translate_file",
+            data={"source": "de", "target": "en"},
+            files={"file": ("big.docx", b"\0" * (9 << 20), "application/octet-stream")},
+        )
         assert big.status_code == 413 and "error" in big.json()
     assert set(DOCUMENTS) == {".docx", ".pptx", ".odt", ".odp", ".epub", ".srt"}
 
@@ -459,15 +533,22 @@ def test_the_page_in_a_browser_translates_text_auto_and_a_file(page_server, tmp_
         box.send_keys(Keys.CONTROL, Keys.ENTER)  # (typing alone waits frontend_timeout: 60 s here)
         wait_for(lambda: value("translation") == "tleW ollaH", what="the translation")
         Select(find(By.ID, "alternatives-count")).select_by_value("2")
-        wait_for(lambda: [li.text for li in find(By.ID, "alternatives").find_elements(By.TAG_NAME, "li")] == [
-            "tleW ollaH #1", "tleW ollaH #2"], what="the alternatives")
+        wait_for(
+            lambda: (
+                [li.text for li in find(By.ID, "alternatives").find_elements(By.TAG_NAME, "li")]
+                == ["tleW ollaH #1", "tleW ollaH #2"]
+            ),
+            what="the alternatives",
+        )
         Select(find(By.ID, "alternatives-count")).select_by_value("0")
         Select(find(By.ID, "source")).select_by_value("en")  # targets follow the source
         assert [o.get_attribute("value") for o in Select(find(By.ID, "target")).options] == ["de"]
         wait_for(lambda: value("translation") == "de(Hallo Welt)", what="the en -> de translation")
         find(By.ID, "swap").click()  # en -> de becomes de -> en, the translation the new text
-        wait_for(lambda: value("text") == "de(Hallo Welt)" and value("translation") == ")tleW ollaH(ed",
-                 what="the swapped translation")
+        wait_for(
+            lambda: value("text") == "de(Hallo Welt)" and value("translation") == ")tleW ollaH(ed",
+            what="the swapped translation",
+        )
         Select(find(By.ID, "source")).select_by_value("auto")
         wait_for(lambda: find(By.ID, "detected").text.startswith("Detected: "), what="the detected language")
         box.send_keys("x" * 45)
@@ -479,8 +560,9 @@ def test_the_page_in_a_browser_translates_text_auto_and_a_file(page_server, tmp_
         Select(find(By.ID, "source")).select_by_value("de")
         find(By.ID, "file").send_keys(str(notes))
         find(By.ID, "translate-file").click()
-        link = wait_for(lambda: find(By.ID, "download").is_displayed() and find(By.ID, "download"),
-                        what="the download link")
+        link = wait_for(
+            lambda: find(By.ID, "download").is_displayed() and find(By.ID, "download"), what="the download link"
+        )
         assert link.get_attribute("download") == "notes.txt"
         with urllib.request.urlopen(link.get_attribute("href")) as response:
             assert response.read() == b"ba\ndc\n"

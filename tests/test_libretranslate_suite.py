@@ -71,8 +71,11 @@ def client():
 
 
 def read_tests(source: str) -> dict[str, str]:
-    return {name: text for name, text in files_of_checkout(source, TESTS).items()
-            if name.startswith("test_") and name.endswith(".py")}
+    return {
+        name: text
+        for name, text in files_of_checkout(source, TESTS).items()
+        if name.startswith("test_") and name.endswith(".py")
+    }
 
 
 @pytest.mark.skipif(not SOURCE, reason="set VT_LIBRETRANSLATE to a LibreTranslate checkout to run its API tests")
@@ -87,9 +90,27 @@ def test_libretranslates_own_api_tests_pass_against_serve(small_demo_model, tmp_
     proc, url = start_server(f"{small_demo_model}:en-es")
     try:
         report = tmp_path / "report.json"
-        run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(suite),
-                              "-o", "addopts=", str(suite), "--junitxml", str(report)],
-                             capture_output=True, text=True, env={**os.environ, "VT_SERVER": url}, timeout=600)
+        run = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "--rootdir",
+                str(suite),
+                "-o",
+                "addopts=",
+                str(suite),
+                "--junitxml",
+                str(report),
+            ],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "VT_SERVER": url},
+            timeout=600,
+        )
     finally:
         proc.terminate()
         proc.wait(timeout=30)

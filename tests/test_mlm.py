@@ -42,8 +42,9 @@ def test_masked_lm_save_load_and_tagger_takes_its_encoder(mlm_model, tmp_path):
     loaded = AutoModelForMaskedLM.from_pretrained(tmp_path).eval()
     torch.testing.assert_close(loaded(input_ids=ids).logits, mlm_model(input_ids=ids).logits)
     tagger = AutoModelForTokenClassification.from_pretrained(tmp_path, num_labels=3).eval()
-    torch.testing.assert_close(tagger.model(input_ids=ids).last_hidden_state,
-                               mlm_model.model(input_ids=ids).last_hidden_state)
+    torch.testing.assert_close(
+        tagger.model(input_ids=ids).last_hidden_state, mlm_model.model(input_ids=ids).last_hidden_state
+    )
     assert tagger.classifier.weight.abs().sum() > 0  # the new head was initialised, not left empty
 
 
@@ -84,18 +85,46 @@ def cyclic_text(path, n=600, seed=0):
 
 
 def mlm_args(out, *extra):
-    return ["--output_dir", str(out), "--config_name", "tiny", "--vocab_size", "100",
-            "--per_device_train_batch_size", "32", "--save_strategy", "no", "--disable_tqdm", "true", *extra]
+    return [
+        "--output_dir",
+        str(out),
+        "--config_name",
+        "tiny",
+        "--vocab_size",
+        "100",
+        "--per_device_train_batch_size",
+        "32",
+        "--save_strategy",
+        "no",
+        "--disable_tqdm",
+        "true",
+        *extra,
+    ]
 
 
 def test_pretraining_learns_and_the_tagger_starts_from_it(tmp_path):
     text = cyclic_text(tmp_path / "text.txt")
     write_conll(tmp_path / "c.txt", [(["Anna", "lives", "in", "Berlin", "."], ["B-PER", "O", "O", "B-LOC", "O"])] * 5)
     out = tmp_path / "encoder"
-    metrics = pretrain_encoder.main(mlm_args(out, "--train_file", str(text), "--train_conll_file",
-                                             str(tmp_path / "c.txt"),
-                                    "--max_steps", "800", "--learning_rate", "3e-3", "--warmup_steps", "20",
-                                    "--validation_split_percentage", "10", "--mlm_probability", "0.2"))
+    metrics = pretrain_encoder.main(
+        mlm_args(
+            out,
+            "--train_file",
+            str(text),
+            "--train_conll_file",
+            str(tmp_path / "c.txt"),
+            "--max_steps",
+            "800",
+            "--learning_rate",
+            "3e-3",
+            "--warmup_steps",
+            "20",
+            "--validation_split_percentage",
+            "10",
+            "--mlm_probability",
+            "0.2",
+        )
+    )
     assert metrics["eval_accuracy"] > 0.6  # chance: 1 in 12 words
     card = ModelCard.load(out / "README.md")  # the model card, as the other training commands write it
     assert card.data.pipeline_tag == "fill-mask" and card.data.datasets == [tmp_path.name]
@@ -107,8 +136,19 @@ def test_pretraining_learns_and_the_tagger_starts_from_it(tmp_path):
     fill = pipeline("fill-mask", model=AutoModelForMaskedLM.from_pretrained(out), tokenizer=tokenizer)
     assert fill("two three four <mask> six seven")[0]["token_str"].strip("▁ ") == "five"
     encoder = load_file(out / "model.safetensors")
-    train_ner.main(ner_args(tmp_path, tmp_path / "ner", "--model_name_or_path", str(out), "--max_steps", "1",
-                          "--learning_rate", "1e-9", "--do_train"))
+    train_ner.main(
+        ner_args(
+            tmp_path,
+            tmp_path / "ner",
+            "--model_name_or_path",
+            str(out),
+            "--max_steps",
+            "1",
+            "--learning_rate",
+            "1e-9",
+            "--do_train",
+        )
+    )
     tagger = load_file(tmp_path / "ner" / "model.safetensors")
     key = "model.encoder.layers.0.ffn.fc1.weight"
     torch.testing.assert_close(tagger[key], encoder[key], rtol=0, atol=1e-6)
@@ -118,14 +158,29 @@ def test_pretraining_learns_and_the_tagger_starts_from_it(tmp_path):
 def test_pretraining_with_character_features_and_split_punctuation(tmp_path):
     text = tmp_path / "text.txt"
     text.write_text("Two young, White males are outside near many bushes.\n\nA girl (in red) climbs.\n" * 20)
-    sentences = pretrain_encoder.load_sentences(pretrain_encoder.DataTrainingArguments(train_file=[str(text)],
-                                                                                       split_punctuation=True))
+    sentences = pretrain_encoder.load_sentences(
+        pretrain_encoder.DataTrainingArguments(train_file=[str(text)], split_punctuation=True)
+    )
     assert sentences[0] == ["Two", "young", ",", "White", "males", "are", "outside", "near", "many", "bushes", "."]
     assert sentences[1] == ["A", "girl", "(", "in", "red", ")", "climbs", "."]
     out = tmp_path / "encoder"
-    pretrain_encoder.main(mlm_args(out, "--train_file", str(text), "--split_punctuation", "true", "--max_steps", "2",
-                          "--config_overrides", "char_cnn_dim=8,relative_attention_max_distance=4",
-                          "--max_tokens", "64", "--eval_max_tokens", "64"))  # batches by a token budget too
+    pretrain_encoder.main(
+        mlm_args(
+            out,
+            "--train_file",
+            str(text),
+            "--split_punctuation",
+            "true",
+            "--max_steps",
+            "2",
+            "--config_overrides",
+            "char_cnn_dim=8,relative_attention_max_distance=4",
+            "--max_tokens",
+            "64",
+            "--eval_max_tokens",
+            "64",
+        )
+    )  # batches by a token budget too
     model = AutoModelForMaskedLM.from_pretrained(out)
     assert model.model.encoder.char_features.token_chars[4:20, 0].any()  # spelling table filled and saved
 
@@ -138,11 +193,26 @@ def test_pretraining_splits_words_as_the_tagger_reads_them(tmp_path):
     line = "The U.S. economy grew 3.5 per cent, Acme's 1,000 staff said."
     text = tmp_path / "text.txt"
     text.write_text(line + "\n")
-    sentences = pretrain_encoder.load_sentences(pretrain_encoder.DataTrainingArguments(train_file=[str(text)],
-                                                                                       split_punctuation=True))
+    sentences = pretrain_encoder.load_sentences(
+        pretrain_encoder.DataTrainingArguments(train_file=[str(text)], split_punctuation=True)
+    )
     assert sentences == [[word for word, _, _ in words_of(line)]]
-    assert sentences[0] == ["The", "U.S.", "economy", "grew", "3.5", "per", "cent", ",", "Acme", "'s", "1,000",
-                            "staff", "said", "."]
+    assert sentences[0] == [
+        "The",
+        "U.S.",
+        "economy",
+        "grew",
+        "3.5",
+        "per",
+        "cent",
+        ",",
+        "Acme",
+        "'s",
+        "1,000",
+        "staff",
+        "said",
+        ".",
+    ]
 
 
 def test_pretraining_bad_input(tmp_path):

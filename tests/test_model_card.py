@@ -18,6 +18,7 @@ from vanilla_transformer.model_card import describe_hardware, invoked_command, r
 def argv0(monkeypatch):
     def set_program(program):
         monkeypatch.setattr(sys, "argv", [program, "--ignored"])
+
     monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     return set_program
@@ -43,7 +44,8 @@ def test_several_processes_are_recorded_with_torchrun(argv0, monkeypatch, tmp_pa
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
     monkeypatch.setenv("WORLD_SIZE", "4")
     assert invoked_command(["--max_tokens", "4096"]) == (
-        "torchrun --nproc_per_node 2 --nnodes 2 scripts/run_translation.py --max_tokens 4096")
+        "torchrun --nproc_per_node 2 --nnodes 2 scripts/run_translation.py --max_tokens 4096"
+    )
 
 
 def test_secrets_and_absolute_paths_are_not_recorded(argv0, tmp_path, monkeypatch):
@@ -53,10 +55,22 @@ def test_secrets_and_absolute_paths_are_not_recorded(argv0, tmp_path, monkeypatc
 
     monkeypatch.chdir(tmp_path)
     argv0(run_translation.__file__)
-    command = invoked_command(["--hub_token", "hf_abc", "--api_key=k", "--max_tokens", "4096", "--train_file",
-                               str(tmp_path / "data" / "train"), "--validation_file=/srv/corpora/wmt/valid"])
-    assert command == ("python -m vanilla_transformer.run_translation --hub_token '<HUB_TOKEN>' '--api_key=<API_KEY>' "
-                       "--max_tokens 4096 --train_file data/train --validation_file=.../wmt/valid")
+    command = invoked_command(
+        [
+            "--hub_token",
+            "hf_abc",
+            "--api_key=k",
+            "--max_tokens",
+            "4096",
+            "--train_file",
+            str(tmp_path / "data" / "train"),
+            "--validation_file=/srv/corpora/wmt/valid",
+        ]
+    )
+    assert command == (
+        "python -m vanilla_transformer.run_translation --hub_token '<HUB_TOKEN>' '--api_key=<API_KEY>' "
+        "--max_tokens 4096 --train_file data/train --validation_file=.../wmt/valid"
+    )
 
 
 def test_hardware_names_the_cpu_cores_and_dtype(monkeypatch):
@@ -79,18 +93,22 @@ def test_cpu_name_reads_the_processor_model():
     assert f": {name}" in cpuinfo
 
 
-@pytest.mark.parametrize("dataset, licence, link_part, words", [
-    ("multi30k", "other", "multi30k/dataset", "non-commercial"),
-    ("conll2003", "other", "conll2003", "Reuters"),
-    ("split + multi30k", "other", "multi30k", "Flickr"),
-    ("wmt14-en-de", "other", "statmt.org/wmt14", "Europarl"),
-    ("demo", "apache-2.0", None, "synthetic"),
-    ("my-corpus", "other", None, "my-corpus: the weights carry that data's terms"),
-])
+@pytest.mark.parametrize(
+    "dataset, licence, link_part, words",
+    [
+        ("multi30k", "other", "multi30k/dataset", "non-commercial"),
+        ("conll2003", "other", "conll2003", "Reuters"),
+        ("split + multi30k", "other", "multi30k", "Flickr"),
+        ("wmt14-en-de", "other", "statmt.org/wmt14", "Europarl"),
+        ("demo", "apache-2.0", None, "synthetic"),
+        ("my-corpus", "other", None, "my-corpus: the weights carry that data's terms"),
+    ],
+)
 def test_licence_follows_the_training_data(tmp_path, dataset, licence, link_part, words):
     (tmp_path / "config.json").write_text(json.dumps({"d_model": 8}))
-    write_card_info(str(tmp_path), "translation", dataset, 10, "vanilla-transformer train-translation",
-                    languages=["de", "en"])
+    write_card_info(
+        str(tmp_path), "translation", dataset, 10, "vanilla-transformer train-translation", languages=["de", "en"]
+    )
     card = render_card(str(tmp_path), "me/model")
     assert card.data.license == licence
     if link_part:

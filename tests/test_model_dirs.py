@@ -81,22 +81,41 @@ def test_recognised_once_as_what_it_holds(translator, tagger, ct2_export, monkey
     with json_opens(monkeypatch, translator, tagger, ct2_export) as counts:
         found = [recognise(translator), recognise(tagger), recognise(ct2_export)]
     assert [(m.task, m.format, m.engine) for m in found] == [
-        ("translation", "saved", "pytorch"), ("tagging", "saved", "pytorch"), ("translation", "ctranslate2",
-                                                                               "ctranslate2")]
+        ("translation", "saved", "pytorch"),
+        ("tagging", "saved", "pytorch"),
+        ("translation", "ctranslate2", "ctranslate2"),
+    ]
     assert found[0].architectures == ("VanillaTransformerForConditionalGeneration",)
     assert found[2].languages == found[0].languages and "model.bin" in found[2].files
     assert_once(counts, "config.json")
     with pytest.raises(ValueError, match="not a tagger"):
         found[0].holding("tagging")
     assert isinstance(found[0], ModelDir) and found[0].json("config.json")["architectures"] == list(
-        found[0].architectures)
+        found[0].architectures
+    )
 
 
 def test_translate_opens_each_json_file_once(translator, ct2_export, text, tmp_path, monkeypatch):
     for model, engine in ((translator, "pytorch"), (translator, "ctranslate2"), (ct2_export, "auto")):
         with json_opens(monkeypatch, model) as counts:
-            assert cli(["translate", model, "--engine", engine, "--input", text, "--output",
-                        str(tmp_path / "out.txt"), "--quiet", "--max_new_tokens", "8"]) == 0
+            assert (
+                cli(
+                    [
+                        "translate",
+                        model,
+                        "--engine",
+                        engine,
+                        "--input",
+                        text,
+                        "--output",
+                        str(tmp_path / "out.txt"),
+                        "--quiet",
+                        "--max_new_tokens",
+                        "8",
+                    ]
+                )
+                == 0
+            )
         assert_once(counts, "config.json", "tokenizer_config.json")
         assert len((tmp_path / "out.txt").read_text(encoding="utf-8").splitlines()) == 3
 
@@ -141,8 +160,23 @@ def test_plot_tune_and_demo_open_each_json_file_once(translator, tagger, tmp_pat
     with json_opens(monkeypatch, translator) as counts:
         (tmp_path / "tune.txt").write_text("ein haus\nzwei katzen\n", encoding="utf-8")
         tune = str(tmp_path / "tune.txt")
-        assert cli(["tune-decoding", translator, "--source", tune, "--reference", tune, "--num_beams", "1",
-                    "--output", str(tmp_path / "tuned.json")]) == 0
+        assert (
+            cli(
+                [
+                    "tune-decoding",
+                    translator,
+                    "--source",
+                    tune,
+                    "--reference",
+                    tune,
+                    "--num_beams",
+                    "1",
+                    "--output",
+                    str(tmp_path / "tuned.json"),
+                ]
+            )
+            == 0
+        )
     assert_once(counts, "config.json")
     from vanilla_transformer.deploy.demo_page import NerDemo, TranslationDemo
 

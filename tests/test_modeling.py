@@ -47,8 +47,13 @@ from vanilla_transformer.model.modeling_vanilla_transformer import running_segme
 def test_base_model_shapes(tiny_config):
     model = VanillaTransformerModel._from_config(tiny_config, attn_implementation="eager").eval()  # (the weights)
     ids, mask, labels = batch(tiny_config)
-    out = model(input_ids=ids, attention_mask=mask, decoder_input_ids=labels.clamp(min=0),
-                output_hidden_states=True, output_attentions=True)
+    out = model(
+        input_ids=ids,
+        attention_mask=mask,
+        decoder_input_ids=labels.clamp(min=0),
+        output_hidden_states=True,
+        output_attentions=True,
+    )
     assert out.last_hidden_state.shape == (B, T, tiny_config.d_model)
     assert out.encoder_last_hidden_state.shape == (B, S, tiny_config.d_model)
     assert len(out.encoder_hidden_states) == tiny_config.encoder_layers + 1
@@ -60,8 +65,9 @@ def test_base_model_shapes(tiny_config):
     assert torch.all(out.decoder_attentions[0].triu(diagonal=1) == 0)
     assert torch.all(out.cross_attentions[0][-1, :, :, 4:] == 0)
     tup = model(input_ids=ids, attention_mask=mask, decoder_input_ids=labels.clamp(min=0), return_dict=False)
-    assert isinstance(tup, tuple) and torch.equal(tup[0], model(
-        input_ids=ids, attention_mask=mask, decoder_input_ids=labels.clamp(min=0)).last_hidden_state)
+    assert isinstance(tup, tuple) and torch.equal(
+        tup[0], model(input_ids=ids, attention_mask=mask, decoder_input_ids=labels.clamp(min=0)).last_hidden_state
+    )
 
 
 def test_hidden_states_can_be_selected_and_a_misspelt_argument_is_refused(tiny_config):
@@ -73,12 +79,16 @@ def test_hidden_states_can_be_selected_and_a_misspelt_argument_is_refused(tiny_c
     last = model(input_ids=ids, attention_mask=mask, output_hidden_states=[-1]).hidden_states
     assert len(every) == len(last) == tiny_config.encoder_layers + 1
     assert all(h is None for h in last[:-1]) and torch.equal(last[-1], every[-1])
-    heads = [(seq2seq(tiny_config), {"decoder_input_ids": labels.clamp(min=0)}), (model, {}),
-             (VanillaTransformerForTokenClassification(tiny_config), {}),
-             (VanillaTransformerForMaskedLM(tiny_config), {})]
+    heads = [
+        (seq2seq(tiny_config), {"decoder_input_ids": labels.clamp(min=0)}),
+        (model, {}),
+        (VanillaTransformerForTokenClassification(tiny_config), {}),
+        (VanillaTransformerForMaskedLM(tiny_config), {}),
+    ]
     for head, extra in heads:
-        with pytest.raises(TypeError,
-                           match=f"{type(head).__name__}.forward.. got an unexpected keyword argument 'label'"):
+        with pytest.raises(
+            TypeError, match=f"{type(head).__name__}.forward.. got an unexpected keyword argument 'label'"
+        ):
             head(input_ids=ids, attention_mask=mask, label=labels, **extra)
 
 
@@ -94,8 +104,11 @@ def test_lm_head_shapes_loss_and_tying(tiny_config):
     assert model.lm_head.weight is shared
     assert model.model.encoder.embed_tokens.weight is shared and model.model.decoder.embed_tokens.weight is shared
     # labels are shifted right into decoder_input_ids
-    explicit = model(input_ids=ids, attention_mask=mask,
-                     decoder_input_ids=shift_tokens_right(labels, 0, tiny_config.decoder_start_token_id))
+    explicit = model(
+        input_ids=ids,
+        attention_mask=mask,
+        decoder_input_ids=shift_tokens_right(labels, 0, tiny_config.decoder_start_token_id),
+    )
     torch.testing.assert_close(explicit.logits, out.logits)
 
 
@@ -106,8 +119,10 @@ def test_untied_embeddings_save_and_load(tmp_path):
     model.save_pretrained(tmp_path)
     loaded = VanillaTransformerForConditionalGeneration.from_pretrained(tmp_path).eval()
     ids, mask, labels = batch(config)
-    torch.testing.assert_close(loaded(input_ids=ids, attention_mask=mask, labels=labels).logits,
-                               model(input_ids=ids, attention_mask=mask, labels=labels).logits)
+    torch.testing.assert_close(
+        loaded(input_ids=ids, attention_mask=mask, labels=labels).logits,
+        model(input_ids=ids, attention_mask=mask, labels=labels).logits,
+    )
 
 
 @pytest.mark.parametrize("head", ["seq2seq", "base", "tagger"])
@@ -117,12 +132,18 @@ def test_checkpoint_without_the_embedding_reports_it_missing_and_initialises_it(
     Marian's is), initialised, and stay tied."""
     from safetensors.torch import save_file
 
-    cls = {"seq2seq": VanillaTransformerForConditionalGeneration, "base": VanillaTransformerModel,
-           "tagger": VanillaTransformerForTokenClassification}[head]
+    cls = {
+        "seq2seq": VanillaTransformerForConditionalGeneration,
+        "base": VanillaTransformerModel,
+        "tagger": VanillaTransformerForTokenClassification,
+    }[head]
     model = cls(tiny_config)
     model.save_pretrained(tmp_path)
-    kept = {k: v for k, v in model.state_dict().items() if not k.endswith(("shared.weight", "embed_tokens.weight",
-                                                                             "lm_head.weight"))}
+    kept = {
+        k: v
+        for k, v in model.state_dict().items()
+        if not k.endswith(("shared.weight", "embed_tokens.weight", "lm_head.weight"))
+    }
     save_file(kept, str(tmp_path / "model.safetensors"), metadata={"format": "pt"})
     loaded, info = cls.from_pretrained(tmp_path, output_loading_info=True)
     prefix = "" if head == "base" else "model."
@@ -130,8 +151,11 @@ def test_checkpoint_without_the_embedding_reports_it_missing_and_initialises_it(
     weight = loaded.get_input_embeddings().weight
     assert weight.device.type == "cpu" and torch.isfinite(weight).all()
     assert 0.5 < weight.std().item() * tiny_config.d_model**0.5 < 2  # the embedding's own initialisation
-    assert all(p is weight for n, p in loaded.named_parameters(remove_duplicate=False) if n.endswith(
-        ("shared.weight", "embed_tokens.weight", "lm_head.weight")))
+    assert all(
+        p is weight
+        for n, p in loaded.named_parameters(remove_duplicate=False)
+        if n.endswith(("shared.weight", "embed_tokens.weight", "lm_head.weight"))
+    )
     model.save_pretrained(tmp_path)  # a complete checkpoint: nothing missing
     assert cls.from_pretrained(tmp_path, output_loading_info=True)[1]["missing_keys"] == set()
 
@@ -141,8 +165,9 @@ def test_label_smoothing_loss(tiny_config):
     model = seq2seq(tiny_config)
     ids, mask, labels = batch(tiny_config)
     out = model(input_ids=ids, attention_mask=mask, labels=labels)
-    manual = torch.nn.functional.cross_entropy(out.logits.flatten(0, 1), labels.flatten(), ignore_index=-100,
-                                               label_smoothing=0.1)
+    manual = torch.nn.functional.cross_entropy(
+        out.logits.flatten(0, 1), labels.flatten(), ignore_index=-100, label_smoothing=0.1
+    )
     torch.testing.assert_close(out.loss, manual)
 
 
@@ -159,8 +184,9 @@ def test_fused_cross_entropy_matches_torch(dtype, label_smoothing):
     labels[1, 7:] = -100
     ours, ref = logits.clone().requires_grad_(), logits.clone().requires_grad_()
     loss = token_loss(ours, labels, label_smoothing=label_smoothing)
-    expected = torch.nn.functional.cross_entropy(ref.flatten(0, 1).float(), labels.flatten(), ignore_index=-100,
-                                                 label_smoothing=label_smoothing)
+    expected = torch.nn.functional.cross_entropy(
+        ref.flatten(0, 1).float(), labels.flatten(), ignore_index=-100, label_smoothing=label_smoothing
+    )
     (loss * 3).backward(retain_graph=True)
     (expected * 3).backward()
     with pytest.raises(RuntimeError, match="ran twice"):
@@ -197,8 +223,10 @@ def test_translation_checkpoint_encoder_loads_into_tagger(tiny_config, tmp_path,
         if name.startswith("model."):
             assert torch.equal(tensor, s2s_state[name]), name
     ids, mask, _ = batch(tiny_config)
-    torch.testing.assert_close(tagger.eval().model(input_ids=ids, attention_mask=mask).last_hidden_state,
-                               model.model.encoder(ids, mask).last_hidden_state)
+    torch.testing.assert_close(
+        tagger.eval().model(input_ids=ids, attention_mask=mask).last_hidden_state,
+        model.model.encoder(ids, mask).last_hidden_state,
+    )
 
 
 # ------------------------------------------------------------------------------------------------------ save / load
@@ -207,8 +235,9 @@ def test_translation_checkpoint_encoder_loads_into_tagger(tiny_config, tmp_path,
 @pytest.mark.parametrize("position_embedding_type", ["sinusoidal", "learned"])
 @pytest.mark.parametrize("normalize_before", [False, True])
 def test_save_load_equality(tmp_path, position_embedding_type, normalize_before):
-    config = VanillaTransformerConfig.from_preset("tiny", position_embedding_type=position_embedding_type,
-                                                  normalize_before=normalize_before)
+    config = VanillaTransformerConfig.from_preset(
+        "tiny", position_embedding_type=position_embedding_type, normalize_before=normalize_before
+    )
     model = seq2seq(config)
     model.save_pretrained(tmp_path)
     assert (tmp_path / "model.safetensors").exists()
@@ -216,8 +245,12 @@ def test_save_load_equality(tmp_path, position_embedding_type, normalize_before)
     loaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path).eval()
     assert type(loaded) is VanillaTransformerForConditionalGeneration
     ids, mask, labels = batch(config)
-    torch.testing.assert_close(loaded(input_ids=ids, attention_mask=mask, labels=labels).logits,
-                               model(input_ids=ids, attention_mask=mask, labels=labels).logits, rtol=0, atol=0)
+    torch.testing.assert_close(
+        loaded(input_ids=ids, attention_mask=mask, labels=labels).logits,
+        model(input_ids=ids, attention_mask=mask, labels=labels).logits,
+        rtol=0,
+        atol=0,
+    )
 
 
 def test_auto_classes(tiny_config, tmp_path):
@@ -242,7 +275,6 @@ def test_config_renames_the_old_pipeline_entry(tiny_config, tmp_path):
     assert AutoConfig.from_pretrained(tmp_path).custom_pipelines == {"translation": entry}
 
 
-
 def test_saved_configs_name_the_translation_pipeline_for_translation_models_only(tiny_config, tmp_path):
     """The config derives custom_pipelines from the architecture it is saved with; no model changes its config."""
     before = tiny_config.to_dict()
@@ -252,9 +284,12 @@ def test_saved_configs_name_the_translation_pipeline_for_translation_models_only
     tagger = VanillaTransformerForTokenClassification.from_pretrained(tmp_path / "translation")
     tagger.save_pretrained(tmp_path / "tagger")
     VanillaTransformerForMaskedLM(tiny_config).save_pretrained(tmp_path / "mlm")
-    saved = {name: json.loads((tmp_path / name / "config.json").read_text())["custom_pipelines"]
-             for name in ("translation", "tagger", "mlm")}
+    saved = {
+        name: json.loads((tmp_path / name / "config.json").read_text())["custom_pipelines"]
+        for name in ("translation", "tagger", "mlm")
+    }
     assert set(saved["translation"]) == {"translation"} and saved["tagger"] == saved["mlm"] == {}
+
 
 REMOTE_CODE_CHILD = BLOCK_PACKAGE + textwrap.dedent("""
     import sys, json, torch
@@ -278,8 +313,10 @@ REMOTE_CODE_CHILD = BLOCK_PACKAGE + textwrap.dedent("""
 def test_remote_code_loading_without_the_package(tmp_path, tiny_config, head):
     ids, mask, labels = batch(tiny_config)
     if head == "seq2seq":
-        model, inputs = seq2seq(tiny_config), dict(input_ids=ids, attention_mask=mask,
-                                                   decoder_input_ids=labels.clamp(min=0))
+        model, inputs = (
+            seq2seq(tiny_config),
+            dict(input_ids=ids, attention_mask=mask, decoder_input_ids=labels.clamp(min=0)),
+        )
     elif head == "masked_lm":
         tiny_config.relative_attention_max_distance, tiny_config.char_cnn_dim = 4, 8
         torch.manual_seed(0)
@@ -291,22 +328,41 @@ def test_remote_code_loading_without_the_package(tmp_path, tiny_config, head):
             tiny_config.relative_attention_max_distance, tiny_config.char_cnn_dim = 4, 8
             tiny_config.auxiliary_num_labels = [5, 2]
         torch.manual_seed(0)
-        model, inputs = VanillaTransformerForTokenClassification(tiny_config).eval(), dict(input_ids=ids,
-                                                                                           attention_mask=mask)
+        model, inputs = (
+            VanillaTransformerForTokenClassification(tiny_config).eval(),
+            dict(input_ids=ids, attention_mask=mask),
+        )
         randomize_deviations(model)
     model.save_pretrained(tmp_path / "model")
     auto_map = json.loads((tmp_path / "model" / "config.json").read_text())["auto_map"]
-    assert set(auto_map) == {"AutoConfig", "AutoModel", "AutoModelForSeq2SeqLM", "AutoModelForTokenClassification",
-                             "AutoModelForMaskedLM"}
+    assert set(auto_map) == {
+        "AutoConfig",
+        "AutoModel",
+        "AutoModelForSeq2SeqLM",
+        "AutoModelForTokenClassification",
+        "AutoModelForMaskedLM",
+    }
     torch.save(inputs, tmp_path / "inputs.pt")
     script = tmp_path / "child.py"
     script.write_text(REMOTE_CODE_CHILD)
     # run from tmp_path so the repo root (and so our package) is not on sys.path
     env = subprocess_env()
     env["HF_MODULES_CACHE"] = str(tmp_path / "modules")
-    proc = subprocess.run([sys.executable, str(script), str(tmp_path / "model"), head[:14], str(tmp_path / "inputs.pt"),
-                           str(tmp_path / "out.pt")], cwd=tmp_path, env=env, capture_output=True, text=True,
-                           timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(script),
+            str(tmp_path / "model"),
+            head[:14],
+            str(tmp_path / "inputs.pt"),
+            str(tmp_path / "out.pt"),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     with torch.no_grad():
         expected = model(**inputs).logits
@@ -319,8 +375,15 @@ def test_remote_code_loading_without_the_package(tmp_path, tiny_config, head):
 def test_cached_and_uncached_greedy_generation_agree(tiny_config):
     model = seq2seq(tiny_config)
     ids, mask, _ = batch(tiny_config)
-    kwargs = dict(input_ids=ids, attention_mask=mask, max_new_tokens=12, min_new_tokens=12, do_sample=False,
-                  output_scores=True, return_dict_in_generate=True)
+    kwargs = dict(
+        input_ids=ids,
+        attention_mask=mask,
+        max_new_tokens=12,
+        min_new_tokens=12,
+        do_sample=False,
+        output_scores=True,
+        return_dict_in_generate=True,
+    )
     cached = model.generate(**kwargs, use_cache=True)
     uncached = model.generate(**kwargs, use_cache=False)
     assert torch.equal(cached.sequences, uncached.sequences)
@@ -330,10 +393,21 @@ def test_cached_and_uncached_greedy_generation_agree(tiny_config):
     assert isinstance(cached.cache, EncoderDecoderCache)
 
 
-PRESET_SHAPES = [("tiny", {}), ("small", {}), ("base", {}), ("big", {}),
-                 ("small", dict(normalize_before=True, relative_attention_max_distance=4,
-                                position_embedding_type="learned",
-                                tie_word_embeddings=False))]
+PRESET_SHAPES = [
+    ("tiny", {}),
+    ("small", {}),
+    ("base", {}),
+    ("big", {}),
+    (
+        "small",
+        dict(
+            normalize_before=True,
+            relative_attention_max_distance=4,
+            position_embedding_type="learned",
+            tie_word_embeddings=False,
+        ),
+    ),
+]
 
 
 @pytest.mark.parametrize("preset, overrides", PRESET_SHAPES, ids=["tiny", "small", "base", "big", "small-deviations"])
@@ -347,8 +421,16 @@ def test_cached_generation_equals_uncached_for_every_preset(preset, overrides):
     randomize_deviations(model)
     ids, mask, _ = batch(config)
     for search in (dict(), dict(num_beams=3, num_return_sequences=2)):
-        kwargs = dict(input_ids=ids, attention_mask=mask, max_new_tokens=8, min_new_tokens=8, do_sample=False,
-                      output_scores=True, return_dict_in_generate=True, **search)
+        kwargs = dict(
+            input_ids=ids,
+            attention_mask=mask,
+            max_new_tokens=8,
+            min_new_tokens=8,
+            do_sample=False,
+            output_scores=True,
+            return_dict_in_generate=True,
+            **search,
+        )
         cached, uncached = model.generate(**kwargs, use_cache=True), model.generate(**kwargs, use_cache=False)
         assert torch.equal(cached.sequences, uncached.sequences), search
         torch.testing.assert_close(torch.stack(cached.scores), torch.stack(uncached.scores), rtol=0, atol=1e-4)
@@ -371,8 +453,12 @@ def test_cache_is_taken_under_either_name_and_a_stray_one_is_refused(tiny_config
     dec = shift_tokens_right(labels, 0, 1)
     first = model(input_ids=ids, attention_mask=mask, decoder_input_ids=dec[:, :4], use_cache=True)
     steps = []
-    step = dict(encoder_outputs=(first.encoder_last_hidden_state,), attention_mask=mask, decoder_input_ids=dec[:, 4:5],
-                use_cache=True)
+    step = dict(
+        encoder_outputs=(first.encoder_last_hidden_state,),
+        attention_mask=mask,
+        decoder_input_ids=dec[:, 4:5],
+        use_cache=True,
+    )
     steps.append(model(**step, cache=copy.deepcopy(first.cache)).logits)
     with pytest.warns(FutureWarning, match="`past_key_values` is deprecated.*Use `cache` instead"):
         steps.append(model(**step, past_key_values=copy.deepcopy(first.cache)).logits)
@@ -380,16 +466,26 @@ def test_cache_is_taken_under_either_name_and_a_stray_one_is_refused(tiny_config
     full = model(input_ids=ids, attention_mask=mask, decoder_input_ids=dec[:, :5]).logits
     torch.testing.assert_close(steps[0][:, 0], full[:, 4], rtol=0, atol=1e-5)
     with pytest.raises(TypeError, match="`cache_params`.*reads its cache as `cache`"):
-        model(encoder_outputs=(first.encoder_last_hidden_state,), attention_mask=mask, decoder_input_ids=dec[:, 4:5],
-              use_cache=True, cache_params=first.cache)
+        model(
+            encoder_outputs=(first.encoder_last_hidden_state,),
+            attention_mask=mask,
+            decoder_input_ids=dec[:, 4:5],
+            use_cache=True,
+            cache_params=first.cache,
+        )
     with pytest.raises(TypeError, match="EncoderDecoderCache"):
         model(input_ids=ids, attention_mask=mask, decoder_input_ids=dec[:, :4], cache=DynamicCache())
 
 
-CACHE_VARIANTS = {"post-LN": {}, "pre-LN": dict(normalize_before=True),
-                  "learned": dict(position_embedding_type="learned"),
-                  "relative": dict(relative_attention_max_distance=3), "untied": dict(tie_word_embeddings=False),
-                  "gelu": dict(activation_function="gelu"), "unscaled": dict(scale_attention=False)}
+CACHE_VARIANTS = {
+    "post-LN": {},
+    "pre-LN": dict(normalize_before=True),
+    "learned": dict(position_embedding_type="learned"),
+    "relative": dict(relative_attention_max_distance=3),
+    "untied": dict(tie_word_embeddings=False),
+    "gelu": dict(activation_function="gelu"),
+    "unscaled": dict(scale_attention=False),
+}
 
 
 @pytest.mark.parametrize("variant", CACHE_VARIANTS)
@@ -407,14 +503,22 @@ def test_cached_decoder_equals_one_pass_under_any_mask(variant, attention):
     generator = torch.Generator().manual_seed(0)
     encoder_states = torch.randn(B, 5, config.d_model, generator=generator)
     ids = torch.randint(4, config.vocab_size, (B, 10), generator=generator)
-    masks = [torch.cat([torch.ones(B, 7, dtype=torch.long), torch.tensor([[1, 0, 1]] * B)], dim=1),
-             torch.cat([torch.ones(B, 7, dtype=torch.long), torch.tensor([[0, 1, 1]] * (B - 1) + [[1, 1, 0]])], 1),
-             torch.randint(0, 2, (B, 10), generator=generator)]
+    masks = [
+        torch.cat([torch.ones(B, 7, dtype=torch.long), torch.tensor([[1, 0, 1]] * B)], dim=1),
+        torch.cat([torch.ones(B, 7, dtype=torch.long), torch.tensor([[0, 1, 1]] * (B - 1) + [[1, 1, 0]])], 1),
+        torch.randint(0, 2, (B, 10), generator=generator),
+    ]
     for mask in masks:
-        first = decoder(input_ids=ids[:, :7], attention_mask=mask[:, :7], encoder_hidden_states=encoder_states,
-                        use_cache=True)
-        cached = decoder(input_ids=ids[:, 7:], attention_mask=mask, encoder_hidden_states=encoder_states,
-                         cache=first.cache, use_cache=True).last_hidden_state
+        first = decoder(
+            input_ids=ids[:, :7], attention_mask=mask[:, :7], encoder_hidden_states=encoder_states, use_cache=True
+        )
+        cached = decoder(
+            input_ids=ids[:, 7:],
+            attention_mask=mask,
+            encoder_hidden_states=encoder_states,
+            cache=first.cache,
+            use_cache=True,
+        ).last_hidden_state
         whole = decoder(input_ids=ids, attention_mask=mask, encoder_hidden_states=encoder_states).last_hidden_state
         torch.testing.assert_close(cached, whole[:, 7:], rtol=0, atol=1e-5, msg=f"{variant}, mask {mask.tolist()}")
         sees = running_segments(mask)[:, :7] != 0  # (a query before any unmasked token sees no key: uniform, unused)
@@ -430,19 +534,30 @@ def outputs_of_every_head(config, mask, decoder_mask):
     ids, _, labels = batch(config)
     decoder_ids = shift_tokens_right(labels, config.pad_token_id, config.decoder_start_token_id)
     model = seq2seq(config)
-    kwargs = dict(input_ids=ids, attention_mask=mask, decoder_input_ids=decoder_ids,
-                  decoder_attention_mask=decoder_mask)
+    kwargs = dict(
+        input_ids=ids, attention_mask=mask, decoder_input_ids=decoder_ids, decoder_attention_mask=decoder_mask
+    )
     outputs = [model(**kwargs).logits]
-    first = model(**{**kwargs, "decoder_input_ids": decoder_ids[:, :4], "decoder_attention_mask": decoder_mask[:, :4]},
-                  use_cache=True)
-    outputs.append(model(encoder_outputs=(first.encoder_last_hidden_state,), attention_mask=mask,
-                         decoder_input_ids=decoder_ids[:, 4:], decoder_attention_mask=decoder_mask, cache=first.cache,
-                         use_cache=True).logits)
+    first = model(
+        **{**kwargs, "decoder_input_ids": decoder_ids[:, :4], "decoder_attention_mask": decoder_mask[:, :4]},
+        use_cache=True,
+    )
+    outputs.append(
+        model(
+            encoder_outputs=(first.encoder_last_hidden_state,),
+            attention_mask=mask,
+            decoder_input_ids=decoder_ids[:, 4:],
+            decoder_attention_mask=decoder_mask,
+            cache=first.cache,
+            use_cache=True,
+        ).logits
+    )
     for cls in (VanillaTransformerModel, VanillaTransformerForTokenClassification, VanillaTransformerForMaskedLM):
         torch.manual_seed(0)
         encoder_only = cls is not VanillaTransformerModel
-        head = cls(config.__class__(**{**config.to_dict(), "use_crf": cls is VanillaTransformerForTokenClassification})
-                   ).eval()
+        head = cls(
+            config.__class__(**{**config.to_dict(), "use_crf": cls is VanillaTransformerForTokenClassification})
+        ).eval()
         out = head(input_ids=ids, attention_mask=mask) if encoder_only else head(**kwargs)
         outputs.append(out[0])
     return outputs
@@ -478,8 +593,13 @@ def test_cache_step_matches_full_forward(tiny_config, dtype, atol):
     dec = shift_tokens_right(labels, 0, 1)
     full = model(input_ids=ids, attention_mask=mask, decoder_input_ids=dec).logits
     out = model(input_ids=ids, attention_mask=mask, decoder_input_ids=dec[:, :4], use_cache=True)
-    step = model(encoder_outputs=(out.encoder_last_hidden_state,), attention_mask=mask, decoder_input_ids=dec[:, 4:5],
-                 cache=out.cache, use_cache=True)
+    step = model(
+        encoder_outputs=(out.encoder_last_hidden_state,),
+        attention_mask=mask,
+        decoder_input_ids=dec[:, 4:5],
+        cache=out.cache,
+        use_cache=True,
+    )
     torch.testing.assert_close(step.logits[:, 0], full[:, 4], rtol=0, atol=atol)
 
 
@@ -490,8 +610,15 @@ def test_weight_changes_show_in_generation(tiny_config):
     ids, mask, _ = batch(tiny_config)
     model = seq2seq(tiny_config)
     kwargs = dict(input_ids=ids, attention_mask=mask, decoder_input_ids=ids[:, :4])
-    generate = dict(input_ids=ids, attention_mask=mask, max_new_tokens=6, min_new_tokens=6, do_sample=False,
-                    output_scores=True, return_dict_in_generate=True)
+    generate = dict(
+        input_ids=ids,
+        attention_mask=mask,
+        max_new_tokens=6,
+        min_new_tokens=6,
+        do_sample=False,
+        output_scores=True,
+        return_dict_in_generate=True,
+    )
 
     def assert_like_a_fresh_model():
         fresh = VanillaTransformerForConditionalGeneration(model.config).to(model.dtype).eval()
@@ -540,13 +667,22 @@ def test_beam_search_reorders_only_the_self_attention_cache(tiny_config):
 
     model = seq2seq(tiny_config)
     ids, mask, _ = batch(tiny_config)
-    kwargs = dict(input_ids=ids, attention_mask=mask, num_beams=4, num_return_sequences=2, max_new_tokens=10,
-                  min_new_tokens=10, output_scores=True, return_dict_in_generate=True)
+    kwargs = dict(
+        input_ids=ids,
+        attention_mask=mask,
+        num_beams=4,
+        num_return_sequences=2,
+        max_new_tokens=10,
+        min_new_tokens=10,
+        output_scores=True,
+        return_dict_in_generate=True,
+    )
     ours = model.generate(**kwargs)
     assert type(ours.cache) is BeamSearchCache
     decoder = model.config.get_text_config(decoder=True)
-    default = model.generate(**kwargs, cache=EncoderDecoderCache(DynamicCache(config=decoder),
-                                                                 DynamicCache(config=decoder)))
+    default = model.generate(
+        **kwargs, cache=EncoderDecoderCache(DynamicCache(config=decoder), DynamicCache(config=decoder))
+    )
     assert type(default.cache) is EncoderDecoderCache
     uncached = model.generate(**kwargs, use_cache=False)
     for other in (default, uncached):
@@ -583,8 +719,9 @@ def test_padding_invariance(tiny_config):
     dec = shift_tokens_right(labels, 0, 1)
     in_batch = model(input_ids=ids, attention_mask=mask, decoder_input_ids=dec)
     alone = model(input_ids=alone_ids, decoder_input_ids=dec[-1:])
-    torch.testing.assert_close(in_batch.encoder_last_hidden_state[-1, :4], alone.encoder_last_hidden_state[0],
-                               rtol=0, atol=1e-5)
+    torch.testing.assert_close(
+        in_batch.encoder_last_hidden_state[-1, :4], alone.encoder_last_hidden_state[0], rtol=0, atol=1e-5
+    )
     torch.testing.assert_close(in_batch.logits[-1], alone.logits[0], rtol=0, atol=1e-5)
     gen_batch = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=10, min_new_tokens=10)
     gen_alone = model.generate(input_ids=alone_ids, max_new_tokens=10, min_new_tokens=10)
@@ -598,8 +735,9 @@ def test_eager_and_sdpa_agree(tiny_config, head):
     for impl in ("eager", "sdpa"):
         torch.manual_seed(0)
         if head == "seq2seq":
-            model = VanillaTransformerForConditionalGeneration._from_config(tiny_config,
-                                                                            attn_implementation=impl).eval()
+            model = VanillaTransformerForConditionalGeneration._from_config(
+                tiny_config, attn_implementation=impl
+            ).eval()
             outs.append(model(input_ids=ids, attention_mask=mask, labels=labels).logits)
         else:
             model = VanillaTransformerForTokenClassification._from_config(tiny_config, attn_implementation=impl).eval()
@@ -629,8 +767,9 @@ def test_attention_backend_switches_after_loading(tiny_config, monkeypatch):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("impl", ["eager", "sdpa"])
 def test_fully_padded_rows_stay_finite(tiny_config, dtype, impl):
-    model = VanillaTransformerForConditionalGeneration._from_config(tiny_config,
-                                                                    attn_implementation=impl).eval().to(dtype)
+    model = (
+        VanillaTransformerForConditionalGeneration._from_config(tiny_config, attn_implementation=impl).eval().to(dtype)
+    )
     ids, mask, labels = batch(tiny_config)
     mask[0] = 0  # a row with nothing to attend to
     out = model(input_ids=ids, attention_mask=mask, labels=labels)
@@ -660,7 +799,8 @@ def test_sinusoidal_positions_extend_beyond_max_positions(tiny_config):
     out = model(input_ids=long_ids, decoder_input_ids=long_ids)
     assert torch.isfinite(out.logits).all()
     learned = VanillaTransformerForConditionalGeneration(
-        VanillaTransformerConfig.from_preset("tiny", position_embedding_type="learned"))
+        VanillaTransformerConfig.from_preset("tiny", position_embedding_type="learned")
+    )
     with pytest.raises(ValueError, match="max_position_embeddings=128"):
         learned(input_ids=long_ids, decoder_input_ids=long_ids[:, :4])
 
@@ -677,8 +817,12 @@ def test_relative_position_bias(dtype):
     plain = VanillaTransformerForTokenClassification(VanillaTransformerConfig.from_preset("tiny", num_labels=3)).eval()
     plain.load_state_dict(tagger.state_dict(), strict=False)
     ids, mask, _ = batch(config)
-    torch.testing.assert_close(tagger(input_ids=ids, attention_mask=mask).logits,
-                               plain(input_ids=ids, attention_mask=mask).logits, rtol=0, atol=1e-6)
+    torch.testing.assert_close(
+        tagger(input_ids=ids, attention_mask=mask).logits,
+        plain(input_ids=ids, attention_mask=mask).logits,
+        rtol=0,
+        atol=1e-6,
+    )
     with torch.no_grad():
         bias.weight.copy_(torch.arange(20.0).view(5, 4))
     table = bias(torch.zeros(1, 5, config.d_model), 5)  # (1, H, T, S)
@@ -687,8 +831,9 @@ def test_relative_position_bias(dtype):
     assert table[0, 3, 2, 1] == bias.weight[1, 3] and table[0, 3, 2, 2] == bias.weight[2, 3]
     step = bias(torch.zeros(1, 1, config.d_model), 5, past_length=4)  # one decode step: the last query row
     torch.testing.assert_close(step, table[:, :, 4:5])
-    assert not torch.allclose(tagger(input_ids=ids, attention_mask=mask).logits,
-                              plain(input_ids=ids, attention_mask=mask).logits)
+    assert not torch.allclose(
+        tagger(input_ids=ids, attention_mask=mask).logits, plain(input_ids=ids, attention_mask=mask).logits
+    )
     tagger.train()
     for impl in ("eager", "sdpa"):
         tagger.set_attn_implementation(impl)
@@ -709,8 +854,12 @@ def test_unscaled_attention_equals_queries_scaled_up_by_sqrt_dk(impl):
             if hasattr(module, "q_proj"):
                 module.q_proj.weight.mul_(module.head_dim**0.5)
                 module.q_proj.bias.mul_(module.head_dim**0.5)
-    torch.testing.assert_close(unscaled(input_ids=ids, attention_mask=mask, labels=labels).logits,
-                               scaled(input_ids=ids, attention_mask=mask, labels=labels).logits, rtol=0, atol=1e-5)
+    torch.testing.assert_close(
+        unscaled(input_ids=ids, attention_mask=mask, labels=labels).logits,
+        scaled(input_ids=ids, attention_mask=mask, labels=labels).logits,
+        rtol=0,
+        atol=1e-5,
+    )
 
 
 def test_character_features_give_each_word_its_spelling(tmp_path):
@@ -729,12 +878,12 @@ def test_character_features_give_each_word_its_spelling(tmp_path):
     table = tagger.model.encoder.char_features.token_chars
     first = tokenizer.convert_ids_to_tokens(enc.input_ids[0].tolist())
     assert first[0].startswith("\u2581Pa") and not first[1].startswith("\u2581")  # "Parisian": several sub-tokens
-    assert table[enc.input_ids[0, 0], :len(first[0])].tolist() == [1] + [ord(c) for c in first[0][1:]]
+    assert table[enc.input_ids[0, 0], : len(first[0])].tolist() == [1] + [ord(c) for c in first[0][1:]]
     assert table[tokenizer.eos_token_id, 0] == 1  # a special token is a word of its own
     features = tagger.model.encoder.char_features(enc.input_ids)  # (B, T, D)
     starts = [i for i, t in enumerate(first) if t.startswith("\u2581")] + [len(first) - 1]
     for a, b in zip(starts, starts[1:]):  # all sub-tokens of one word: the same vector
-        assert torch.equal(features[0, a:b], features[0, a:a + 1].expand(b - a, -1))
+        assert torch.equal(features[0, a:b], features[0, a : a + 1].expand(b - a, -1))
     assert not torch.allclose(features[0, 0], features[1, 0])  # Parisian vs Londoner
     tail = len(first) - starts[1]
     torch.testing.assert_close(features[0, -tail:], features[1, -tail:])  # " cats sat </s>": same words, same features
@@ -753,6 +902,7 @@ def test_character_features_give_each_word_its_spelling(tmp_path):
     # whatever the allocator left in the buffer
     state = {k: v for k, v in tagger.state_dict().items() if not k.endswith(("token_chars", "embed_tokens.weight"))}
     from safetensors.torch import save_file
+
     save_file(state, str(tmp_path / "model.safetensors"), metadata={"format": "pt"})
     loaded, info = VanillaTransformerForTokenClassification.from_pretrained(tmp_path, output_loading_info=True)
     assert info["missing_keys"] == {"model.encoder.char_features.token_chars"}
@@ -859,9 +1009,11 @@ def test_training_step_compiles_without_graph_breaks(head):
     (backend "eager": dynamo's tracing alone, no code generation)."""
     kwargs = dict(num_labels=5, use_crf=True) if head == "tagger_crf" else {}
     config = VanillaTransformerConfig.from_preset("tiny", dropout=0.1, **kwargs)
-    cls = {"seq2seq": VanillaTransformerForConditionalGeneration,
-           "tagger_crf": VanillaTransformerForTokenClassification,
-           "mlm": VanillaTransformerForMaskedLM}[head]
+    cls = {
+        "seq2seq": VanillaTransformerForConditionalGeneration,
+        "tagger_crf": VanillaTransformerForTokenClassification,
+        "mlm": VanillaTransformerForMaskedLM,
+    }[head]
     model = cls(config).train()
     assert model._can_compile_fullgraph
     ids, mask, labels = batch(config)
@@ -881,16 +1033,22 @@ def test_cached_decoding_step_compiles_without_graph_breaks(tiny_config):
     ids, mask, _ = batch(tiny_config)
     compiled = torch.compile(model, fullgraph=True, backend="eager")
     with torch.no_grad():
-        expected = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=4, min_new_tokens=4,
-                                  num_beams=1, do_sample=False)
+        expected = model.generate(
+            input_ids=ids, attention_mask=mask, max_new_tokens=4, min_new_tokens=4, num_beams=1, do_sample=False
+        )
         encoder_outputs = model.get_encoder()(input_ids=ids, attention_mask=mask)
         cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
         tokens = torch.full((ids.shape[0], 1), tiny_config.decoder_start_token_id)
         for _ in range(4):
-            out = compiled(encoder_outputs=encoder_outputs, attention_mask=mask, decoder_input_ids=tokens[:, -1:],
-                           cache=cache, use_cache=True)
+            out = compiled(
+                encoder_outputs=encoder_outputs,
+                attention_mask=mask,
+                decoder_input_ids=tokens[:, -1:],
+                cache=cache,
+                use_cache=True,
+            )
             tokens = torch.cat([tokens, out.logits[:, -1].argmax(-1, keepdim=True)], dim=1)
-    assert torch.equal(tokens, expected[:, :tokens.shape[1]])
+    assert torch.equal(tokens, expected[:, : tokens.shape[1]])
 
 
 # ------------------------------------------------------------------------------------------------------ training
@@ -922,7 +1080,7 @@ def test_num_items_in_batch_makes_accumulation_equal_one_big_batch(tiny_config):
     ids = torch.randint(4, tiny_config.vocab_size, (8, S))
     labels = torch.randint(4, tiny_config.vocab_size, (8, T))
     for i in range(8):
-        labels[i, 1 + i % 6:] = -100  # unequal numbers of target tokens per row
+        labels[i, 1 + i % 6 :] = -100  # unequal numbers of target tokens per row
     num_items = int((labels != -100).sum())
 
     model = seq2seq(tiny_config)
@@ -957,8 +1115,9 @@ def test_initialisation_scale():
 def test_seq2seq_learns_to_reverse():
     """The tiny model learns to reverse short sequences to 100% exact match (greedy, cached generation)."""
     torch.manual_seed(0)
-    config = VanillaTransformerConfig.from_preset("tiny", vocab_size=14, d_model=64, encoder_ffn_dim=128,
-                                                  decoder_ffn_dim=128, dropout=0.0)
+    config = VanillaTransformerConfig.from_preset(
+        "tiny", vocab_size=14, d_model=64, encoder_ffn_dim=128, decoder_ffn_dim=128, dropout=0.0
+    )
     model = VanillaTransformerForConditionalGeneration(config)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
     # warm-up then linear decay (section 5.3 warms up too): without it, post-LN loss spikes late in training make the

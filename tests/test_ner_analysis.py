@@ -37,8 +37,9 @@ def test_split_documents(tmp_path):
     assert not train & tune and train | tune == first_words(source)  # disjoint, nothing lost
     docs_in_tune = {w.split("word")[0] for w in tune}
     assert len(docs_in_tune) == 5 and all(w.split("word")[0] in docs_in_tune for w in tune)  # whole documents
-    assert len(load_conll(str(tmp_path / "a" / "train.txt"))) + len(load_conll(str(tmp_path / "a" / "tune.txt"))) == \
-        len(load_conll(str(source)))
+    assert len(load_conll(str(tmp_path / "a" / "train.txt"))) + len(
+        load_conll(str(tmp_path / "a" / "tune.txt"))
+    ) == len(load_conll(str(source)))
 
 
 def test_split_documents_errors(tmp_path, capsys):
@@ -67,16 +68,22 @@ def test_split_pairs_holds_out_aligned_pairs(tmp_path, capsys):
     split_pairs(str(tmp_path / "c"), str(tmp_path / "b"), "de", "en", fraction=0.1, seed=1)
     assert (tmp_path / "b" / "tune.en").read_text() == (tmp_path / "a" / "tune.en").read_text()  # reproducible
     (tmp_path / "c.en").write_text("en0\n", encoding="utf-8")
-    assert cli.main(["split-pairs", str(tmp_path / "c"), str(tmp_path / "d"), "--source_lang", "de",
-                     "--target_lang", "en"]) == 2
+    assert (
+        cli.main(
+            ["split-pairs", str(tmp_path / "c"), str(tmp_path / "d"), "--source_lang", "de", "--target_lang", "en"]
+        )
+        == 2
+    )
     assert "c.de has 40 lines but" in capsys.readouterr().err and not (tmp_path / "d").exists()
 
 
 def test_seen_unseen_report(tmp_path, capsys):
     (tmp_path / "train.txt").write_text("-DOCSTART- O\n\nAnna B-PER\nin O\nParis B-LOC\n\n", encoding="utf-8")
     (tmp_path / "pred.txt").write_text(
-        "Anna B-PER B-PER\nmet O O\nBoris B-PER B-LOC\nin O O\nParis B-LOC B-LOC\n\n"   # seen PER ok; unseen PER wrong
-        "Paris B-LOC O\nand O O\nOslo B-LOC B-LOC\nCity I-LOC I-LOC\n\n", encoding="utf-8")  # seen LOC missed
+        "Anna B-PER B-PER\nmet O O\nBoris B-PER B-LOC\nin O O\nParis B-LOC B-LOC\n\n"  # seen PER ok; unseen PER wrong
+        "Paris B-LOC O\nand O O\nOslo B-LOC B-LOC\nCity I-LOC I-LOC\n\n",
+        encoding="utf-8",
+    )  # seen LOC missed
     report = seen_unseen_report(str(tmp_path / "pred.txt"), str(tmp_path / "train.txt"))
     # gold: Anna (seen PER), Boris (unseen PER), Paris x2 (seen LOC), Oslo City (unseen LOC)
     # predicted: Anna ok, Boris as LOC (unseen, wrong), Paris ok once, Oslo City ok
@@ -85,8 +92,19 @@ def test_seen_unseen_report(tmp_path, capsys):
     assert report["seen"]["ALL"]["recall"] == pytest.approx(2 / 3) and report["seen"]["ALL"]["precision"] == 1.0
     assert report["unseen"]["PER"]["recall"] == 0.0 and report["unseen"]["LOC"]["f1"] == pytest.approx(2 / 3)
     assert report["unseen_share"] == pytest.approx(2 / 5)
-    assert cli.main(["ner-report", str(tmp_path / "pred.txt"), "--train_file", str(tmp_path / "train.txt"),
-                     "--json", str(tmp_path / "r.json")]) == 0
+    assert (
+        cli.main(
+            [
+                "ner-report",
+                str(tmp_path / "pred.txt"),
+                "--train_file",
+                str(tmp_path / "train.txt"),
+                "--json",
+                str(tmp_path / "r.json"),
+            ]
+        )
+        == 0
+    )
     assert "| unseen | PER |" in capsys.readouterr().out
     assert json.loads((tmp_path / "r.json").read_text())["all"]["ALL"]["gold"] == 5
     (tmp_path / "bad.txt").write_text("Anna B-PER\n")
@@ -97,9 +115,18 @@ def test_seen_unseen_report(tmp_path, capsys):
 def test_report_agrees_with_seqeval_strict(tmp_path):
     """Predicted I- tags that extend nothing are no entity, as in the run's own strict IOB2 F1."""
     from vanilla_transformer.evaluation import load_metric
+
     (tmp_path / "train.txt").write_text("-DOCSTART- O\n\nAnna B-PER\n\n", encoding="utf-8")
-    rows = [("Anna", "B-PER", "I-PER"), ("and", "O", "O"), ("New", "B-LOC", "B-LOC"), ("York", "I-LOC", "I-LOC"),
-            ("Times", "B-ORG", "I-ORG"), ("EU", "B-ORG", "B-ORG"), ("Boris", "B-PER", "B-PER"), ("Ivan", "I-PER", "O")]
+    rows = [
+        ("Anna", "B-PER", "I-PER"),
+        ("and", "O", "O"),
+        ("New", "B-LOC", "B-LOC"),
+        ("York", "I-LOC", "I-LOC"),
+        ("Times", "B-ORG", "I-ORG"),
+        ("EU", "B-ORG", "B-ORG"),
+        ("Boris", "B-PER", "B-PER"),
+        ("Ivan", "I-PER", "O"),
+    ]
     (tmp_path / "pred.txt").write_text("".join(" ".join(r) + "\n" for r in rows), encoding="utf-8")
     report = seen_unseen_report(str(tmp_path / "pred.txt"), str(tmp_path / "train.txt"))
     seqeval = load_metric("seqeval_f1").compute(predictions=[[r[2] for r in rows]], references=[[r[1] for r in rows]])

@@ -10,14 +10,28 @@ from vanilla_transformer.ner.augmentation import MentionReplacement
 
 def test_mention_spans():
     assert mentions.mention_spans(["B-PER", "I-PER", "O", "B-LOC", "B-LOC", "I-ORG"]) == [
-        (0, 2, "PER"), (3, 4, "LOC"), (4, 5, "LOC"), (5, 6, "ORG")]
+        (0, 2, "PER"),
+        (3, 4, "LOC"),
+        (4, 5, "LOC"),
+        (5, 6, "ORG"),
+    ]
 
 
 def test_document_consistency_gives_a_name_one_type_within_a_document():
-    tokens = [["Magna", "rose", "."], ["Magna", "'s", "chief", "Ann", "Lee"], ["Magna", "fell"], ["Ann", "Lee", "Ann"],
-              ["Magna", "rose"]]
-    tags = [["B-ORG", "O", "O"], ["B-PER", "O", "O", "B-PER", "I-PER"], ["B-ORG", "O"], ["O", "O", "B-LOC"],
-            ["B-PER", "O"]]
+    tokens = [
+        ["Magna", "rose", "."],
+        ["Magna", "'s", "chief", "Ann", "Lee"],
+        ["Magna", "fell"],
+        ["Ann", "Lee", "Ann"],
+        ["Magna", "rose"],
+    ]
+    tags = [
+        ["B-ORG", "O", "O"],
+        ["B-PER", "O", "O", "B-PER", "I-PER"],
+        ["B-ORG", "O"],
+        ["O", "O", "B-LOC"],
+        ["B-PER", "O"],
+    ]
     documents = [0, 0, 0, 0, 1]
     fixed = mentions.document_consistency(tokens, tags, documents)
     assert fixed[:3] == [["B-ORG", "O", "O"], ["B-ORG", "O", "O", "B-PER", "I-PER"], ["B-ORG", "O"]]  # 2 ORG : 1 PER
@@ -36,10 +50,14 @@ def test_document_consistency_gives_a_name_one_type_within_a_document():
 
 
 def test_mention_replacement_swaps_mentions_of_the_same_type_inside_the_sentence():
-    rows = Dataset.from_dict({
-        "tokens": [["ctx", "Anna", "Lee", "met", "Bob", "in", "Rome", "ctx2"], ["Ulm", "is", "small"]],
-        "ner_tags": [["B-LOC", "B-PER", "I-PER", "O", "B-PER", "O", "B-LOC", "O"], ["B-LOC", "O", "O"]],
-        "first": [1, 0], "last": [7, 3]})
+    rows = Dataset.from_dict(
+        {
+            "tokens": [["ctx", "Anna", "Lee", "met", "Bob", "in", "Rome", "ctx2"], ["Ulm", "is", "small"]],
+            "ner_tags": [["B-LOC", "B-PER", "I-PER", "O", "B-PER", "O", "B-LOC", "O"], ["B-LOC", "O", "O"]],
+            "first": [1, 0],
+            "last": [7, 3],
+        }
+    )
     aug = MentionReplacement(rows, lambda w, t, first, last, aux: (w, t, first, last), prob=1.0, seed=0)
     assert len(aug) == 2
     assert sorted(tuple(w) for w, _ in aug.pool["PER"]) == [("Anna", "Lee"), ("Bob",)]  # context words: no mentions
@@ -62,8 +80,10 @@ def test_mention_replacement_swaps_mentions_of_the_same_type_inside_the_sentence
 def test_auxiliary_columns_follow_their_words(tmp_path):
     """CoNLL's middle columns (POS, chunk) ride along through document context and mention replacement."""
     path = tmp_path / "train.txt"
-    path.write_text("-DOCSTART- -X- -X- O\n\nAnna NNP B-NP B-PER\nLee NNP I-NP I-PER\nsings VBZ B-VP O\n\n"
-                    "Bob NNP B-NP B-PER\nruns VBZ B-VP O\n")
+    path.write_text(
+        "-DOCSTART- -X- -X- O\n\nAnna NNP B-NP B-PER\nLee NNP I-NP I-PER\nsings VBZ B-VP O\n\n"
+        "Bob NNP B-NP B-PER\nruns VBZ B-VP O\n"
+    )
     ds = data.load_conll(str(path))
     assert ds["auxiliary_tags"][1] == [["NNP", "B-NP"], ["VBZ", "B-VP"]]
     ctx = data.with_document_context(ds, 2)
@@ -74,8 +94,10 @@ def test_auxiliary_columns_follow_their_words(tmp_path):
         words, tags, first, last, aux = aug[1]
         assert len(aux) == len(words) == len(tags)
         assert aux[-1] == ["VBZ", "B-VP"] and aux[:2] == [["NNP", "I-NP"], ["VBZ", "B-VP"]]  # context kept
-        assert (words[first:last - 1], aux[first:last - 1]) in (
-            (["Bob"], [["NNP", "B-NP"]]), (["Anna", "Lee"], [["NNP", "B-NP"], ["NNP", "I-NP"]]))
+        assert (words[first : last - 1], aux[first : last - 1]) in (
+            (["Bob"], [["NNP", "B-NP"]]),
+            (["Anna", "Lee"], [["NNP", "B-NP"], ["NNP", "I-NP"]]),
+        )
     two_columns = tmp_path / "plain.txt"
     two_columns.write_text("Anna B-PER\n")
     assert "auxiliary_tags" not in data.load_conll(str(two_columns)).column_names

@@ -38,9 +38,12 @@ def exports(small_ner_model, tmp_path_factory):
             param.normal_(0, 2.0)  # transitions that decide: the Viterbi path differs from each token's argmax
     crf.save_pretrained(crf_dir)
     load_tokenizer(small_ner_model).save_pretrained(crf_dir)
-    return {"float32": export_onnx(small_ner_model, out / "fp32"), "int8": export_onnx(small_ner_model, out / "int8",
-                                                                                       quantize="int8"),
-            "crf": crf_dir, "crf-onnx": export_onnx(crf_dir, out / "crf-onnx")}
+    return {
+        "float32": export_onnx(small_ner_model, out / "fp32"),
+        "int8": export_onnx(small_ner_model, out / "int8", quantize="int8"),
+        "crf": crf_dir,
+        "crf-onnx": export_onnx(crf_dir, out / "crf-onnx"),
+    }
 
 
 def tags(tagger, sentences=SENTENCES):
@@ -56,8 +59,7 @@ def test_the_export_tags_as_pytorch(small_ner_model, exports):
     assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
     ours, theirs = pytorch(SENTENCES), onnx(SENTENCES)
     assert [t for t, _ in theirs] == [t for t, _ in ours]
-    np.testing.assert_allclose(np.concatenate([p for _, p in theirs]), np.concatenate([p for _, p in ours]),
-                               atol=1e-4)
+    np.testing.assert_allclose(np.concatenate([p for _, p in theirs]), np.concatenate([p for _, p in ours]), atol=1e-4)
     crf_pytorch, crf_onnx = Tagger(exports["crf"], device="cpu"), Tagger(exports["crf-onnx"])
     assert json.loads((exports["crf-onnx"] / "onnx_tagger.json").read_text())["crf"] is not None
     assert tags(crf_onnx) == tags(crf_pytorch)
@@ -82,8 +84,13 @@ def test_int8_quantization_keeps_the_tags(exports):
     same = sum(a == b for x, y in zip(full, int8) for a, b in zip(x, y))
     assert same / words >= 0.99, same / words
     # the int8 weights replace the float32 ones; the model card travels with the export
-    assert sorted(p.name for p in exports["int8"].iterdir()) == ["README.md", "model.onnx", "onnx_tagger.json",
-                                                                 "tokenizer.json", "tokenizer_config.json"]
+    assert sorted(p.name for p in exports["int8"].iterdir()) == [
+        "README.md",
+        "model.onnx",
+        "onnx_tagger.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+    ]
 
 
 @pytest.mark.parametrize("missing", ["model.onnx", "onnx_tagger.json"])
@@ -109,8 +116,10 @@ def test_tag_and_serve_take_the_export(small_ner_model, exports, tmp_path, capsy
     outputs = {}
     for name, model in (("pytorch", small_ner_model), ("onnx", exports["float32"])):
         assert cli(["tag", str(model), "--input", str(text), "--output", str(tmp_path / name), "--quiet"]) == 0
-        outputs[name] = [[(e["text"], e["type"], e["start"]) for e in json.loads(line)]
-                         for line in (tmp_path / name).read_text().splitlines()]
+        outputs[name] = [
+            [(e["text"], e["type"], e["start"]) for e in json.loads(line)]
+            for line in (tmp_path / name).read_text().splitlines()
+        ]
     assert outputs["onnx"] == outputs["pytorch"] and len(outputs["onnx"][0]) == 3
     pytest.importorskip("fastapi")
     from fastapi.testclient import TestClient
@@ -126,12 +135,12 @@ def test_tag_and_serve_take_the_export(small_ner_model, exports, tmp_path, capsy
     assert [[(e["text"], e["type"], e["start"]) for e in found] for found in answer] == outputs["pytorch"]
     expected = line_entities(Tagger(small_ner_model, device="cpu"), [text.read_text().strip()])
     assert [e["type"] for e in answer[0]] == [e["type"] for e in expected[0]]
-    for argv, named in ((["tag", str(exports["float32"]), "--input", str(text), "--engine", "pytorch"],
-                         "is an ONNX export"),
-                        (["tag", str(small_ner_model), "--input", str(text), "--engine", "onnxruntime"],
-                         "is not an ONNX export"),
-                        (["export-onnx", str(small_ner_model), str(exports["float32"])], "exists"),
-                        (["export-onnx", str(tmp_path), str(tmp_path / "x")], "has no config.json")):
+    for argv, named in (
+        (["tag", str(exports["float32"]), "--input", str(text), "--engine", "pytorch"], "is an ONNX export"),
+        (["tag", str(small_ner_model), "--input", str(text), "--engine", "onnxruntime"], "is not an ONNX export"),
+        (["export-onnx", str(small_ner_model), str(exports["float32"])], "exists"),
+        (["export-onnx", str(tmp_path), str(tmp_path / "x")], "has no config.json"),
+    ):
         capsys.readouterr()
         assert cli(argv) == 2, argv
         err = capsys.readouterr().err.strip().splitlines()

@@ -30,8 +30,10 @@ class FakeTagger(FakeEngine):
 
     def process(self, texts, options):
         found = [re.search(r"\S+", text) for text in texts]
-        return [[{"text": m.group(), "type": "PER", "start": m.start(), "end": m.end(), "score": 0.9}] if m else []
-                for m in found]
+        return [
+            [{"text": m.group(), "type": "PER", "start": m.start(), "end": m.end(), "score": 0.9}] if m else []
+            for m in found
+        ]
 
 
 def fuzzed_app(**settings):
@@ -71,18 +73,28 @@ CONFIG = {
 def fuzzed_schema(config: dict, **settings):
     app = fuzzed_app(**settings)
     document = TestClient(app).get("/spec").json()
-    schema = schemathesis.openapi.from_dict(served_languages(document, ["de", "auto"], ["en", "de"]),
-                                            config=schemathesis.Config.from_dict(config))
+    schema = schemathesis.openapi.from_dict(
+        served_languages(document, ["de", "auto"], ["en", "de"]), config=schemathesis.Config.from_dict(config)
+    )
     schema.app = app  # (requests go to the app in this process; its lifespan starts with the first)
     return schema
 
 
 schema = fuzzed_schema(CONFIG)
 # A server with a key, a request limit and files translation off: the 403s and 429s (Retry-After) as documented.
-keyed = fuzzed_schema({**CONFIG, "auth": {"openapi": {"ApiKey": {"api_key": "k"}, "MetricsToken": {"bearer": "t"}}}},
-                      api_keys={"k": None}, req_limit=30, metrics_auth_token="t", disable_files_translation=True)
-FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck),
-                derandomize="VT_FUZZ_EXAMPLES" not in os.environ)
+keyed = fuzzed_schema(
+    {**CONFIG, "auth": {"openapi": {"ApiKey": {"api_key": "k"}, "MetricsToken": {"bearer": "t"}}}},
+    api_keys={"k": None},
+    req_limit=30,
+    metrics_auth_token="t",
+    disable_files_translation=True,
+)
+FUZZ = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    derandomize="VT_FUZZ_EXAMPLES" not in os.environ,
+)
 
 
 @schema.parametrize()
@@ -112,14 +124,26 @@ def test_spec_documents_every_body_status_and_the_key():
     app = fuzzed_app()
     spec = TestClient(app).get("/spec").json()
     assert spec["info"]["version"] == __version__
-    routes = {route.path for router in (libretranslate.router, v1.router) for route in router.routes
-              if route.include_in_schema}
+    routes = {
+        route.path
+        for router in (libretranslate.router, v1.router)
+        for route in router.routes
+        if route.include_in_schema
+    }
     assert routes == set(spec["paths"])
     assert spec["components"]["schemas"]["ErrorResponse"] == {
-        "properties": {"error": {"type": "string", "title": "Error", "description": spec["components"]["schemas"][
-            "ErrorResponse"]["properties"]["error"]["description"]}},
-        "type": "object", "required": ["error"], "title": "ErrorResponse",
-        "description": "LibreTranslate's error body: every answer that is not a success."}
+        "properties": {
+            "error": {
+                "type": "string",
+                "title": "Error",
+                "description": spec["components"]["schemas"]["ErrorResponse"]["properties"]["error"]["description"],
+            }
+        },
+        "type": "object",
+        "required": ["error"],
+        "title": "ErrorResponse",
+        "description": "LibreTranslate's error body: every answer that is not a success.",
+    }
     forms = {"application/json", "application/x-www-form-urlencoded", "multipart/form-data"}
     for path, operations in spec["paths"].items():
         for method, operation in operations.items():
@@ -128,10 +152,13 @@ def test_spec_documents_every_body_status_and_the_key():
             if method == "post":
                 assert operation["requestBody"]["content"], where
             for status, answer in operation["responses"].items():
-                if status.startswith(("4", "5")) and (path, status) not in {("/download_file/{filename}", "422"),
-                                                                            ("/v1/health", "503")}:
+                if status.startswith(("4", "5")) and (path, status) not in {
+                    ("/download_file/{filename}", "422"),
+                    ("/v1/health", "503"),
+                }:
                     assert answer["content"]["application/json"]["schema"] == {
-                        "$ref": "#/components/schemas/ErrorResponse"}, (where, status)
+                        "$ref": "#/components/schemas/ErrorResponse"
+                    }, (where, status)
                 if status == "429":
                     assert answer["headers"]["Retry-After"]["required"], where
             if "security" in operation:
@@ -144,17 +171,37 @@ def test_spec_documents_every_body_status_and_the_key():
         assert {"q", "api_key"} <= {p["name"] for p in paths[path]["post"]["parameters"] if p["in"] == "query"}
     upload = paths["/translate_file"]["post"]["requestBody"]["content"]["multipart/form-data"]["schema"]
     assert upload["properties"]["file"]["format"] == "binary" and set(upload["required"]) == {
-        "file", "source", "target"}
+        "file",
+        "source",
+        "target",
+    }
     for path, model in (("/v1/translate", TranslateRequest), ("/v1/ner", NerRequest)):
-        documented, own = paths[path]["post"]["requestBody"]["content"]["application/json"]["schema"], (
-            model.model_json_schema())  # (FastAPI's document leaves out null defaults)
+        documented, own = (
+            paths[path]["post"]["requestBody"]["content"]["application/json"]["schema"],
+            (model.model_json_schema()),
+        )  # (FastAPI's document leaves out null defaults)
         assert (set(documented["properties"]), documented["required"], documented["additionalProperties"]) == (
-            set(own["properties"]), own["required"], False)
+            set(own["properties"]),
+            own["required"],
+            False,
+        )
     assert spec["components"]["securitySchemes"]["ApiKey"] == {
-        "type": "apiKey", "in": "header", "name": "X-API-Key",
-        "description": spec["components"]["securitySchemes"]["ApiKey"]["description"]}
-    assert set(paths["/translate"]["post"]["responses"]) >= {"200", "400", "403", "413", "415", "429", "500", "503",
-                                                              "504"}
+        "type": "apiKey",
+        "in": "header",
+        "name": "X-API-Key",
+        "description": spec["components"]["securitySchemes"]["ApiKey"]["description"],
+    }
+    assert set(paths["/translate"]["post"]["responses"]) >= {
+        "200",
+        "400",
+        "403",
+        "413",
+        "415",
+        "429",
+        "500",
+        "503",
+        "504",
+    }
     assert "application/octet-stream" in paths["/download_file/{filename}"]["get"]["responses"]["200"]["content"]
 
 
@@ -178,7 +225,11 @@ def test_docs_serves_swagger_ui_from_the_server_itself(prefix, web_ui):
         answer = client.get(url)
         assert answer.status_code == 200 and answer.content, url
         types[url.rsplit("/", 1)[-1]] = answer.headers["content-type"].split(";")[0]
-    assert types == {"swagger-ui.css": "text/css", "favicon-32x32.png": "image/png",
-                     "swagger-ui-bundle.js": "text/javascript", "spec": "application/json"}
+    assert types == {
+        "swagger-ui.css": "text/css",
+        "favicon-32x32.png": "image/png",
+        "swagger-ui-bundle.js": "text/javascript",
+        "spec": "application/json",
+    }
     assert client.get(f"{prefix}/spec").json()["openapi"].startswith("3.1")
     assert int(re.search(r"swagger-ui-(\d+)\.", str(swagger_ui_path)).group(1)) >= 5

@@ -36,8 +36,12 @@ def dist(tmp_path_factory):
         os.makedirs(os.path.join(src, os.path.dirname(name)), exist_ok=True)
         shutil.copy2(os.path.join(ROOT, name), os.path.join(src, name))
     out = tmp_path_factory.mktemp("dist")
-    proc = subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(src)],
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(src)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     version = vanilla_transformer.__version__
     name = f"vanilla_transformer-{version}"
@@ -49,13 +53,18 @@ def dist(tmp_path_factory):
 def test_wheel_and_sdist_hold_the_package(dist):
     sdist, wheel = dist
     names = zipfile.ZipFile(wheel).namelist()
-    for needed in ("vanilla_transformer/model/modeling_vanilla_transformer.py",
-                   "vanilla_transformer/model/configuration_vanilla_transformer.py",
-                   "vanilla_transformer/model_card_template.md", "vanilla_transformer/evaluation/paper_bleu.py",
-                   "vanilla_transformer/evaluation/bleu_chrf/bleu_chrf.py", "vanilla_transformer/commands/serve.py"):
+    for needed in (
+        "vanilla_transformer/model/modeling_vanilla_transformer.py",
+        "vanilla_transformer/model/configuration_vanilla_transformer.py",
+        "vanilla_transformer/model_card_template.md",
+        "vanilla_transformer/evaluation/paper_bleu.py",
+        "vanilla_transformer/evaluation/bleu_chrf/bleu_chrf.py",
+        "vanilla_transformer/commands/serve.py",
+    ):
         assert needed in names
-    assert not [n for n in names if n.startswith(("tests/", "hub_card/", "scripts/",
-                                                  "benchmarks/")) or "benchmark" in n]
+    assert not [
+        n for n in names if n.startswith(("tests/", "hub_card/", "scripts/", "benchmarks/")) or "benchmark" in n
+    ]
     info = next(n for n in names if n.endswith(".dist-info/METADATA"))
     metadata = zipfile.ZipFile(wheel).read(info).decode()
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
@@ -75,22 +84,37 @@ def test_wheel_installs_and_runs_in_a_fresh_venv(dist, small_demo_model, small_n
     env_dir = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(env_dir)], check=True, timeout=300)
     python = env_dir / "bin" / "python"
-    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          capture_output=True, text=True, check=True).stdout.strip()
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     deps = [p for p in sys.path if p.endswith("site-packages") and os.path.isdir(p)]
     with open(os.path.join(site, "dependencies.pth"), "w") as f:
         f.write("\n".join(deps) + "\n")
-    proc = subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env["PATH"] = str(env_dir / "bin") + os.pathsep + env.get("PATH", "")
 
-    where = subprocess.run([str(python), "-c", "import vanilla_transformer as v; print(v.__file__)"], cwd=tmp_path,
-                           env=env, capture_output=True, text=True, check=True).stdout.strip()
+    where = subprocess.run(
+        [str(python), "-c", "import vanilla_transformer as v; print(v.__file__)"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     assert where.startswith(site), where
-    help_text = subprocess.run([str(env_dir / "bin" / "vanilla-transformer"), "--help"], env=env, capture_output=True,
-                               text=True, timeout=120)
+    help_text = subprocess.run(
+        [str(env_dir / "bin" / "vanilla-transformer"), "--help"], env=env, capture_output=True, text=True, timeout=120
+    )
     assert help_text.returncode == 0, help_text.stderr[-2000:]
     assert "train-translation" in help_text.stdout and "serve" in help_text.stdout
 
@@ -101,10 +125,11 @@ def test_wheel_installs_and_runs_in_a_fresh_venv(dist, small_demo_model, small_n
     examples = re.findall(r"```python\n(.*?)```", readme, re.S)
     assert len(examples) >= 2, "the README's translation and NER examples"
     for code in examples:
-        proc = subprocess.run([str(python), "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
-                              timeout=300)
+        proc = subprocess.run(
+            [str(python), "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
-        expected = [line[len("# ->"):].strip() for line in code.splitlines() if line.startswith("# ->")]
+        expected = [line[len("# ->") :].strip() for line in code.splitlines() if line.startswith("# ->")]
         assert expected and [line.strip() for line in proc.stdout.splitlines()] == expected
 
 

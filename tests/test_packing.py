@@ -19,8 +19,13 @@ LENGTH, ROWS = 16, 4
 def pairs_and_batch(config, seed=0):
     """Random pairs of PAIRS' lengths and their packed batch (ROWS x LENGTH, the rows first-fit packed)."""
     g = torch.Generator().manual_seed(seed)
-    examples = [{"input_ids": torch.randint(4, config.vocab_size, (s,), generator=g).tolist(),
-                 "labels": torch.randint(4, config.vocab_size, (t,), generator=g).tolist()} for s, t in PAIRS]
+    examples = [
+        {
+            "input_ids": torch.randint(4, config.vocab_size, (s,), generator=g).tolist(),
+            "labels": torch.randint(4, config.vocab_size, (t,), generator=g).tolist(),
+        }
+        for s, t in PAIRS
+    ]
     sampler = PackedBatchSampler(*zip(*PAIRS), LENGTH, ROWS, shuffle=False)
     assert len(sampler) == 1
     keys = next(iter(sampler))
@@ -36,8 +41,9 @@ def spans(batch, row, mask="decoder_attention_mask"):
 
 CONFIGS = {
     "paper": {},
-    "pre-LN + learned positions + relative bias": dict(normalize_before=True, position_embedding_type="learned",
-                                                              relative_attention_max_distance=4),
+    "pre-LN + learned positions + relative bias": dict(
+        normalize_before=True, position_embedding_type="learned", relative_attention_max_distance=4
+    ),
 }
 
 
@@ -62,8 +68,9 @@ def test_each_packed_pair_is_computed_as_if_alone(overrides, implementation):
             sources, targets = spans(packed, row, "attention_mask"), spans(packed, row)
             for pair, (t0, t1) in targets.items():
                 s0, s1 = sources[pair]
-                alone = model(input_ids=packed["input_ids"][row:row + 1, s0:s1],
-                              labels=packed["labels"][row:row + 1, t0:t1])
+                alone = model(
+                    input_ids=packed["input_ids"][row : row + 1, s0:s1], labels=packed["labels"][row : row + 1, t0:t1]
+                )
                 torch.testing.assert_close(logits[row, t0:t1], alone.logits[0], rtol=0, atol=1e-5)
                 torch.testing.assert_close(token_losses[row, t0:t1].mean(), alone.loss, rtol=0, atol=1e-5)
 
@@ -83,8 +90,11 @@ def test_packed_step_has_the_unpacked_steps_gradients():
             width = max(len(f["input_ids"]) for f in features)
             ids = [f["input_ids"] + [self.pad_token_id] * (width - len(f["input_ids"])) for f in features]
             mask = [[1] * len(f["input_ids"]) + [0] * (width - len(f["input_ids"])) for f in features]
-            return {"input_ids": torch.tensor(ids), "attention_mask": torch.tensor(mask),
-                    **{k: torch.tensor([f[k] for f in features]) for k in features[0] if k != "input_ids"}}
+            return {
+                "input_ids": torch.tensor(ids),
+                "attention_mask": torch.tensor(mask),
+                **{k: torch.tensor([f[k] for f in features]) for k in features[0] if k != "input_ids"},
+            }
 
     unpacked = DataCollatorForSeq2Seq(Tokenizer(), label_pad_token_id=-100)([dict(e) for e in examples])
     grads = []
@@ -139,12 +149,22 @@ def test_a_packed_stream_gives_each_example_once_a_pass_in_batches_of_one_shape(
     from vanilla_transformer.training.batching import TokenBudgetStream
 
     g = np.random.default_rng(0)
-    examples = [{"input_ids": [5] * int(s), "labels": [6] * int(t), "id": i}
-                for i, (s, t) in enumerate(zip(g.integers(1, 30, 500), g.integers(1, 30, 500)))]
+    examples = [
+        {"input_ids": [5] * int(s), "labels": [6] * int(t), "id": i}
+        for i, (s, t) in enumerate(zip(g.integers(1, 30, 500), g.integers(1, 30, 500)))
+    ]
     collate = PackedSeq2SeqCollator(0, 1, 4, 32)
     seen, shapes = [], set()
-    stream = iter(TokenBudgetStream(examples, max_tokens=128, seed=1, buffer=200, packing_length=32,
-                                    collate_fn=lambda rows: (collate(rows), [row["id"] for row in rows])))
+    stream = iter(
+        TokenBudgetStream(
+            examples,
+            max_tokens=128,
+            seed=1,
+            buffer=200,
+            packing_length=32,
+            collate_fn=lambda rows: (collate(rows), [row["id"] for row in rows]),
+        )
+    )
     while len(seen) < 500:
         batch, rows = next(stream)
         shapes.add((tuple(batch["input_ids"].shape), tuple(batch["labels"].shape)))
@@ -156,8 +176,10 @@ def test_rows_of_a_dataset_carry_their_row():
     import datasets
 
     ds = datasets.Dataset.from_dict({"input_ids": [[5, 6], [7]], "labels": [[8], [9, 10]]})
-    assert RowsOf(ds).__getitems__([(3, 1), (0, 0)]) == [{"input_ids": [7], "labels": [9, 10], "row": 3},
-                                                        {"input_ids": [5, 6], "labels": [8], "row": 0}]
+    assert RowsOf(ds).__getitems__([(3, 1), (0, 0)]) == [
+        {"input_ids": [7], "labels": [9, 10], "row": 3},
+        {"input_ids": [5, 6], "labels": [8], "row": 0},
+    ]
 
 
 def test_a_pair_longer_than_a_row_is_named():
@@ -171,8 +193,13 @@ def test_one_compiled_graph_for_a_whole_epoch(lengths):
     config = VanillaTransformerConfig.from_preset("tiny", dropout=0.1)
     rng = np.random.default_rng(0)
     source, target = lengths[0][:200] // 4 + 1, lengths[1][:200] // 4 + 1
-    examples = [{"input_ids": rng.integers(4, config.vocab_size, s).tolist(),
-                 "labels": rng.integers(4, config.vocab_size, t).tolist()} for s, t in zip(source, target)]
+    examples = [
+        {
+            "input_ids": rng.integers(4, config.vocab_size, s).tolist(),
+            "labels": rng.integers(4, config.vocab_size, t).tolist(),
+        }
+        for s, t in zip(source, target)
+    ]
     sampler = PackedBatchSampler(source, target, length=24, rows=4)
     collate = PackedSeq2SeqCollator(config.pad_token_id, config.decoder_start_token_id, 4, 24)
     graphs = []
@@ -189,10 +216,35 @@ def test_one_compiled_graph_for_a_whole_epoch(lengths):
     assert len(sampler) > 5 and len(graphs) == 1
 
 
-FLAGS = ["--config_overrides", "d_model=32,encoder_ffn_dim=64,decoder_ffn_dim=64,encoder_layers=1,decoder_layers=1",
-         "--max_tokens", "128", "--demo_train_examples", "200", "--demo_max_length", "12", "--learning_rate", "1e-3",
-         "--do_train", "--do_eval", "false", "--do_predict", "false", "--save_strategy", "no",
-         "--max_steps", "-1", "--num_train_epochs", "2", "--disable_tqdm", "true", "--bf16", "false", "--seed", "3"]
+FLAGS = [
+    "--config_overrides",
+    "d_model=32,encoder_ffn_dim=64,decoder_ffn_dim=64,encoder_layers=1,decoder_layers=1",
+    "--max_tokens",
+    "128",
+    "--demo_train_examples",
+    "200",
+    "--demo_max_length",
+    "12",
+    "--learning_rate",
+    "1e-3",
+    "--do_train",
+    "--do_eval",
+    "false",
+    "--do_predict",
+    "false",
+    "--save_strategy",
+    "no",
+    "--max_steps",
+    "-1",
+    "--num_train_epochs",
+    "2",
+    "--disable_tqdm",
+    "true",
+    "--bf16",
+    "false",
+    "--seed",
+    "3",
+]
 
 
 def test_train_translation_packs_and_reports_its_padding(tmp_path):
@@ -216,11 +268,14 @@ def test_train_translation_packs_and_reports_its_padding(tmp_path):
     assert 0 < fractions["false"] < 0.2
 
 
-@pytest.mark.parametrize("flags, message", [
-    (["--packing", "true"], "give --max_tokens too"),
-    (["--packing_length", "32"], "give --packing true too"),
-    (["--packing", "true", "--max_tokens", "64", "--packing_length", "128"], "--packing_length 128 is above"),
-])
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--packing", "true"], "give --max_tokens too"),
+        (["--packing_length", "32"], "give --packing true too"),
+        (["--packing", "true", "--max_tokens", "64", "--packing_length", "128"], "--packing_length 128 is above"),
+    ],
+)
 def test_packing_flags_that_do_not_go_together_are_refused(tmp_path, flags, message):
     from vanilla_transformer.commands import train_translation
 
@@ -247,9 +302,20 @@ def test_compiled_training_command_compiles_once_with_packing(tmp_path):
     flags = [*FLAGS, "--torch_compile", "true", "--torch_compile_backend", "eager"]  # (eager: tracing, no codegen)
     logs = {}
     for name, extra in (("packed", ["--packing", "true", "--packing_length", "32"]), ("budget", [])):
-        proc = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "run_translation.py"), "--output_dir",
-                               str(tmp_path / name), *flags, *extra], capture_output=True, text=True, timeout=600,
-                              env=dict(os.environ, TORCH_LOGS="recompiles", OMP_NUM_THREADS="1"))
+        proc = subprocess.run(
+            [
+                sys.executable,
+                os.path.join(ROOT, "scripts", "run_translation.py"),
+                "--output_dir",
+                str(tmp_path / name),
+                *flags,
+                *extra,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env=dict(os.environ, TORCH_LOGS="recompiles", OMP_NUM_THREADS="1"),
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
         logs[name] = proc.stderr
     assert "Recompiling" not in logs["packed"]

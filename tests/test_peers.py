@@ -50,8 +50,10 @@ def test_score_and_report_read_both_layouts(tmp_path):
         run.mkdir()
         (run / "start_time").write_text(f"{start}\n")
     # OpenNMT-py: model_step_N.pt + model_step_N.hyp in pieces; a bad then a perfect checkpoint
-    for step, minutes, hyps in ((100, 2.0, ["▁A ▁dog", "▁cats"]),
-                                (200, 5.0, ["▁A ▁man ▁ri des ▁a ▁bike .", "▁Two ▁dogs ▁play ▁in ▁the ▁snow ."])):
+    for step, minutes, hyps in (
+        (100, 2.0, ["▁A ▁dog", "▁cats"]),
+        (200, 5.0, ["▁A ▁man ▁ri des ▁a ▁bike .", "▁Two ▁dogs ▁play ▁in ▁the ▁snow ."]),
+    ):
         (runs["onmt"] / f"model_step_{step}.pt").write_bytes(b"")
         os.utime(runs["onmt"] / f"model_step_{step}.pt", (start + 60 * minutes,) * 2)
         (runs["onmt"] / f"model_step_{step}.hyp").write_text("\n".join(hyps) + "\n", encoding="utf-8")
@@ -61,8 +63,11 @@ def test_score_and_report_read_both_layouts(tmp_path):
     os.utime(runs["ours"] / "checkpoint-50" / "model.safetensors", (start + 60 * 1.5,) * 2)
     (runs["ours"] / "checkpoint-50.hyp").write_text("\n".join(references) + "\n", encoding="utf-8")
     for run, flags in ((runs["onmt"], ["--system", "peer"]), (runs["ours"], ["--system", "ours", "--text"])):
-        subprocess.run([sys.executable, f"{ROOT}/benchmarks/peers/score.py", str(run), str(tmp_path / "ref.en"),
-                        *flags], check=True, capture_output=True)
+        subprocess.run(
+            [sys.executable, f"{ROOT}/benchmarks/peers/score.py", str(run), str(tmp_path / "ref.en"), *flags],
+            check=True,
+            capture_output=True,
+        )
     onmt = json.loads((runs["onmt"] / "scores.json").read_text())["checkpoints"]
     assert [c["step"] for c in onmt] == [100, 200]
     assert [c["minutes"] for c in onmt] == pytest.approx([2.0, 5.0])

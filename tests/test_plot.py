@@ -18,8 +18,9 @@ def assert_picture(path):
 def test_curves_attention_positions(tmp_path):
     data_dir = write_parallel(tmp_path)
     out = tmp_path / "mt"
-    train_translation.main(translation_args(data_dir, out, "--do_train", "--do_eval", "--eval_strategy", "steps",
-                                          "--eval_steps", "3"))
+    train_translation.main(
+        translation_args(data_dir, out, "--do_train", "--do_eval", "--eval_strategy", "steps", "--eval_steps", "3")
+    )
     assert plot.main(["curves", str(out), "--out", str(tmp_path / "png")]) == 0
     assert_picture(tmp_path / "png" / "curves.png")
     plot.main(["attention", str(out), "Ein hund läuft im park.", "--out", str(tmp_path / "png")])
@@ -39,8 +40,20 @@ def test_quality_vs_time(tmp_path):
     runs = []
     for name, steps in (("short", "4"), ("long", "8")):
         runs.append(tmp_path / name)
-        train_translation.main(translation_args(data_dir, runs[-1], "--do_train", "--do_eval", "--eval_strategy",
-                                              "steps", "--eval_steps", "2", "--max_steps", steps))
+        train_translation.main(
+            translation_args(
+                data_dir,
+                runs[-1],
+                "--do_train",
+                "--do_eval",
+                "--eval_strategy",
+                "steps",
+                "--eval_steps",
+                "2",
+                "--max_steps",
+                steps,
+            )
+        )
     history = json.loads((runs[-1] / "trainer_state.json").read_text())["log_history"]
     minutes = [h["train_minutes"] for h in history if "eval_bleu" in h]
     assert len(minutes) == 4 and minutes == sorted(minutes) and minutes[0] >= 0  # a clock: it only moves forward

@@ -28,16 +28,28 @@ FORGED = [
     [("X-Forwarded-For", "10.0.0.2, 10.0.0.3"), ("X-Forwarded-For", "10.0.0.4")],
     [("X-Real-IP", "10.0.0.5")],
     [("Forwarded", 'for=10.0.0.6;proto=https;host=evil.example, for="[2001:db8::6]"')],
-    [("X-Forwarded-For", "2001:db8::7"), ("X-Real-IP", "[2001:db8::7]:443"), ("True-Client-IP", "10.0.0.7"),
-     ("CF-Connecting-IP", "10.0.0.7"), ("X-Client-IP", "10.0.0.7")],
+    [
+        ("X-Forwarded-For", "2001:db8::7"),
+        ("X-Real-IP", "[2001:db8::7]:443"),
+        ("True-Client-IP", "10.0.0.7"),
+        ("CF-Connecting-IP", "10.0.0.7"),
+        ("X-Client-IP", "10.0.0.7"),
+    ],
     [("X-Forwarded-For", "not an address, " + "9" * 5000)],
     [("X-Forwarded-For", "")],
     [("X-Forwarded-For", "127.0.0.2:8080")],
 ]
 # What a client may write to move the URLs the server writes (a proxy's headers, not ours to believe)
-FORGED_URL = [("X-Forwarded-Host", "evil.example"), ("X-Forwarded-Proto", "https"), ("X-Forwarded-Port", "8443"),
-              ("X-Forwarded-Prefix", "/evil"), ("X-Forwarded-Server", "evil.example"),
-              ("Forwarded", "host=evil.example;proto=https"), ("X-Original-URL", "/evil"), ("X-Scheme", "https")]
+FORGED_URL = [
+    ("X-Forwarded-Host", "evil.example"),
+    ("X-Forwarded-Proto", "https"),
+    ("X-Forwarded-Port", "8443"),
+    ("X-Forwarded-Prefix", "/evil"),
+    ("X-Forwarded-Server", "evil.example"),
+    ("Forwarded", "host=evil.example;proto=https"),
+    ("X-Original-URL", "/evil"),
+    ("X-Scheme", "https"),
+]
 
 
 def call(url: str, method: str, path: str, body: bytes = b"", headers=(), source: str = "127.0.0.1"):
@@ -82,8 +94,15 @@ PEER = "198.51.100.9"  # the connection's address in the tests of the rule
 
 
 def request_of(headers) -> Request:
-    return Request({"type": "http", "method": "POST", "path": "/translate", "headers": [
-        (name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers], "client": (PEER, 40000)})
+    return Request(
+        {
+            "type": "http",
+            "method": "POST",
+            "path": "/translate",
+            "headers": [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers],
+            "client": (PEER, 40000),
+        }
+    )
 
 
 header_value = st.text(st.characters(min_codepoint=32, max_codepoint=255, blacklist_characters="\x7f"), max_size=300)
@@ -123,12 +142,27 @@ def test_trusted_only_the_last_hop_counts_and_is_an_address_or_the_connection(va
         assert found == str(ipaddress.IPv4Address(found))
 
 
-@pytest.mark.parametrize("value, client", [
-    ("10.0.0.1, 192.0.2.7", "192.0.2.7"), ("10.0.0.1,192.0.2.7:5123", "192.0.2.7"),
-    ("[2001:DB8::1]:443", "2001:db8::/64"), ("2001:db8:0:0::1", "2001:db8::/64"), ("::ffff:192.0.2.7", "192.0.2.7"),
-    ("fe80::1%eth0", "fe80::/64"), ("2001:db8:0:7:ffff::9", "2001:db8:0:7::/64"),
-    ("10.0.0.1, ", PEER), ("", PEER), ("unknown", PEER), ("192.0.2.7:http", PEER), ("[2001:db8::1", PEER),
-    ("[2001:db8::1]x", PEER), ("192.0.2.7:\xb2", PEER), ("1" * 100_000, PEER), ("010.0.0.1", PEER)])
+@pytest.mark.parametrize(
+    "value, client",
+    [
+        ("10.0.0.1, 192.0.2.7", "192.0.2.7"),
+        ("10.0.0.1,192.0.2.7:5123", "192.0.2.7"),
+        ("[2001:DB8::1]:443", "2001:db8::/64"),
+        ("2001:db8:0:0::1", "2001:db8::/64"),
+        ("::ffff:192.0.2.7", "192.0.2.7"),
+        ("fe80::1%eth0", "fe80::/64"),
+        ("2001:db8:0:7:ffff::9", "2001:db8:0:7::/64"),
+        ("10.0.0.1, ", PEER),
+        ("", PEER),
+        ("unknown", PEER),
+        ("192.0.2.7:http", PEER),
+        ("[2001:db8::1", PEER),
+        ("[2001:db8::1]x", PEER),
+        ("192.0.2.7:\xb2", PEER),
+        ("1" * 100_000, PEER),
+        ("010.0.0.1", PEER),
+    ],
+)
 def test_trusted_hop_forms(value, client):
     """A port or an IPv6 zone left out, one spelling per address (one limit, however the proxy writes it), an IPv6
     client as its /64, and what is not an address is the connection's."""
@@ -143,6 +177,7 @@ def test_the_ipv6_addresses_of_one_64_share_one_limit_and_an_idle_client_is_forg
     from vanilla_transformer.deploy.server import access
 
     limiter = access.Access({}, {"minute": 2})
+
     def peer_request(peer):
         scope = request_of([]).scope
         return Request({**scope, "client": (peer, 40000)})
@@ -176,8 +211,9 @@ def test_forged_headers_change_nothing_without_trust(small_demo_model):
     proc, url = start_server(f"{small_demo_model}:de-en", "--req-limit", "2")
     try:
         body, content_type = multipart({"source": "de", "target": "en"}, "in.txt", b"ab\ncd")
-        status, _, answer = call(url, "POST", "/translate_file", body,
-                                 [("Content-Type", content_type), *FORGED_URL, *FORGED[0]])
+        status, _, answer = call(
+            url, "POST", "/translate_file", body, [("Content-Type", content_type), *FORGED_URL, *FORGED[0]]
+        )
         assert status == 200, answer
         link = json.loads(answer)["translatedFileUrl"]
         assert link.startswith(f"{url}/download_file/"), link
@@ -218,8 +254,11 @@ def test_a_loopback_server_answers_only_its_own_host_names_and_origins():
         with TestClient(create_app([FakeEngine()], settings)) as client:
             wait_for(lambda: client.get("/health", headers=headers).status_code != 503, what="the app")
             fields = {"q": "ab", "source": "de", "target": "en"}
-            answer = client.post("/translate", data=fields, headers=headers) if form else client.post(
-                "/translate", json=fields, headers=headers)
+            answer = (
+                client.post("/translate", data=fields, headers=headers)
+                if form
+                else client.post("/translate", json=fields, headers=headers)
+            )
             assert answer.status_code == 200 or "error" in answer.json(), answer.text
             return answer.status_code
 
@@ -230,8 +269,10 @@ def test_a_loopback_server_answers_only_its_own_host_names_and_origins():
     assert status(settings_of(["--allowed-hosts", "tr.example"]), "tr.example:8080") == 200
     assert status(settings_of([], {"LT_ALLOWED_HOSTS": "tr.example,*"}), "x.example") == 200
     every = settings_of(["--host", "0.0.0.0"])
-    assert status(every, "tr.example") == 200 and status(settings_of(["--host", "::", "--allowed-hosts", "a.example"]),
-                                                         "tr.example") == 400
+    assert (
+        status(every, "tr.example") == 200
+        and status(settings_of(["--host", "::", "--allowed-hosts", "a.example"]), "tr.example") == 400
+    )
     assert status(loopback, "127.0.0.1:5000", "http://127.0.0.1:5000") == 200  # the page at / (same origin)
     for origin in ("https://evil.example", "null", "http://127.0.0.1:5001", "http://localhost:5000"):
         assert status(loopback, "127.0.0.1:5000", origin, form=True) == 403, origin
@@ -240,17 +281,29 @@ def test_a_loopback_server_answers_only_its_own_host_names_and_origins():
     assert status(settings_of(["--cors"]), "localhost", "https://evil.example", form=True) == 200
 
 
-@pytest.mark.parametrize("trust, proto, scheme", [
-    (True, ["https"], "https"), (True, ["https, http"], "http"), (True, ["http", "evil, HTTPS"], "https"),
-    (True, ["ftp"], "http"), (True, ["https, javascript"], "http"), (False, ["https"], "http"), (True, [], "http")])
+@pytest.mark.parametrize(
+    "trust, proto, scheme",
+    [
+        (True, ["https"], "https"),
+        (True, ["https, http"], "http"),
+        (True, ["http", "evil, HTTPS"], "https"),
+        (True, ["ftp"], "http"),
+        (True, ["https, javascript"], "http"),
+        (False, ["https"], "http"),
+        (True, [], "http"),
+    ],
+)
 def test_the_file_url_takes_the_scheme_of_the_proxys_hop_only_when_trusted(trust, proto, scheme):
     """Behind a TLS proxy with --trust-forwarded-for, translatedFileUrl is https: the last X-Forwarded-Proto hop, http
     or https only; never without the trust."""
     with client_for(FakeEngine(), trust_forwarded_for=trust) as client:
         wait_for(lambda: client.get("/health").status_code == 200, what="the app")
         body, content_type = multipart({"source": "de", "target": "en"}, "in.txt", b"ab")
-        answer = client.post("/translate_file", content=body, headers=[
-            ("Content-Type", content_type), *[("X-Forwarded-Proto", value) for value in proto]])
+        answer = client.post(
+            "/translate_file",
+            content=body,
+            headers=[("Content-Type", content_type), *[("X-Forwarded-Proto", value) for value in proto]],
+        )
         assert answer.json()["translatedFileUrl"].startswith(f"{scheme}://testserver/download_file/"), answer.json()
 
 
@@ -265,8 +318,9 @@ def test_behind_nginx_trusted_limits_key_on_the_real_client(small_demo_model, ng
         proxy = nginx(url)
         assert [translate(proxy, forged)[0] for forged in FORGED[:3]] == [200, 200, 429]
         assert translate(proxy, [("X-Forwarded-For", "127.0.0.2")])[0] == 429  # naming another client: still itself
-        other = [translate(proxy, [("X-Forwarded-For", "127.0.0.1"), *FORGED[3]], source="127.0.0.2")[0]
-                 for _ in range(3)]
+        other = [
+            translate(proxy, [("X-Forwarded-For", "127.0.0.1"), *FORGED[3]], source="127.0.0.2")[0] for _ in range(3)
+        ]
         assert other == [200, 200, 429]  # its own limit, whatever it says of itself
         assert translate(url, [("X-Forwarded-For", "10.9.9.9")])[0] == 200  # (not through nginx: trusted as a proxy)
     finally:

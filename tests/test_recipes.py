@@ -21,20 +21,47 @@ pytestmark = pytest.mark.slow
 # the two members (trained at the same time, one per core) F1 0.700 / 0.701 on the tuning split, their ensemble 0.722
 # there and 0.698 on validation, 4.1 min (AMD EPYC Zen 5, bf16). With one epoch of encoder pretraining first (one
 # member): masked-word accuracy 0.243, the member 0.735 on the tuning split and 0.716 on validation, 4.7 min.
-MULTI30K_QUICK = ["--max_steps", "600", "--warmup_steps", "80", "--save_strategy", "no", "--max_eval_samples", "300",
-                  "--num_beams", "1", "--disable_tqdm", "true"]
+MULTI30K_QUICK = [
+    "--max_steps",
+    "600",
+    "--warmup_steps",
+    "80",
+    "--save_strategy",
+    "no",
+    "--max_eval_samples",
+    "300",
+    "--num_beams",
+    "1",
+    "--disable_tqdm",
+    "true",
+]
 MULTI30K_QUICK_MIN_BLEU, MULTI30K_QUICK_MIN_CHRF = 2.0, 14.0
-CONLL_QUICK = ["--num_train_epochs", "3", "--warmup_steps", "200", "--eval_strategy", "no", "--save_strategy", "no",
-               "--disable_tqdm", "true"]
+CONLL_QUICK = [
+    "--num_train_epochs",
+    "3",
+    "--warmup_steps",
+    "200",
+    "--eval_strategy",
+    "no",
+    "--save_strategy",
+    "no",
+    "--disable_tqdm",
+    "true",
+]
 CONLL_QUICK_MIN_F1, CONLL_QUICK_MIN_MEMBER_F1 = 0.66, 0.65
 
 
 def run_recipe(script, out, *extra, scores="eval_results.json", **env_vars):
     """The recipe run from outside the repository (it finds scripts/ beside itself), into `out`."""
     env = {**os.environ, "PY": sys.executable, **env_vars}
-    proc = subprocess.run(["bash", os.path.join(ROOT, "recipes", script), os.path.abspath(SHARED_DATA), str(out),
-                           *extra], cwd=out.parent,
-                          env=env, capture_output=True, text=True, timeout=1800)
+    proc = subprocess.run(
+        ["bash", os.path.join(ROOT, "recipes", script), os.path.abspath(SHARED_DATA), str(out), *extra],
+        cwd=out.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     return json.loads((out / scores).read_text())
 

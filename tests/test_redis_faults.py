@@ -39,8 +39,19 @@ class OwnRedis:
         binary = shutil.which("redis-server")
         if binary is None:
             pytest.skip("redis-server is not installed (Debian: apt-get install redis-server)")
-        self.command = [binary, "--port", str(free_port()), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                        "--dir", tempfile.mkdtemp(prefix="vt-redis-faults-")]
+        self.command = [
+            binary,
+            "--port",
+            str(free_port()),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            tempfile.mkdtemp(prefix="vt-redis-faults-"),
+        ]
         self.port = int(self.command[2])
         self.start()
 
@@ -98,23 +109,43 @@ def paused(server):  # every client paused past the URL's socket_timeout (0.5 s)
 # name: (what the log line says, the URL has the user, the fault, its end)
 FAULTS = {
     "down": ("cannot be reached", True, OwnRedis.stop, OwnRedis.start),
-    "read-only": ("is read-only", True, lambda s: s.admin.execute_command("REPLICAOF", "127.0.0.1", str(free_port())),
-                  lambda s: s.admin.execute_command("REPLICAOF", "NO", "ONE")),
-    "out of memory": ("is out of memory", True,
-                      lambda s: s.admin.config_set("maxmemory-policy", "noeviction") and s.admin.config_set(
-                          "maxmemory", "1"), lambda s: s.admin.config_set("maxmemory", "0")),
+    "read-only": (
+        "is read-only",
+        True,
+        lambda s: s.admin.execute_command("REPLICAOF", "127.0.0.1", str(free_port())),
+        lambda s: s.admin.execute_command("REPLICAOF", "NO", "ONE"),
+    ),
+    "out of memory": (
+        "is out of memory",
+        True,
+        lambda s: s.admin.config_set("maxmemory-policy", "noeviction") and s.admin.config_set("maxmemory", "1"),
+        lambda s: s.admin.config_set("maxmemory", "0"),
+    ),
     "too slow": ("did not answer in time", True, paused, lambda s: s.admin.execute_command("CLIENT", "UNPAUSE")),
-    "wrong password": ("refuses this server", True, another_users_password,
-                       lambda s: s.admin.execute_command("ACL", "SETUSER", USER, "resetpass", f">{PASSWORD}")),
-    "no password": ("refuses this server", False,
-                    lambda s: s.admin.config_set("requirepass", PASSWORD) and s.kill_clients(),
-                    lambda s: s.admin.config_set("requirepass", "")),
-    "command not allowed": ("refuses this server", True,
-                            lambda s: s.admin.execute_command("ACL", "SETUSER", USER, "-evalsha", "-eval"),
-                            lambda s: s.admin.execute_command("ACL", "SETUSER", USER, "+@all")),
-    "wrong type": ("answered with an error", True,
-                   lambda s: [s.admin.set(key, "not a sorted set") for key in s.admin.scan_iter("vt:limit:*")],
-                   lambda s: s.admin.flushall()),
+    "wrong password": (
+        "refuses this server",
+        True,
+        another_users_password,
+        lambda s: s.admin.execute_command("ACL", "SETUSER", USER, "resetpass", f">{PASSWORD}"),
+    ),
+    "no password": (
+        "refuses this server",
+        False,
+        lambda s: s.admin.config_set("requirepass", PASSWORD) and s.kill_clients(),
+        lambda s: s.admin.config_set("requirepass", ""),
+    ),
+    "command not allowed": (
+        "refuses this server",
+        True,
+        lambda s: s.admin.execute_command("ACL", "SETUSER", USER, "-evalsha", "-eval"),
+        lambda s: s.admin.execute_command("ACL", "SETUSER", USER, "+@all"),
+    ),
+    "wrong type": (
+        "answered with an error",
+        True,
+        lambda s: [s.admin.set(key, "not a sorted set") for key in s.admin.scan_iter("vt:limit:*")],
+        lambda s: s.admin.flushall(),
+    ),
 }
 
 
@@ -122,8 +153,10 @@ FAULTS = {
 def test_every_redis_fault_is_a_503_with_retry_after_and_one_log_line_then_passes_by_itself(own_redis, name, caplog):
     words, user, fault, end = FAULTS[name]
     url = own_redis.url(user)
-    with client_for(FakeEngine(), req_limit=100, req_limit_storage=url) as client, \
-            caplog.at_level(logging.WARNING, logger=LOGGER):
+    with (
+        client_for(FakeEngine(), req_limit=100, req_limit_storage=url) as client,
+        caplog.at_level(logging.WARNING, logger=LOGGER),
+    ):
         wait_ready(client)
         assert translate(client).status_code == 200
         fault(own_redis)
@@ -133,8 +166,9 @@ def test_every_redis_fault_is_a_503_with_retry_after_and_one_log_line_then_passe
         finally:
             end(own_redis)
         assert [answer.status_code for answer in answers] == [503, 503], [answer.text for answer in answers]
-        assert all(answer.headers["Retry-After"] == "5" and "limit storage" in answer.json()["error"]
-                   for answer in answers)
+        assert all(
+            answer.headers["Retry-After"] == "5" and "limit storage" in answer.json()["error"] for answer in answers
+        )
         assert [other.status_code for other in others] == [200] * 3  # what is not limited goes on answering
         assert translate(client).status_code == 200  # back, without a restart
     lines = [record.getMessage() for record in caplog.records if record.name == LOGGER]
@@ -145,8 +179,10 @@ def test_every_redis_fault_is_a_503_with_retry_after_and_one_log_line_then_passe
 def test_a_dropped_connection_a_flushed_script_cache_and_a_restart_pass_unseen(own_redis, caplog):
     """A connection the Redis dropped (CLIENT KILL, a restart) is retried once on a new one, and a script the Redis
     forgot (SCRIPT FLUSH) is sent again: no request fails, no line is logged, the counts go on."""
-    with client_for(FakeEngine(), req_limit=4, req_limit_storage=own_redis.url()) as client, \
-            caplog.at_level(logging.WARNING, logger=LOGGER):
+    with (
+        client_for(FakeEngine(), req_limit=4, req_limit_storage=own_redis.url()) as client,
+        caplog.at_level(logging.WARNING, logger=LOGGER),
+    ):
         wait_ready(client)
         assert translate(client).status_code == 200
         own_redis.kill_clients()
@@ -176,15 +212,19 @@ def test_a_counter_that_is_not_a_number_or_of_the_wrong_type_is_a_503_not_a_500(
         assert translate(client).status_code == 200
 
 
-@pytest.mark.parametrize("fault, words", [
-    ("wrong password", "the Redis refuses this server"),
-    ("read-only replica", "the Redis is read-only"),
-    ("out of memory", "the Redis is out of memory"),
-    ("a password with an unencoded /", "not a URL redis-py can read"),
-    ("an unencoded @ in ?password=", "or after the host"),
-])
-def test_a_redis_that_cannot_count_is_one_error_line_at_start_without_its_password(own_redis, small_demo_model,
-                                                                                   capsys, fault, words):
+@pytest.mark.parametrize(
+    "fault, words",
+    [
+        ("wrong password", "the Redis refuses this server"),
+        ("read-only replica", "the Redis is read-only"),
+        ("out of memory", "the Redis is out of memory"),
+        ("a password with an unencoded /", "not a URL redis-py can read"),
+        ("an unencoded @ in ?password=", "or after the host"),
+    ],
+)
+def test_a_redis_that_cannot_count_is_one_error_line_at_start_without_its_password(
+    own_redis, small_demo_model, capsys, fault, words
+):
     url = own_redis.url()
     if fault == "wrong password":
         url = url.replace(quote(PASSWORD, safe=""), "not-it")
@@ -209,8 +249,9 @@ def test_a_real_server_answers_503_while_its_redis_is_read_only_and_logs_it_once
     proc, base = start_server(small_demo_model, "--req-limit", "100", "--req-limit-storage", own_redis.url())
 
     def status():
-        request = urllib.request.Request(base + "/v1/translate", data=b'{"sentences": ["ein Hund"]}',
-                                         headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(
+            base + "/v1/translate", data=b'{"sentences": ["ein Hund"]}', headers={"Content-Type": "application/json"}
+        )
         try:
             with urllib.request.urlopen(request, timeout=60) as response:
                 return response.status, None
@@ -236,12 +277,22 @@ def test_a_real_server_answers_503_while_its_redis_is_read_only_and_logs_it_once
 PIECES = st.text(alphabet="QXZJKWVqxzjkwv", min_size=3, max_size=6)
 SEPARATORS = st.sampled_from(list("@:/?#&=+%;$!*'[] ") + ["%40", "%3A", "%2F", "%"])
 SECRETS = st.tuples(PIECES, st.lists(st.tuples(SEPARATORS, PIECES), max_size=3)).map(
-    lambda parts: parts[0] + "".join(separator + piece for separator, piece in parts[1]))
-FORMS = ["redis://:{p}@127.0.0.1:1/0", "redis://{u}:{p}@127.0.0.1:1/0", "rediss://{u}:{p}@127.0.0.1:1",
-         "unix://:{p}@/nonexistent/vt-redis.sock?db=0", "unix://{u}:{p}@/nonexistent/vt-redis.sock",
-         "redis://127.0.0.1:1/0?password={p}", "redis://127.0.0.1:1/0?username={u}&password={p}&db=0",
-         "REDIS://{u}:{p}@127.0.0.1:1?socket_timeout=1", "redis:/:{p}@127.0.0.1:1", "http://{u}:{p}@127.0.0.1:1",
-         "redis://:{p}@127.0.0.1:{u}", "{u}:{p}@127.0.0.1:1"]
+    lambda parts: parts[0] + "".join(separator + piece for separator, piece in parts[1])
+)
+FORMS = [
+    "redis://:{p}@127.0.0.1:1/0",
+    "redis://{u}:{p}@127.0.0.1:1/0",
+    "rediss://{u}:{p}@127.0.0.1:1",
+    "unix://:{p}@/nonexistent/vt-redis.sock?db=0",
+    "unix://{u}:{p}@/nonexistent/vt-redis.sock",
+    "redis://127.0.0.1:1/0?password={p}",
+    "redis://127.0.0.1:1/0?username={u}&password={p}&db=0",
+    "REDIS://{u}:{p}@127.0.0.1:1?socket_timeout=1",
+    "redis:/:{p}@127.0.0.1:1",
+    "http://{u}:{p}@127.0.0.1:1",
+    "redis://:{p}@127.0.0.1:{u}",
+    "{u}:{p}@127.0.0.1:1",
+]
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -250,6 +301,7 @@ def test_no_line_shows_a_secret_of_the_storage_url_in_any_form(form, user, passw
     """Whatever the URL (parsed or not, a password percent-encoded or not): the error check_storage_uri raises, the
     name log lines use, the error ping raises (a Redis that cannot be reached) and the log line a request writes hold
     no piece of the user or password."""
+
     def written(text):
         return quote(text, safe="") if encode else text
 
@@ -272,8 +324,9 @@ def test_no_line_shows_a_secret_of_the_storage_url_in_any_form(form, user, passw
         finally:
             logging.getLogger(LOGGER).removeHandler(handler)
         texts += [record.getMessage() for record in records]
-    assert not [piece for piece in re.findall("[QXZJKWVqxzjkwv]{3,}", f"{user} {password}") for text in texts
-                if piece in text], (url, texts)
+    assert not [
+        piece for piece in re.findall("[QXZJKWVqxzjkwv]{3,}", f"{user} {password}") for text in texts if piece in text
+    ], (url, texts)
 
 
 async def unavailable(url) -> int:

@@ -47,31 +47,60 @@ def test_a_browser_form_in_utf8_is_read_as_utf8_and_another_charset_as_declared(
         wait_ready(client)
         expected = {"translatedText": "en(Grüße aus Köln)"}
         for body, content_type in (
-                ("q=Grüße+aus+Köln&source=de&target=en".encode(), FORM),
-                (urlencode({"q": "Grüße aus Köln", "source": "de", "target": "en"}).encode(), FORM),
-                ("q=Grüße+aus+Köln&source=de&target=en".encode("latin-1"), FORM + "; charset=latin-1"),
-                (urlencode({"q": "Grüße aus Köln", "source": "de", "target": "en"}, encoding="latin-1").encode(),
-                 FORM + "; charset=ISO-8859-1"),
-                ('{"q": "Grüße aus Köln", "source": "de", "target": "en"}'.encode("latin-1"),
-                 "application/json; charset=latin-1"),
-                ('{"q": "Grüße aus Köln", "source": "de", "target": "en"}'.encode(),  # JSON is UTF-8, whatever the
-                 "application/json; charset=latin-1"),                               # label says (RFC 8259)
-                ('\ufeff{"q": "Grüße aus Köln", "source": "de", "target": "en"}'.encode(), "application/json"),
-                ('{"q": "Grüße aus Köln", "source": "de", "target": "en"}'.encode(),
-                 "application/json; charset=UTF-8")):
+            ("q=Grüße+aus+Köln&source=de&target=en".encode(), FORM),
+            (urlencode({"q": "Grüße aus Köln", "source": "de", "target": "en"}).encode(), FORM),
+            ("q=Grüße+aus+Köln&source=de&target=en".encode("latin-1"), FORM + "; charset=latin-1"),
+            (
+                urlencode({"q": "Grüße aus Köln", "source": "de", "target": "en"}, encoding="latin-1").encode(),
+                FORM + "; charset=ISO-8859-1",
+            ),
+            (
+                '{"q": "Grüße aus Köln", "source": "de", "target": "en"}'.encode("latin-1"),
+                "application/json; charset=latin-1",
+            ),
+            (
+                '{"q": "Grüße aus Köln", "source": "de", "target": "en"}'.encode(),  # JSON is UTF-8, whatever the
+                "application/json; charset=latin-1",
+            ),  # label says (RFC 8259)
+            ('\ufeff{"q": "Grüße aus Köln", "source": "de", "target": "en"}'.encode(), "application/json"),
+            ('{"q": "Grüße aus Köln", "source": "de", "target": "en"}'.encode(), "application/json; charset=UTF-8"),
+        ):
             answer = client.post("/translate", content=body, headers={"content-type": content_type})
             assert answer.status_code == 200 and answer.json() == expected, (body, content_type, answer.text)
-        multipart = client.post("/translate", data={"q": "Grüße aus Köln", "source": "de", "target": "en"},
-                                files={"unused": ("x.txt", b"", "text/plain")})
+        multipart = client.post(
+            "/translate",
+            data={"q": "Grüße aus Köln", "source": "de", "target": "en"},
+            files={"unused": ("x.txt", b"", "text/plain")},
+        )
         assert multipart.json() == expected
-        refused(client.post("/translate", content="q=Köln&source=de&target=en".encode("latin-1"),
-                            headers={"content-type": FORM}), 400, "the form's q field is not UTF-8 text")
-        refused(client.post("/translate", content=b"q=%ED%A0%80&source=de&target=en",  # a lone surrogate, encoded
-                            headers={"content-type": FORM}), 400, "not UTF-8")
-        refused(client.post("/translate", content="q=Köln&source=de&target=en".encode("latin-1"),
-                            headers={"content-type": FORM + "; charset=no-such-charset"}), 415, "no-such-charset")
-        refused(client.post("/translate", content=b"q=a", headers={"content-type": "multipart/form-data"}), 400,
-                "boundary")
+        refused(
+            client.post(
+                "/translate", content="q=Köln&source=de&target=en".encode("latin-1"), headers={"content-type": FORM}
+            ),
+            400,
+            "the form's q field is not UTF-8 text",
+        )
+        refused(
+            client.post(
+                "/translate",
+                content=b"q=%ED%A0%80&source=de&target=en",  # a lone surrogate, encoded
+                headers={"content-type": FORM},
+            ),
+            400,
+            "not UTF-8",
+        )
+        refused(
+            client.post(
+                "/translate",
+                content="q=Köln&source=de&target=en".encode("latin-1"),
+                headers={"content-type": FORM + "; charset=no-such-charset"},
+            ),
+            415,
+            "no-such-charset",
+        )
+        refused(
+            client.post("/translate", content=b"q=a", headers={"content-type": "multipart/form-data"}), 400, "boundary"
+        )
 
 
 @settings(max_examples=200, deadline=None)
@@ -96,28 +125,54 @@ def test_fields_of_every_type_are_numbers_texts_or_a_clear_400():
     too long for Python's int (JSON); `q` given twice in a form is a list of texts."""
     with client_for(FakeEngine(), max_beams=4) as client:
         wait_ready(client)
-        form = client.post("/translate", content=b"q=ab&source=de&target=en&alternatives=2",
-                           headers={"content-type": FORM})
+        form = client.post(
+            "/translate", content=b"q=ab&source=de&target=en&alternatives=2", headers={"content-type": FORM}
+        )
         assert form.json() == {"translatedText": "ba", "alternatives": ["ba #1", "ba #2"]}
         assert lt(client, q="ab", source="de", target="en", alternatives=2.0).json()["alternatives"] == [
-            "ba #1", "ba #2"]
+            "ba #1",
+            "ba #2",
+        ]
         assert lt(client, q="ab", source="de", target="en", alternatives=" 1 ").json()["alternatives"] == ["ba #1"]
         for value in (True, False, 2.5, "2.5", "1e2", "NaN", "Infinity", [1], {"n": 1}, "", "٣"):
             refused(lt(client, q="ab", source="de", target="en", alternatives=value), 400, "not a number")
-        refused(client.post("/translate", content=b'{"q": "ab", "source": "de", "target": "en", "alternatives": '
-                            + b"9" * 5000 + b"}", headers={"content-type": "application/json"}), 400, "malformed JSON")
-        refused(lt(client, q="ab", source="de", target="en", alternatives=10 ** 30), 400, "must be <= 3")
+        refused(
+            client.post(
+                "/translate",
+                content=b'{"q": "ab", "source": "de", "target": "en", "alternatives": ' + b"9" * 5000 + b"}",
+                headers={"content-type": "application/json"},
+            ),
+            400,
+            "malformed JSON",
+        )
+        refused(lt(client, q="ab", source="de", target="en", alternatives=10**30), 400, "must be <= 3")
         refused(lt(client, q="ab", source="de", target="en", format=["html"]), 400, "format is not supported")
-        refused(client.post("/translate", content=b"q=ab&source=de&source=en&target=en",
-                            headers={"content-type": FORM}), 400, "source parameter given 2 times")
-        assert client.post("/translate", content=b"q=ab&source=de&source=de&target=en",
-                           headers={"content-type": FORM}).json() == {"translatedText": "ba"}
-        refused(client.post("/translate", content=b'{"q": "ab", "source": "de", "target": "en", "target": "fr"}',
-                            headers={"content-type": "application/json"}), 400, "the key 'target' given twice")
-        assert client.post("/translate", content=b"q=ab&q=cd&source=de&target=en",
-                           headers={"content-type": FORM}).json() == {"translatedText": ["ba", "dc"]}
-        for body in ({"sentences": ["ab"], "num_beams": True}, {"sentences": ["ab"], "num_return_sequences": "2"},
-                     {"sentences": ["ab"], "max_new_tokens": "4"}, {"sentences": ["ab"], "max_new_tokens": 4.5}):
+        refused(
+            client.post("/translate", content=b"q=ab&source=de&source=en&target=en", headers={"content-type": FORM}),
+            400,
+            "source parameter given 2 times",
+        )
+        assert client.post(
+            "/translate", content=b"q=ab&source=de&source=de&target=en", headers={"content-type": FORM}
+        ).json() == {"translatedText": "ba"}
+        refused(
+            client.post(
+                "/translate",
+                content=b'{"q": "ab", "source": "de", "target": "en", "target": "fr"}',
+                headers={"content-type": "application/json"},
+            ),
+            400,
+            "the key 'target' given twice",
+        )
+        assert client.post(
+            "/translate", content=b"q=ab&q=cd&source=de&target=en", headers={"content-type": FORM}
+        ).json() == {"translatedText": ["ba", "dc"]}
+        for body in (
+            {"sentences": ["ab"], "num_beams": True},
+            {"sentences": ["ab"], "num_return_sequences": "2"},
+            {"sentences": ["ab"], "max_new_tokens": "4"},
+            {"sentences": ["ab"], "max_new_tokens": 4.5},
+        ):
             refused(client.post("/v1/translate", json=body), 422, "valid integer")
     assert [whole_number(value) for value in (3, "3", "-2", 3.0, 1e300)] == [3, 3, -2, 3, int(1e300)]
     assert {whole_number(value) for value in (True, None, float("nan"), float("inf"), "3_0", "0x3")} == {None}
@@ -137,9 +192,14 @@ def test_texts_of_every_shape_are_answered_never_a_500():
         assert lt(client, q=["", " "], source="de", target="en").json() == {"translatedText": ["", " "]}
         for text in ("a\x00b", "a\x07\x1bb", "שלום עולם", "مرحبا", "a\u202eb", "ok 👍🏽"):
             assert lt(client, q=text, source="de", target="en").json() == {"translatedText": f"en({text})"}
-        for body, message in (({"q": "a\ud800"}, "lone surrogate"), ({"q": ["a", 1]}, "q must be"),
-                              ({"q": ["a", ["b"]]}, "q must be"), ({"q": []}, "missing q"),
-                              ({"q": {"text": "a"}}, "q must be"), ({"q": None}, "missing q")):
+        for body, message in (
+            ({"q": "a\ud800"}, "lone surrogate"),
+            ({"q": ["a", 1]}, "q must be"),
+            ({"q": ["a", ["b"]]}, "q must be"),
+            ({"q": []}, "missing q"),
+            ({"q": {"text": "a"}}, "q must be"),
+            ({"q": None}, "missing q"),
+        ):
             refused(lt(client, source="de", target="en", **body), 400, message)
         for body in ({"q": ""}, {"q": []}, {}):
             refused(client.post("/detect", json=body), 400, "missing q")
@@ -153,14 +213,19 @@ def test_a_same_language_pair_passes_text_through_on_both_apis():
     with client_for(de_en, en_de) as client:
         wait_ready(client)
         assert lt(client, q=" ab ", source="de", target="de").json() == {"translatedText": " ab "}
-        assert client.post("/v1/translate", json={"sentences": ["ab", "", "cd"], "source": "de",
-                                                  "target": "de"}).json() == {"translations": ["ab", "", "cd"]}
-        assert client.post("/v1/translate", json={"sentences": ["ab"], "source": "en", "target": "en",
-                                                  "num_return_sequences": 2}).json() == {"translations": [["ab", "ab"]]}
+        assert client.post(
+            "/v1/translate", json={"sentences": ["ab", "", "cd"], "source": "de", "target": "de"}
+        ).json() == {"translations": ["ab", "", "cd"]}
+        assert client.post(
+            "/v1/translate", json={"sentences": ["ab"], "source": "en", "target": "en", "num_return_sequences": 2}
+        ).json() == {"translations": [["ab", "ab"]]}
         assert de_en.batches == en_de.batches == []
         refused(lt(client, q="ab", source="xx", target="xx"), 400, "xx is not supported")
-        refused(client.post("/v1/translate", json={"sentences": ["ab"], "source": "xx", "target": "xx"}), 400,
-                "xx is not supported")
+        refused(
+            client.post("/v1/translate", json={"sentences": ["ab"], "source": "xx", "target": "xx"}),
+            400,
+            "xx is not supported",
+        )
 
 
 def test_markup_that_is_not_prose_is_never_translated():
@@ -170,44 +235,69 @@ def test_markup_that_is_not_prose_is_never_translated():
     `<code>` keeps the rest of the document."""
     with client_for(FakeEngine()) as client:
         wait_ready(client)
-        page = ('<p title="ab">ab <code>x = 1</code> cd</p><pre>  ab\n  cd</pre><kbd>ab</kbd><template><p>ab</p>'
-                '</template><script>ab</script><style>ab{}</style><!-- ab --><![CDATA[ab]]><?ab ?>'
-                '<img alt="ab"><div translate="no">ab <b>cd</b> <span translate="yes">ef</span></div>'
-                '<p class="x notranslate">ab</p><code><span translate="yes">ab</span></code><p>gh</p>')
-        assert lt(client, q=page, source="de", target="en", format="html").json() == {"translatedText": (
-            '<p title="ab">ba <code>x = 1</code> dc</p><pre>  ab\n  cd</pre><kbd>ab</kbd><template><p>ab</p>'
-            '</template><script>ab</script><style>ab{}</style><!-- ab --><![CDATA[ab]]><?ab ?>'
-            '<img alt="ab"><div translate="no">ab <b>cd</b> <span translate="yes">fe</span></div>'
-            '<p class="x notranslate">ab</p><code><span translate="yes">ab</span></code><p>hg</p>')}
+        page = (
+            '<p title="ab">ab <code>x = 1</code> cd</p><pre>  ab\n  cd</pre><kbd>ab</kbd><template><p>ab</p>'
+            "</template><script>ab</script><style>ab{}</style><!-- ab --><![CDATA[ab]]><?ab ?>"
+            '<img alt="ab"><div translate="no">ab <b>cd</b> <span translate="yes">ef</span></div>'
+            '<p class="x notranslate">ab</p><code><span translate="yes">ab</span></code><p>gh</p>'
+        )
+        assert lt(client, q=page, source="de", target="en", format="html").json() == {
+            "translatedText": (
+                '<p title="ab">ba <code>x = 1</code> dc</p><pre>  ab\n  cd</pre><kbd>ab</kbd><template><p>ab</p>'
+                "</template><script>ab</script><style>ab{}</style><!-- ab --><![CDATA[ab]]><?ab ?>"
+                '<img alt="ab"><div translate="no">ab <b>cd</b> <span translate="yes">fe</span></div>'
+                '<p class="x notranslate">ab</p><code><span translate="yes">ab</span></code><p>hg</p>'
+            )
+        }
         assert lt(client, q="<p>ab</p><code>cd <p>ef", source="de", target="en", format="html").json() == {
-            "translatedText": "<p>ba</p><code>cd <p>ef"}
+            "translatedText": "<p>ba</p><code>cd <p>ef"
+        }
         assert lt(client, q="</code></pre>ab<b>cd</i>ef</b>", source="de", target="en", format="html").json() == {
-            "translatedText": "</code></pre>ba<b>dc</i>fe</b>"}  # end tags of nothing open change nothing
+            "translatedText": "</code></pre>ba<b>dc</i>fe</b>"
+        }  # end tags of nothing open change nothing
 
 
-WRAPPERS = st.sampled_from([("<p>", "</p>", True), ("<b>", "</b>", True), ("<code>", "</code>", False),
-                            ("<pre>", "</pre>", False), ('<span translate="no">', "</span>", False),
-                            ('<i class="notranslate">', "</i>", False), ("<script>", "</script>", False),
-                            ("<!-- ", " -->", False), ("<template><b>", "</b></template>", False)])
+WRAPPERS = st.sampled_from(
+    [
+        ("<p>", "</p>", True),
+        ("<b>", "</b>", True),
+        ("<code>", "</code>", False),
+        ("<pre>", "</pre>", False),
+        ('<span translate="no">', "</span>", False),
+        ('<i class="notranslate">', "</i>", False),
+        ("<script>", "</script>", False),
+        ("<!-- ", " -->", False),
+        ("<template><b>", "</b></template>", False),
+    ]
+)
 
 
 @settings(max_examples=200, deadline=None)
-@given(parts=st.lists(st.tuples(WRAPPERS, st.lists(st.sampled_from(["ab", "cd", "x1"]), min_size=1, max_size=3)),
-                      max_size=6))
+@given(
+    parts=st.lists(
+        st.tuples(WRAPPERS, st.lists(st.sampled_from(["ab", "cd", "x1"]), min_size=1, max_size=3)), max_size=6
+    )
+)
 def test_only_prose_is_handed_to_the_model(parts):
     """Property: a document of prose and of what is not prose, each text "translated" (here upper-cased), changes in
     exactly its prose and nowhere else."""
     document = "".join(f"{start}{' '.join(words)}{end}" for (start, end, _), words in parts)
-    expected = "".join(f"{start}{' '.join(words).upper() if prose else ' '.join(words)}{end}"
-                       for (start, end, prose), words in parts)
+    expected = "".join(
+        f"{start}{' '.join(words).upper() if prose else ' '.join(words)}{end}" for (start, end, prose), words in parts
+    )
     pieces = segments(document, "html")
     assert rebuild(pieces, [text.upper() for text in sentences(pieces)]) == expected
 
 
 def multipart(*parts: tuple[str, str, bytes]) -> bytes:
     """A multipart/form-data body (boundary `b`) of (Content-Disposition parameters, other headers, data) parts."""
-    return b"".join(f'--b\r\nContent-Disposition: form-data; {disposition}\r\n{headers}\r\n'.encode() + data + b"\r\n"
-                    for disposition, headers, data in parts) + b"--b--\r\n"
+    return (
+        b"".join(
+            f"--b\r\nContent-Disposition: form-data; {disposition}\r\n{headers}\r\n".encode() + data + b"\r\n"
+            for disposition, headers, data in parts
+        )
+        + b"--b--\r\n"
+    )
 
 
 def test_text_that_is_not_unicode_or_a_charset_that_is_not_text_is_a_4xx():
@@ -222,24 +312,51 @@ def test_text_that_is_not_unicode_or_a_charset_that_is_not_text_is_a_4xx():
     with client_for(FakeEngine()) as client:
         wait_ready(client)
         for field in ("source", "target", "format", "api_key", "\udc80"):
-            refused(post(client, "/translate", {"q": "ab", "source": "de", "target": "en", field: "\udc80"}), 400,
-                    "field holds a lone surrogate (U+DC80)")
-        refused(post(client, "/translate", {"q": "ab", "source": "de", "target": "en", "format": {"\udc80": 1}}),
-                400, "the format field holds a lone surrogate")
-        refused(client.post("/translate_file", content=multipart(("name=\"file\"; filename*=utf-7''x.+2AA-", "", b"ab"),
-                                                                 *parts),
-                            headers={"content-type": "multipart/form-data; boundary=b"}), 400, "the file field")
+            refused(
+                post(client, "/translate", {"q": "ab", "source": "de", "target": "en", field: "\udc80"}),
+                400,
+                "field holds a lone surrogate (U+DC80)",
+            )
+        refused(
+            post(client, "/translate", {"q": "ab", "source": "de", "target": "en", "format": {"\udc80": 1}}),
+            400,
+            "the format field holds a lone surrogate",
+        )
+        refused(
+            client.post(
+                "/translate_file",
+                content=multipart(("name=\"file\"; filename*=utf-7''x.+2AA-", "", b"ab"), *parts),
+                headers={"content-type": "multipart/form-data; boundary=b"},
+            ),
+            400,
+            "the file field",
+        )
         for charset in ("utf-7", "punycode", "idna", "undefined", "unicode_escape", "base64", "*=''ascii%00"):
             header = f"{FORM}; charset{'' if charset.startswith('*') else '='}{charset}"
             for route in ("/translate", "/detect"):
-                refused(client.post(route, content=b"q=Hallo&source=%2B2AA-&target=en",
-                                    headers={"content-type": header}), 415, "unsupported charset")
-        refused(client.post("/translate", content=multipart(
-            ('name="q"', "Content-Type: text/plain; charset=punycode\r\n", b"Hallo"), *parts),
-            headers={"content-type": "multipart/form-data; boundary=b"}), 415, "punycode")
-        refused(client.post("/translate_file", content=multipart(('name="file"; filename="a.txt"', "", b"ab"), *parts),
-                            headers={"content-type": "multipart/form-data; boundary=b; charset=undefined"}), 415,
-                "undefined")
+                refused(
+                    client.post(route, content=b"q=Hallo&source=%2B2AA-&target=en", headers={"content-type": header}),
+                    415,
+                    "unsupported charset",
+                )
+        refused(
+            client.post(
+                "/translate",
+                content=multipart(('name="q"', "Content-Type: text/plain; charset=punycode\r\n", b"Hallo"), *parts),
+                headers={"content-type": "multipart/form-data; boundary=b"},
+            ),
+            415,
+            "punycode",
+        )
+        refused(
+            client.post(
+                "/translate_file",
+                content=multipart(('name="file"; filename="a.txt"', "", b"ab"), *parts),
+                headers={"content-type": "multipart/form-data; boundary=b; charset=undefined"},
+            ),
+            415,
+            "undefined",
+        )
 
 
 def test_any_markup_is_read_in_one_pass_never_an_error():
@@ -249,8 +366,11 @@ def test_any_markup_is_read_in_one_pass_never_an_error():
         wait_ready(client)
         for page, expected in (("Hallo <![ Welt", "ollaH <![ Welt"), ("x<![x y", "x<![x y")):
             assert lt(client, q=page, source="de", target="en", format="html").json() == {"translatedText": expected}
-        answer = client.post("/translate_file", data={"source": "de", "target": "en"},
-                             files={"file": ("a.html", b"ab <![ x", "text/html")})
+        answer = client.post(
+            "/translate_file",
+            data={"source": "de", "target": "en"},
+            files={"file": ("a.html", b"ab <![ x", "text/html")},
+        )
         assert answer.status_code == 200, answer.text
     for document in ("<a " * 70_000, "<" * 200_000, "<p x='" * 40_000, "<script><!--<script>" * 20_000):
         pieces = segments(document, "html")
@@ -258,8 +378,11 @@ def test_any_markup_is_read_in_one_pass_never_an_error():
 
 
 @settings(max_examples=300, deadline=None)
-@given(document=st.lists(st.sampled_from(list("<>!-/?[]'\"= ab\n") + ["CDATA", "script", "p", "&amp;"]),
-                         max_size=40).map("".join))
+@given(
+    document=st.lists(st.sampled_from(list("<>!-/?[]'\"= ab\n") + ["CDATA", "script", "p", "&amp;"]), max_size=40).map(
+        "".join
+    )
+)
 def test_any_text_as_html_comes_back_as_it_was(document):
     """Property: any text read as HTML never raises, and its pieces, each "translated" to itself, are the text."""
     pieces = segments(document, "html")
@@ -270,11 +393,15 @@ def test_what_a_browser_keeps_as_script_style_cdata_or_comment_is_never_changed(
     """A script ends where an HTML5 browser ends it (not at a `</script>` inside `<!--<script>`; at `</script/>`),
     an unclosed comment or CDATA section runs to the end; everything else is translated."""
     for document, expected in (
-            ("<script>a<!--<script>b</script>cd</script>ef-->gh",
-             "<script>a<!--<script>b</script>cd</script>EF--&gt;GH"),
-            ("<script>ab</script/>cd", "<script>ab</script/>CD"), ("<![CDATA[x", "<![CDATA[x"),
-            ("<STYLE>ab</style >cd", "<STYLE>ab</style >CD"), ("ab<!--cd", "AB<!--cd"), ("<!-->ab", "<!-->AB"),
-            ("<title>ab</title>cd", "<title>AB</title>CD"), ("<p a='x>y'>ab</p>", "<p a='x>y'>AB</p>")):
+        ("<script>a<!--<script>b</script>cd</script>ef-->gh", "<script>a<!--<script>b</script>cd</script>EF--&gt;GH"),
+        ("<script>ab</script/>cd", "<script>ab</script/>CD"),
+        ("<![CDATA[x", "<![CDATA[x"),
+        ("<STYLE>ab</style >cd", "<STYLE>ab</style >CD"),
+        ("ab<!--cd", "AB<!--cd"),
+        ("<!-->ab", "<!-->AB"),
+        ("<title>ab</title>cd", "<title>AB</title>CD"),
+        ("<p a='x>y'>ab</p>", "<p a='x>y'>AB</p>"),
+    ):
         pieces = segments(document, "html")
         assert rebuild(pieces, [text.upper() for text in sentences(pieces)]) == expected, document
 
@@ -290,12 +417,23 @@ def test_query_string_fields_count_as_libretranslates_and_a_key_there_is_never_l
         wait_ready(client)
         assert client.post("/translate?api_key=K&q=ab&source=de&target=en").json() == {"translatedText": "ba"}
         assert post(client, "/translate?api_key=K&q=ab&source=de&target=en", {"q": "cd"}).json() == {
-            "translatedText": "dc"}
+            "translatedText": "dc"
+        }
         refused(client.post("/detect?api_key=L&q=ab"), 403, "Invalid API key")
-    for query, shown in (("api_key=K1&q=1", "api_key=***&q=1"), ("q=1&api%5Fkey=K1;x", "q=1&api%5Fkey=***"),
-                         ("api_keys=a&q=api_key", "api_keys=a&q=api_key")):
-        record = logging.LogRecord("uvicorn.access", logging.INFO, "", 0, '%s - "%s %s HTTP/%s" %d',
-                                   ("127.0.0.1:5", "POST", f"/translate?{query}", "1.1", 200), None)
+    for query, shown in (
+        ("api_key=K1&q=1", "api_key=***&q=1"),
+        ("q=1&api%5Fkey=K1;x", "q=1&api%5Fkey=***"),
+        ("api_keys=a&q=api_key", "api_keys=a&q=api_key"),
+    ):
+        record = logging.LogRecord(
+            "uvicorn.access",
+            logging.INFO,
+            "",
+            0,
+            '%s - "%s %s HTTP/%s" %d',
+            ("127.0.0.1:5", "POST", f"/translate?{query}", "1.1", 200),
+            None,
+        )
         assert RedactedKeys().filter(record) and record.getMessage().endswith(f'/translate?{shown} HTTP/1.1" 200')
 
 
@@ -305,17 +443,22 @@ def test_one_request_is_bounded_as_a_whole():
     do not end in time together; the server answers the next request."""
     with client_for(FakeEngine(delay=0.4), max_sentences=1, request_timeout=1.0, max_wait_ms=0) as client:
         wait_ready(client)
-        late = client.post("/translate_file", data={"source": "de", "target": "en"},
-                           files={"file": ("a.txt", b"ab\ncd\nef\ngh\n", "text/plain")})
+        late = client.post(
+            "/translate_file",
+            data={"source": "de", "target": "en"},
+            files={"file": ("a.txt", b"ab\ncd\nef\ngh\n", "text/plain")},
+        )
         refused(late, 504, "--request_timeout")
         assert lt(client, q="ab", source="de", target="en").json() == {"translatedText": "ba"}
-    de_en, en_fr = FakeEngine(delay=0.6, reverse=False), FakeEngine(source="en", target="fr", delay=0.6,
-                                                                     reverse=False)
+    de_en, en_fr = FakeEngine(delay=0.6, reverse=False), FakeEngine(source="en", target="fr", delay=0.6, reverse=False)
     with client_for(de_en, en_fr, request_timeout=1.0, max_wait_ms=0) as client:
         wait_ready(client)
         refused(lt(client, q="ab", source="de", target="fr"), 504, "no answer within 1 s (--request_timeout)")
-        refused(client.post("/v1/translate", json={"sentences": ["ab"], "source": "de", "target": "fr"}), 504,
-                "--request_timeout")
+        refused(
+            client.post("/v1/translate", json={"sentences": ["ab"], "source": "de", "target": "fr"}),
+            504,
+            "--request_timeout",
+        )
         assert client.get("/health").json() == {"status": "ok"}
 
 
@@ -366,16 +509,21 @@ def test_every_engine_answers_every_documented_field(engines, name):
         assert answer.json()["alternatives"] == unique(three[1:], three[0])[:2]
         assert lt(client, q=["abc12", "<p>abc12</p>"], source="auto", target="tgt", format="html").json() == {
             "translatedText": [best, f"<p>{best}</p>"],
-            "detectedLanguage": [{"language": "src", "confidence": 100.0}] * 2}
-        nbest = client.post("/v1/translate", json={"sentences": ["abc12", ""], "num_beams": 4,
-                                                   "num_return_sequences": 3, "max_new_tokens": 3})
+            "detectedLanguage": [{"language": "src", "confidence": 100.0}] * 2,
+        }
+        nbest = client.post(
+            "/v1/translate",
+            json={"sentences": ["abc12", ""], "num_beams": 4, "num_return_sequences": 3, "max_new_tokens": 3},
+        )
         assert nbest.status_code == 200, nbest.text
         assert nbest.json() == {"translations": [translator.hypotheses(["abc12"], 3, 4, 3)[0], ["", "", ""]]}
         one = client.post("/v1/translate", json={"sentences": ["abc12"], "num_beams": 2})
         assert one.json() == {"translations": translator.hypotheses(["abc12"], 1, 2)[0]}
         long_text = "abc123 " * 1000  # (counted by the tokenizer's thread pool: the same count)
-        assert engine.count_tokens([long_text, "ab"]) == [len(engine.counter.encode(long_text)),
-                                                          len(engine.counter.encode("ab"))]
+        assert engine.count_tokens([long_text, "ab"]) == [
+            len(engine.counter.encode(long_text)),
+            len(engine.counter.encode("ab")),
+        ]
 
 
 def test_a_learned_position_table_bounds_what_pytorch_decodes(small_demo_model, tmp_path):
@@ -413,8 +561,7 @@ def test_cpu_bound_requests_never_stop_the_server_answering(small_demo_model):
     counting the tokens of a text of 1,000,000 characters and parsing an HTML document of 440 kB: /health answers
     throughout, each time within a bound far under what any of that work takes on the event loop."""
     pytest.importorskip("lingua")
-    proc, url = start_server(f"{small_demo_model}:de-en", f"{small_demo_model}:en-de", "--max_request_bytes",
-                             "4000000")
+    proc, url = start_server(f"{small_demo_model}:de-en", f"{small_demo_model}:en-de", "--max_request_bytes", "4000000")
     answers: dict = {}
 
     def send(name, route, body):
@@ -424,11 +571,18 @@ def test_cpu_bound_requests_never_stop_the_server_answering(small_demo_model):
             answers[name] = error.code
 
     try:
-        work = [threading.Thread(target=send, args=args) for args in (
-            ("detect", "/detect", {"q": "a" * 400_000}),
-            ("count", "/translate", {"q": "b" * 1_000_000, "source": "de", "target": "en"}),
-            ("html", "/translate", {"q": "<p>ab <b>cd</b> ef</p>" * 20_000, "source": "de", "target": "en",
-                                    "format": "html"}))]
+        work = [
+            threading.Thread(target=send, args=args)
+            for args in (
+                ("detect", "/detect", {"q": "a" * 400_000}),
+                ("count", "/translate", {"q": "b" * 1_000_000, "source": "de", "target": "en"}),
+                (
+                    "html",
+                    "/translate",
+                    {"q": "<p>ab <b>cd</b> ef</p>" * 20_000, "source": "de", "target": "en", "format": "html"},
+                ),
+            )
+        ]
         for thread in work:
             thread.start()
         waits = []

@@ -29,15 +29,25 @@ PROPERTY_SETTINGS = settings(max_examples=12, deadline=None, suppress_health_che
 def configs(draw):
     heads = draw(st.sampled_from([1, 2, 4]))
     return VanillaTransformerConfig(
-        vocab_size=draw(st.integers(8, 60)), d_model=heads * draw(st.sampled_from([4, 8])),
-        encoder_layers=draw(st.integers(1, 2)), decoder_layers=draw(st.integers(1, 2)),
-        encoder_attention_heads=heads, decoder_attention_heads=heads,
-        encoder_ffn_dim=draw(st.sampled_from([8, 32])), decoder_ffn_dim=draw(st.sampled_from([8, 32])),
-        normalize_before=draw(st.booleans()), position_embedding_type=draw(st.sampled_from(["sinusoidal", "learned"])),
-        max_position_embeddings=64, dropout=0.0, num_labels=3, use_crf=draw(st.booleans()),
+        vocab_size=draw(st.integers(8, 60)),
+        d_model=heads * draw(st.sampled_from([4, 8])),
+        encoder_layers=draw(st.integers(1, 2)),
+        decoder_layers=draw(st.integers(1, 2)),
+        encoder_attention_heads=heads,
+        decoder_attention_heads=heads,
+        encoder_ffn_dim=draw(st.sampled_from([8, 32])),
+        decoder_ffn_dim=draw(st.sampled_from([8, 32])),
+        normalize_before=draw(st.booleans()),
+        position_embedding_type=draw(st.sampled_from(["sinusoidal", "learned"])),
+        max_position_embeddings=64,
+        dropout=0.0,
+        num_labels=3,
+        use_crf=draw(st.booleans()),
         token_dropout=draw(st.sampled_from([0.0, 0.3])),  # eval mode: must change nothing
-        relative_attention_max_distance=draw(st.sampled_from([0, 3])), scale_attention=draw(st.booleans()),
-        char_cnn_dim=draw(st.sampled_from([0, 6])), auxiliary_num_labels=draw(st.sampled_from([None, [2, 5]])),
+        relative_attention_max_distance=draw(st.sampled_from([0, 3])),
+        scale_attention=draw(st.booleans()),
+        char_cnn_dim=draw(st.sampled_from([0, 6])),
+        auxiliary_num_labels=draw(st.sampled_from([None, [2, 5]])),
     )
 
 
@@ -65,16 +75,24 @@ def test_seq2seq_invariants_on_random_configs_and_batches(data):
         out = model(input_ids=ids, attention_mask=mask, decoder_input_ids=dec)
         assert torch.isfinite(out.logits).all()
         for row, n in enumerate(lengths):  # padding invariance: each sentence alone gives the same states
-            alone = model(input_ids=ids[row:row + 1, :n], decoder_input_ids=dec[row:row + 1])
-            torch.testing.assert_close(out.encoder_last_hidden_state[row, :n], alone.encoder_last_hidden_state[0],
-                                       rtol=0, atol=1e-4)
+            alone = model(input_ids=ids[row : row + 1, :n], decoder_input_ids=dec[row : row + 1])
+            torch.testing.assert_close(
+                out.encoder_last_hidden_state[row, :n], alone.encoder_last_hidden_state[0], rtol=0, atol=1e-4
+            )
             torch.testing.assert_close(out.logits[row], alone.logits[0], rtol=0, atol=1e-4)
         model.set_attn_implementation("eager")
         eager = model(input_ids=ids, attention_mask=mask, decoder_input_ids=dec)
         model.set_attn_implementation("sdpa")
         torch.testing.assert_close(eager.logits, out.logits, rtol=0, atol=1e-5)
-    kwargs = dict(input_ids=ids, attention_mask=mask, max_new_tokens=5, min_new_tokens=5, do_sample=False,
-                  output_scores=True, return_dict_in_generate=True)
+    kwargs = dict(
+        input_ids=ids,
+        attention_mask=mask,
+        max_new_tokens=5,
+        min_new_tokens=5,
+        do_sample=False,
+        output_scores=True,
+        return_dict_in_generate=True,
+    )
     cached, uncached = model.generate(**kwargs, use_cache=True), model.generate(**kwargs, use_cache=False)
     assert torch.equal(cached.sequences, uncached.sequences)
     torch.testing.assert_close(torch.stack(cached.scores), torch.stack(uncached.scores), rtol=0, atol=1e-4)
@@ -85,8 +103,9 @@ def test_seq2seq_invariants_on_random_configs_and_batches(data):
         assert torch.equal(param, loaded_param), name
     with torch.no_grad():  # equal weights; the GEMM kernel may differ in the last bits with the buffers' alignment,
         # and through 2 + 2 layers those reach ~2e-6 (seen): the tolerance of the other kernel-path comparisons above
-        torch.testing.assert_close(loaded(input_ids=ids, attention_mask=mask, decoder_input_ids=dec).logits,
-                                   out.logits, rtol=0, atol=1e-5)
+        torch.testing.assert_close(
+            loaded(input_ids=ids, attention_mask=mask, decoder_input_ids=dec).logits, out.logits, rtol=0, atol=1e-5
+        )
 
 
 @PROPERTY_SETTINGS
@@ -107,7 +126,7 @@ def test_tagger_invariants_on_random_configs_and_batches(data):
             assert torch.isfinite(with_aux.loss) and with_aux.loss > out.loss
             assert torch.equal(with_aux.logits, out.logits)
         for row, n in enumerate(lengths):
-            alone = model(input_ids=ids[row:row + 1, :n])
+            alone = model(input_ids=ids[row : row + 1, :n])
             torch.testing.assert_close(out.logits[row, :n], alone.logits[0], rtol=0, atol=1e-4)
     with tempfile.TemporaryDirectory() as tmp:
         model.save_pretrained(tmp)
@@ -124,9 +143,27 @@ LOADERS = {
     "conll": lambda path: vt_data.load_conll(path + ".de"),
     "ner_jsonl": lambda path: vt_data.load_ner_jsonl(path + ".de"),
 }
-LINE_PIECES = ["", " ", "\t", "O", "B-PER", "I-LOC", "X-Y", "-DOCSTART- -X- O", "word", "Wort NN B-NP B-ORG",
-               '{"tokens": ["a"], "ner_tags": ["O"]}', '{"translation": {"de": "a", "en": "b"}}', "{", "[1, 2]",
-               '{"tokens": "ab", "ner_tags": ["O"]}', '{"translation": {"de": ""}}', "null", "\u00e9", "\x00"]
+LINE_PIECES = [
+    "",
+    " ",
+    "\t",
+    "O",
+    "B-PER",
+    "I-LOC",
+    "X-Y",
+    "-DOCSTART- -X- O",
+    "word",
+    "Wort NN B-NP B-ORG",
+    '{"tokens": ["a"], "ner_tags": ["O"]}',
+    '{"translation": {"de": "a", "en": "b"}}',
+    "{",
+    "[1, 2]",
+    '{"tokens": "ab", "ner_tags": ["O"]}',
+    '{"translation": {"de": ""}}',
+    "null",
+    "\u00e9",
+    "\x00",
+]
 
 
 def fuzz_loader(name, files):
@@ -151,8 +188,10 @@ def test_loaders_on_random_bytes(name, files):
 
 
 @settings(max_examples=150, deadline=None)
-@given(name=st.sampled_from(sorted(LOADERS)),
-       lines=st.tuples(*[st.lists(st.lists(st.sampled_from(LINE_PIECES), max_size=4).map(" ".join), max_size=8)] * 2))
+@given(
+    name=st.sampled_from(sorted(LOADERS)),
+    lines=st.tuples(*[st.lists(st.lists(st.sampled_from(LINE_PIECES), max_size=4).map(" ".join), max_size=8)] * 2),
+)
 def test_loaders_on_random_line_structures(name, lines):
     fuzz_loader(name, tuple("\n".join(rows).encode() for rows in lines))
 
@@ -226,8 +265,9 @@ def test_corrupted_checkpoint_on_resume_names_the_file(tmp_path, damage):
 
     data_dir = write_parallel(tmp_path)
     out = tmp_path / "out"
-    args = translation_args(data_dir, out, "--do_train", "--max_steps", "4", "--save_strategy", "steps",
-                            "--save_steps", "2")
+    args = translation_args(
+        data_dir, out, "--do_train", "--max_steps", "4", "--save_strategy", "steps", "--save_steps", "2"
+    )
     train_translation.main(args)
     damaged = out / "checkpoint-4" / damage
     damaged.write_bytes(damaged.read_bytes()[: damaged.stat().st_size // 2])
@@ -240,7 +280,8 @@ def test_local_classes_never_run_code_from_the_model_directory(saved):
     _, path = saved
     (path / "modeling_vanilla_transformer.py").write_text("raise SystemExit('code from the model directory ran')\n")
     (path / "configuration_vanilla_transformer.py").write_text(
-        "raise SystemExit('code from the model directory ran')\n")
+        "raise SystemExit('code from the model directory ran')\n"
+    )
     model = AutoModelForSeq2SeqLM.from_pretrained(path)
     assert type(model) is VanillaTransformerForConditionalGeneration
 
@@ -260,8 +301,9 @@ NO_NETWORK_CHILD = textwrap.dedent("""
 
 def test_import_performs_no_network_access():
     env = {k: v for k, v in os.environ.items() if not k.startswith("HF_HUB_OFFLINE")}  # online mode, no network
-    proc = subprocess.run([sys.executable, "-c", NO_NETWORK_CHILD], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", NO_NETWORK_CHILD], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
 
 

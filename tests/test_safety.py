@@ -50,10 +50,30 @@ def test_a_hub_token_is_written_nowhere_and_the_hub_receives_the_allow_list(hub,
     endpoint, state = hub
     data_dir, out = write_parallel(tmp_path), tmp_path / "run"
     env = hub_env(endpoint, tmp_path / "hf_home", token=ENV_TOKEN)
-    argv = translation_args(data_dir, out, "--save_strategy", "steps", "--save_steps", "3", "--push_to_hub", "true",
-                            "--hub_model_id", "tester/probe", "--hub_token", TOKEN, "--report_to", "tensorboard")
-    proc = subprocess.run([sys.executable, "-m", "vanilla_transformer.run_translation", *argv], cwd=tmp_path,
-                          env=env, capture_output=True, text=True, timeout=600)
+    argv = translation_args(
+        data_dir,
+        out,
+        "--save_strategy",
+        "steps",
+        "--save_steps",
+        "3",
+        "--push_to_hub",
+        "true",
+        "--hub_model_id",
+        "tester/probe",
+        "--hub_token",
+        TOKEN,
+        "--report_to",
+        "tensorboard",
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "vanilla_transformer.run_translation", *argv],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (out / "checkpoint-6" / "training_args.bin").is_file() and list((out / "runs").iterdir())
     assert files_holding(out, TOKEN, ENV_TOKEN) == []
@@ -61,27 +81,35 @@ def test_a_hub_token_is_written_nowhere_and_the_hub_receives_the_allow_list(hub,
     assert "--hub_token '<HUB_TOKEN>'" in (out / "README.md").read_text(encoding="utf-8")
     uploaded = state.repos["tester/probe"].commits[-1][2]
     assert len(state.repos["tester/probe"].commits) == 1  # one push, the command's (none from the Trainer)
-    assert {"config.json", "model.safetensors", "tokenizer.json", "README.md",
-            "modeling_vanilla_transformer.py"} <= set(uploaded)
+    assert {
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "README.md",
+        "modeling_vanilla_transformer.py",
+    } <= set(uploaded)
     assert set(uploaded) <= set(UPLOADED), sorted(set(uploaded) - set(UPLOADED))
     for name, content in uploaded.items():
         assert str(tmp_path).encode() not in content and ROOT.encode() not in content, name  # (no absolute path)
 
 
-@pytest.mark.parametrize("spelling", [["--hub_tok", TOKEN], [f"--hub_tok={TOKEN}"], ["--hub-tok", TOKEN],
-                                      ["--hub_t", TOKEN]])
+@pytest.mark.parametrize(
+    "spelling", [["--hub_tok", TOKEN], [f"--hub_tok={TOKEN}"], ["--hub-tok", TOKEN], ["--hub_t", TOKEN]]
+)
 def test_a_shortened_secret_flag_is_refused_without_printing_its_value(spelling, tmp_path, capsys):
     """argparse would take `--hub_tok X` as --hub_token, which the recorded command line would not hide: every
     training command refuses a flag not spelled in full, naming the flag and not the value."""
     for command in ("train-translation", "train-ner", "pretrain-encoder"):
-        status, err = run_status(capsys, [command, "--output_dir", str(tmp_path / "run"), "--max_steps", "4",
-                                          *spelling])
+        status, err = run_status(
+            capsys, [command, "--output_dir", str(tmp_path / "run"), "--max_steps", "4", *spelling]
+        )
         assert status == 2 and TOKEN not in err and spelling[0].split("=")[0] in err, err
         assert not (tmp_path / "run").exists()
 
 
-@pytest.mark.parametrize("spelling", [["--hub_token", TOKEN], [f"--hub_token={TOKEN}"], ["--hub-token", TOKEN],
-                                      [f"--hub-token={TOKEN}"]])
+@pytest.mark.parametrize(
+    "spelling", [["--hub_token", TOKEN], [f"--hub_token={TOKEN}"], ["--hub-token", TOKEN], [f"--hub-token={TOKEN}"]]
+)
 def test_every_spelling_of_a_secret_flag_is_hidden_in_the_recorded_command(spelling, tmp_path):
     """The command line a run records hides the value of the option whose parsed destination is a secret, whatever
     the spelling, and by value too (a spelling the flag pattern would miss)."""
@@ -93,17 +121,38 @@ def test_every_spelling_of_a_secret_flag_is_hidden_in_the_recorded_command(spell
     command = invoked_command(argv, {"HUB_TOKEN": training_args.hub_token})
     assert TOKEN not in command and "<HUB_TOKEN>" in command
     assert shareable_words(["--hub_tok", TOKEN, f"--x={TOKEN}"], {"HUB_TOKEN": TOKEN}) == [
-        "--hub_tok", "<HUB_TOKEN>", "--x=<HUB_TOKEN>"]
+        "--hub_tok",
+        "<HUB_TOKEN>",
+        "--x=<HUB_TOKEN>",
+    ]
 
 
 def test_a_served_api_key_is_written_nowhere(small_demo_model, tmp_path):
     """`serve --api_key KEY`, asked with the key and with a wrong one: the key is in no file under the directory it
     ran in and not in what it printed."""
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "vanilla_transformer.cli", "serve", str(small_demo_model), "--port",
-                             str(port), "--engine", "pytorch", "--device", "cpu", "--api_key", API_KEY], cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "VT_API_KEY": ""})
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "vanilla_transformer.cli",
+            "serve",
+            str(small_demo_model),
+            "--port",
+            str(port),
+            "--engine",
+            "pytorch",
+            "--device",
+            "cpu",
+            "--api_key",
+            API_KEY,
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "VT_API_KEY": ""},
+    )
     try:
         url = f"http://127.0.0.1:{port}"
         for _ in range(600):
@@ -115,8 +164,9 @@ def test_a_served_api_key_is_written_nowhere(small_demo_model, tmp_path):
                 threading.Event().wait(0.1)
         for key in (API_KEY, "wrong"):
             body = json.dumps({"q": "ab12", "source": "src", "target": "tgt", "api_key": key}).encode()
-            request = urllib.request.Request(f"{url}/translate", data=body,
-                                             headers={"content-type": "application/json"})
+            request = urllib.request.Request(
+                f"{url}/translate", data=body, headers={"content-type": "application/json"}
+            )
             try:
                 urllib.request.urlopen(request, timeout=60)
             except urllib.error.HTTPError as error:
@@ -132,8 +182,21 @@ def test_a_rerun_into_a_finished_directory_is_refused_and_overwrite_replaces_one
     `--resume_from_checkpoint true` continues there; `--overwrite_output_dir true` replaces it, the old checkpoints
     gone first (the directory holds one run's); an empty --output_dir is refused."""
     data_dir, out = write_parallel(tmp_path), tmp_path / "run"
-    argv = translation_args(data_dir, out, "--save_strategy", "steps", "--save_steps", "2", "--save_total_limit", "5",
-                            "--do_train", "--do_eval", "false", "--do_predict", "false")
+    argv = translation_args(
+        data_dir,
+        out,
+        "--save_strategy",
+        "steps",
+        "--save_steps",
+        "2",
+        "--save_total_limit",
+        "5",
+        "--do_train",
+        "--do_eval",
+        "false",
+        "--do_predict",
+        "false",
+    )
     train_translation.main(argv)
     assert sorted(os.listdir(out / "checkpoint-6")) and (out / "config.json").is_file()
     before = (out / "model.safetensors").read_bytes()
@@ -152,28 +215,62 @@ def test_average_checkpoints_of_one_run_and_as_many_as_asked(tmp_path, capsys):
     """`average-checkpoints --last N` refuses fewer than N checkpoints and checkpoints of two runs, naming them; the
     averaged model keeps the run's card (so `serve` of it knows its languages)."""
     data_dir, out = write_parallel(tmp_path), tmp_path / "run"
-    argv = translation_args(data_dir, out, "--save_strategy", "steps", "--save_steps", "2", "--save_total_limit", "5",
-                            "--do_train", "--do_eval", "false", "--do_predict", "false")
+    argv = translation_args(
+        data_dir,
+        out,
+        "--save_strategy",
+        "steps",
+        "--save_steps",
+        "2",
+        "--save_total_limit",
+        "5",
+        "--do_train",
+        "--do_eval",
+        "false",
+        "--do_predict",
+        "false",
+    )
     train_translation.main(argv)
-    status, err = run_status(capsys, ["average-checkpoints", str(out), "--last", "5", "--output_dir",
-                                      str(tmp_path / "a")])
+    status, err = run_status(
+        capsys, ["average-checkpoints", str(out), "--last", "5", "--output_dir", str(tmp_path / "a")]
+    )
     assert status == 2 and "holds 3 checkpoint(s)" in err and "--last 3" in err
-    assert run_status(capsys, ["average-checkpoints", str(out), "--last", "3", "--output_dir",
-                               str(tmp_path / "a")])[0] == 0
+    assert (
+        run_status(capsys, ["average-checkpoints", str(out), "--last", "3", "--output_dir", str(tmp_path / "a")])[0]
+        == 0
+    )
     assert (tmp_path / "a" / "README.md").read_text(encoding="utf-8") == (out / "README.md").read_text(encoding="utf-8")
     other = tmp_path / "other"
-    train_translation.main(translation_args(data_dir, other, "--save_strategy", "steps", "--save_steps", "2",
-                                          "--max_steps", "8", "--seed", "2", "--do_train", "--do_eval", "false",
-                                          "--do_predict", "false"))
+    train_translation.main(
+        translation_args(
+            data_dir,
+            other,
+            "--save_strategy",
+            "steps",
+            "--save_steps",
+            "2",
+            "--max_steps",
+            "8",
+            "--seed",
+            "2",
+            "--do_train",
+            "--do_eval",
+            "false",
+            "--do_predict",
+            "false",
+        )
+    )
     os.rename(other / "checkpoint-8", out / "checkpoint-8")  # a checkpoint of another run beside this run's
-    status, err = run_status(capsys, ["average-checkpoints", str(out), "--last", "2", "--output_dir",
-                                      str(tmp_path / "b")])
+    status, err = run_status(
+        capsys, ["average-checkpoints", str(out), "--last", "2", "--output_dir", str(tmp_path / "b")]
+    )
     assert status == 2 and "checkpoint-6 belong to another run" in err
 
 
 @pytest.mark.parametrize("command", ["export-ctranslate2", "export-onnx"])
-def test_an_export_to_an_empty_path_or_onto_other_files_deletes_nothing(command, small_demo_model, small_ner_model,
-                                                                        tmp_path, monkeypatch, capsys):
+def test_an_export_to_an_empty_path_or_onto_other_files_deletes_nothing(
+    command, small_demo_model, small_ner_model, tmp_path, monkeypatch, capsys
+):
     """`export-* MODEL ""` (an unset shell variable) is refused and the current directory keeps its files; `--force`
     onto a directory that is not an earlier export of the same command is refused too."""
     pytest.importorskip("ctranslate2" if command == "export-ctranslate2" else "onnx")
@@ -223,16 +320,26 @@ def test_a_byte_order_mark_is_no_part_of_the_text(tmp_path, capsys):
 
     (tmp_path / "p.de").write_bytes(b"\xef\xbb\xbfHallo Welt.\n")
     (tmp_path / "p.en").write_text("Hello world.\n", encoding="utf-8")
-    for pairs in (load_parallel_text(str(tmp_path / "p"), "de", "en", cache_dir=str(tmp_path / "cache")),
-                  stream_parallel_text(str(tmp_path / "p"), "de", "en")):
+    for pairs in (
+        load_parallel_text(str(tmp_path / "p"), "de", "en", cache_dir=str(tmp_path / "cache")),
+        stream_parallel_text(str(tmp_path / "p"), "de", "en"),
+    ):
         assert [row["translation"] for row in pairs] == [{"de": "Hallo Welt.", "en": "Hello world."}]
 
 
-@pytest.mark.parametrize("argv", [["translate", "MODEL", "--output", ""], ["tag", "MODEL", "--output", " "],
-                                  ["score", "a.txt", "b.txt", "--output", ""],
-                                  ["average-checkpoints", "RUN", "--output_dir", ""],
-                                  ["split-documents", "train.txt", ""], ["plot", "positions", "--out", ""],
-                                  ["export-ctranslate2", "MODEL", ""], ["export-onnx", "MODEL", ""]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["translate", "MODEL", "--output", ""],
+        ["tag", "MODEL", "--output", " "],
+        ["score", "a.txt", "b.txt", "--output", ""],
+        ["average-checkpoints", "RUN", "--output_dir", ""],
+        ["split-documents", "train.txt", ""],
+        ["plot", "positions", "--out", ""],
+        ["export-ctranslate2", "MODEL", ""],
+        ["export-onnx", "MODEL", ""],
+    ],
+)
 def test_every_path_a_command_writes_is_refused_when_empty(argv, capsys):
     """An empty output path (an unset shell variable) is refused where the command line is read, before anything
     loads or is written: one error line naming the flag."""

@@ -55,8 +55,22 @@ def test_demo_that_did_not_learn_fails_loudly(tmp_path):
     """A demo run whose held-out exact match is below 0.95 must not report success (exit status non-zero, a message
     saying what failed): here 2 training steps."""
     with pytest.raises(SystemExit, match=r"Demo failed: held-out exact match .*eval_exact_match.* below 0.95"):
-        train_translation.main(["--output_dir", str(tmp_path), "--max_steps", "2", "--demo_train_examples", "64",
-                              "--demo_eval_examples", "4", "--generation_max_length", "8", "--disable_tqdm", "true"])
+        train_translation.main(
+            [
+                "--output_dir",
+                str(tmp_path),
+                "--max_steps",
+                "2",
+                "--demo_train_examples",
+                "64",
+                "--demo_eval_examples",
+                "4",
+                "--generation_max_length",
+                "8",
+                "--disable_tqdm",
+                "true",
+            ]
+        )
     metrics = json.loads((tmp_path / "eval_results.json").read_text())  # still saved
     assert metrics["eval_exact_match"] < 0.95 and "eval_chrf" in metrics
     assert "eval_bleu" not in metrics  # word n-grams of unspaced strings measure nothing
@@ -79,8 +93,11 @@ def test_training_device_is_decided_when_the_command_runs(tmp_path, monkeypatch,
     from vanilla_transformer import training
 
     monkeypatch.setattr(training.precision, "accelerator_type", lambda: accelerator)
-    classes = (training.arguments.ModelArguments, train_translation.DataTrainingArguments,
-               train_translation.TranslationTrainingArguments)
+    classes = (
+        training.arguments.ModelArguments,
+        train_translation.DataTrainingArguments,
+        train_translation.TranslationTrainingArguments,
+    )
     assert training.precision.with_device_default(["--use_cpu", "false"]) == ["--use_cpu", "false"]
     assert training.precision.with_device_default(["--x"]) == (["--x"] if accelerator else ["--use_cpu", "true", "--x"])
     if accelerator is None:  # (with an accelerator the Trainer would try to reach it here)
@@ -93,8 +110,9 @@ def test_training_device_is_decided_when_the_command_runs(tmp_path, monkeypatch,
     assert training.precision.fast_bf16() == (True if accelerator else training.precision.fast_bf16("cpu"))
 
 
-@pytest.mark.parametrize("native,speedup,warning", [(False, 0.0, "no native bf16"), (True, 0.55, "0.55x as fast"),
-                                                     (True, 2.0, None)])
+@pytest.mark.parametrize(
+    "native,speedup,warning", [(False, 0.0, "no native bf16"), (True, 0.55, "0.55x as fast"), (True, 2.0, None)]
+)
 def test_explicit_bf16_warns_where_it_does_not_pay(tmp_path, monkeypatch, caplog, native, speedup, warning):
     """--bf16 true on a CPU where bf16 matrix products are emulated or measure slower than fp32 warns, saying which."""
     from vanilla_transformer import training
@@ -103,9 +121,13 @@ def test_explicit_bf16_warns_where_it_does_not_pay(tmp_path, monkeypatch, caplog
     monkeypatch.setattr(training.precision, "bf16_matmul_speedup", lambda: speedup)
     with caplog.at_level("WARNING"):
         training.arguments.parse_run_arguments(
-            (training.arguments.ModelArguments, train_translation.DataTrainingArguments,
-             train_translation.TranslationTrainingArguments),
-            ["--output_dir", str(tmp_path), "--bf16", "true"])
+            (
+                training.arguments.ModelArguments,
+                train_translation.DataTrainingArguments,
+                train_translation.TranslationTrainingArguments,
+            ),
+            ["--output_dir", str(tmp_path), "--bf16", "true"],
+        )
     assert ("pass --bf16 false" in caplog.text) == (warning is not None)
     assert warning is None or warning in caplog.text
 
@@ -133,8 +155,9 @@ def test_run_translation_on_tab_separated_pairs(tmp_path):
     for split in ("train", "validation", "test"):
         de = (data_dir / f"{split}.de").read_text(encoding="utf-8").splitlines()
         en = (data_dir / f"{split}.en").read_text(encoding="utf-8").splitlines()
-        (tmp_path / f"{split}.tsv").write_text("".join(f"{e}\t{d}\tCC-BY 2.0 #{i}\n" for i, (e, d) in
-                                                       enumerate(zip(en, de))), encoding="utf-8")
+        (tmp_path / f"{split}.tsv").write_text(
+            "".join(f"{e}\t{d}\tCC-BY 2.0 #{i}\n" for i, (e, d) in enumerate(zip(en, de))), encoding="utf-8"
+        )
     args = translation_args(data_dir, tmp_path / "out")
     for flag, split in (("--train_file", "train"), ("--validation_file", "validation"), ("--test_file", "test")):
         args[args.index(flag) + 1] = str(tmp_path / f"{split}.tsv")
@@ -150,8 +173,9 @@ def test_run_translation_continues_from_saved_model(tmp_path):
     data_dir = write_parallel(tmp_path)
     train_translation.main(translation_args(data_dir, tmp_path / "first", "--do_train"))
     second = tmp_path / "second"
-    train_translation.main(translation_args(data_dir, second, "--model_name_or_path", str(tmp_path / "first"),
-                                          "--do_eval"))
+    train_translation.main(
+        translation_args(data_dir, second, "--model_name_or_path", str(tmp_path / "first"), "--do_eval")
+    )
     assert json.loads((second / "eval_results.json").read_text())["eval_samples"] == 10
 
 
@@ -168,11 +192,24 @@ def test_run_translation_bad_arguments(tmp_path):
         train_translation.main(translation_args(data_dir, tmp_path / "o"))
 
 
-@pytest.mark.parametrize("extra", [("--label_all_tokens", "true"),
-                                   ("--context_words", "4", "--config_overrides", "use_crf=true"),
-                                   ("--mention_replacement", "0.5", "--config_overrides", "char_cnn_dim=8"),
-                                   ("--auxiliary_columns", "true", "--mention_replacement", "0.5", "--context_words",
-                                    "2", "--label_all_tokens", "true")])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ("--label_all_tokens", "true"),
+        ("--context_words", "4", "--config_overrides", "use_crf=true"),
+        ("--mention_replacement", "0.5", "--config_overrides", "char_cnn_dim=8"),
+        (
+            "--auxiliary_columns",
+            "true",
+            "--mention_replacement",
+            "0.5",
+            "--context_words",
+            "2",
+            "--label_all_tokens",
+            "true",
+        ),
+    ],
+)
 def test_run_ner_end_to_end(tmp_path, extra):
     out = tmp_path / "out"
     metrics = train_ner.main(ner_args(tmp_path, out, *extra))
@@ -191,6 +228,7 @@ def test_run_ner_end_to_end(tmp_path, extra):
     assert sum(1 for block in lines if block.strip()) == 3
     tokenizer = AutoTokenizer.from_pretrained(out)
     from transformers import pipeline
+
     tagger = pipeline("token-classification", model=model, tokenizer=tokenizer, aggregation_strategy="simple")
     assert isinstance(tagger("Anna lives in Berlin ."), list)
 
@@ -212,9 +250,21 @@ def test_run_ner_document_consistency(tmp_path, monkeypatch):
     runs = {}
     for flag in ("false", "true"):
         out = tmp_path / flag
-        metrics = train_ner.main(["--model_name_or_path", str(tmp_path / "m"), "--validation_file",
-                                str(tmp_path / "docs.txt"), "--do_eval", "--document_consistency", flag,
-                                "--output_dir", str(out), "--disable_tqdm", "true"])
+        metrics = train_ner.main(
+            [
+                "--model_name_or_path",
+                str(tmp_path / "m"),
+                "--validation_file",
+                str(tmp_path / "docs.txt"),
+                "--do_eval",
+                "--document_consistency",
+                flag,
+                "--output_dir",
+                str(out),
+                "--disable_tqdm",
+                "true",
+            ]
+        )
         f1, n = f1_of_predictions_file(out / "predictions_validation.txt")
         assert (metrics["eval_f1"], metrics["eval_samples"]) == (pytest.approx(f1), n)
         runs[flag] = [(w, p) for w, _, p in read_predictions_file(out / "predictions_validation.txt")]
@@ -234,9 +284,19 @@ def test_tagger_from_translation_checkpoint(tmp_path):
     data_dir = write_parallel(tmp_path)
     train_translation.main(translation_args(data_dir, tmp_path / "mt", "--do_train"))
     encoder_before = load_file(tmp_path / "mt" / "model.safetensors")["model.encoder.layers.0.ffn.fc1.weight"]
-    train_ner.main(ner_args(tmp_path, tmp_path / "ner", "--model_name_or_path", str(tmp_path / "mt"), "--max_steps",
-                            "1",
-                          "--learning_rate", "1e-9", "--do_train"))
+    train_ner.main(
+        ner_args(
+            tmp_path,
+            tmp_path / "ner",
+            "--model_name_or_path",
+            str(tmp_path / "mt"),
+            "--max_steps",
+            "1",
+            "--learning_rate",
+            "1e-9",
+            "--do_train",
+        )
+    )
     tagger = load_file(tmp_path / "ner" / "model.safetensors")
     assert not any(k.startswith("model.decoder") for k in tagger)
     torch.testing.assert_close(tagger["model.encoder.layers.0.ffn.fc1.weight"], encoder_before, rtol=0, atol=1e-6)
@@ -265,25 +325,45 @@ main(sys.argv[1:])
 """
 
 
-@pytest.mark.parametrize("when, visible", [("staged", ["checkpoint-10"]), ("renamed", ["checkpoint-10",
-                                                                                       "checkpoint-20"])])
+@pytest.mark.parametrize(
+    "when, visible", [("staged", ["checkpoint-10"]), ("renamed", ["checkpoint-10", "checkpoint-20"])]
+)
 def test_resume_after_kill_during_save(tmp_path, when, visible):
     """Killed while saving checkpoint-20: before its rename only whole earlier checkpoints are visible, after it
     checkpoint-20 too; `--resume_from_checkpoint true` continues from the newest whole one to the end."""
     data_dir = write_parallel(tmp_path, n=64)
     out = tmp_path / "out"
-    args = translation_args(data_dir, out, "--do_train", "--max_steps", "30", "--save_strategy", "steps",
-                            "--save_steps", "10", "--save_total_limit", "3", "--per_device_train_batch_size", "4")
+    args = translation_args(
+        data_dir,
+        out,
+        "--do_train",
+        "--max_steps",
+        "30",
+        "--save_strategy",
+        "steps",
+        "--save_steps",
+        "10",
+        "--save_total_limit",
+        "3",
+        "--per_device_train_batch_size",
+        "4",
+    )
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    killed = subprocess.run([sys.executable, "-c", KILL_DURING_SAVE, "checkpoint-20", when, *args], env=env,
-                            capture_output=True, text=True, timeout=400)
+    killed = subprocess.run(
+        [sys.executable, "-c", KILL_DURING_SAVE, "checkpoint-20", when, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     assert sorted(p.name for p in out.iterdir() if p.name.startswith("checkpoint-")) == visible
     assert not (out / "model.safetensors").exists()
     for name in visible:
         AutoModelForSeq2SeqLM.from_pretrained(out / name)  # every visible checkpoint is whole
-    resumed = subprocess.run(_script_cmd(*args, "--resume_from_checkpoint", "true"), env=env,
-                             capture_output=True, text=True, timeout=400)
+    resumed = subprocess.run(
+        _script_cmd(*args, "--resume_from_checkpoint", "true"), env=env, capture_output=True, text=True, timeout=400
+    )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"from checkpoint {out / visible[-1]}" in resumed.stderr + resumed.stdout
     assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 30
@@ -297,12 +377,31 @@ def test_two_processes_match_one(tmp_path):
     # 8 training pairs = one global batch: every step sees all of them in both runs, whatever the shuffling
     data_dir = write_parallel(tmp_path, n=8)
     # SGD: Adam's tiny epsilon turns float reduction-order noise in near-zero gradients into visible updates
-    common = ["--do_train", "--do_eval", "--max_steps", "4", "--max_eval_samples", "7", "--save_strategy", "no",
-              "--warmup_steps", "2", "--optim", "sgd", "--learning_rate", "0.5"]
+    common = [
+        "--do_train",
+        "--do_eval",
+        "--max_steps",
+        "4",
+        "--max_eval_samples",
+        "7",
+        "--save_strategy",
+        "no",
+        "--warmup_steps",
+        "2",
+        "--optim",
+        "sgd",
+        "--learning_rate",
+        "0.5",
+    ]
     one = tmp_path / "one"
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    r1 = subprocess.run(_script_cmd(*translation_args(data_dir, one, *common, "--per_device_train_batch_size", "8")),
-                        env=env, capture_output=True, text=True, timeout=400)
+    r1 = subprocess.run(
+        _script_cmd(*translation_args(data_dir, one, *common, "--per_device_train_batch_size", "8")),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
     assert r1.returncode == 0, r1.stderr[-3000:]
     two = tmp_path / "two"
     cmd = [*torchrun, *_script_cmd(*translation_args(data_dir, two, *common, "--per_device_train_batch_size", "4"))[1:]]
@@ -339,8 +438,11 @@ def test_process_group_closed_after_the_wrapper(held_elsewhere):
     torch.distributed.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1)
     try:
         model = torch.nn.Linear(3, 2)
-        trainer = SimpleNamespace(model=model, model_wrapped=DistributedDataParallel(model),
-                                  accelerator=SimpleNamespace(free_memory=gc.collect))
+        trainer = SimpleNamespace(
+            model=model,
+            model_wrapped=DistributedDataParallel(model),
+            accelerator=SimpleNamespace(free_memory=gc.collect),
+        )
         trainer.model_wrapped(torch.ones(4, 3)).sum().backward()  # a gradient all-reduce on the group
         kept = trainer.model_wrapped if held_elsewhere else None
         close_process_group(trainer)
@@ -355,22 +457,70 @@ def test_process_group_closed_after_the_wrapper(held_elsewhere):
 @pytest.mark.skipif(not os.path.isdir(os.path.join(SHARED_DATA, "multi30k")), reason="shared data absent")
 def test_real_data_smoke_translation(tmp_path):
     prefix = os.path.join(SHARED_DATA, "multi30k")
-    metrics = train_translation.main([
-        "--train_file", f"{prefix}/train", "--validation_file", f"{prefix}/validation", "--source_lang", "de",
-        "--target_lang", "en", "--output_dir", str(tmp_path / "o"), "--config_name", "tiny", "--vocab_size", "500",
-        "--max_train_samples", "256", "--max_eval_samples", "8", "--max_steps", "3", "--do_train", "--do_eval",
-        "--generation_max_length", "8", "--save_strategy", "no", "--disable_tqdm", "true"])
+    metrics = train_translation.main(
+        [
+            "--train_file",
+            f"{prefix}/train",
+            "--validation_file",
+            f"{prefix}/validation",
+            "--source_lang",
+            "de",
+            "--target_lang",
+            "en",
+            "--output_dir",
+            str(tmp_path / "o"),
+            "--config_name",
+            "tiny",
+            "--vocab_size",
+            "500",
+            "--max_train_samples",
+            "256",
+            "--max_eval_samples",
+            "8",
+            "--max_steps",
+            "3",
+            "--do_train",
+            "--do_eval",
+            "--generation_max_length",
+            "8",
+            "--save_strategy",
+            "no",
+            "--disable_tqdm",
+            "true",
+        ]
+    )
     assert metrics["eval_samples"] == 8 and metrics["train_samples"] == 256
 
 
 @pytest.mark.skipif(not os.path.isdir(os.path.join(SHARED_DATA, "conll2003")), reason="shared data absent")
 def test_real_data_smoke_ner(tmp_path):
     prefix = os.path.join(SHARED_DATA, "conll2003")
-    metrics = train_ner.main([
-        "--train_file", f"{prefix}/train.txt", "--validation_file", f"{prefix}/validation.txt",
-        "--output_dir", str(tmp_path / "o"), "--config_name", "tiny", "--vocab_size", "500",
-        "--max_train_samples", "256", "--max_eval_samples", "16", "--max_steps", "3", "--do_train", "--do_eval",
-        "--save_strategy", "no", "--disable_tqdm", "true"])
+    metrics = train_ner.main(
+        [
+            "--train_file",
+            f"{prefix}/train.txt",
+            "--validation_file",
+            f"{prefix}/validation.txt",
+            "--output_dir",
+            str(tmp_path / "o"),
+            "--config_name",
+            "tiny",
+            "--vocab_size",
+            "500",
+            "--max_train_samples",
+            "256",
+            "--max_eval_samples",
+            "16",
+            "--max_steps",
+            "3",
+            "--do_train",
+            "--do_eval",
+            "--save_strategy",
+            "no",
+            "--disable_tqdm",
+            "true",
+        ]
+    )
     f1, sentences = f1_of_predictions_file(tmp_path / "o" / "predictions_validation.txt")
     assert metrics["eval_samples"] == sentences == 16 and metrics["eval_f1"] == pytest.approx(f1)
 
@@ -404,11 +554,20 @@ def test_evaluation_keeps_dataset_order_under_group_by_length(tmp_path, tiny_con
 
     lengths = [3, 9, 1, 7, 2, 8, 5, 4, 6, 10] * 3
     ds = Dataset.from_dict({"input_ids": [[5 + i % 7] * n for i, n in enumerate(lengths)]})
-    args = Seq2SeqTrainingArguments(output_dir=str(tmp_path), per_device_eval_batch_size=4, report_to="none",
-                                    train_sampling_strategy="group_by_length", use_cpu=True)
+    args = Seq2SeqTrainingArguments(
+        output_dir=str(tmp_path),
+        per_device_eval_batch_size=4,
+        report_to="none",
+        train_sampling_strategy="group_by_length",
+        use_cpu=True,
+    )
     tokenizer = train_tokenizer(["ein hund", "a dog"], vocab_size=20)
-    trainer = AtomicSeq2SeqTrainer(model=VanillaTransformerForConditionalGeneration(tiny_config), args=args,
-                                   data_collator=DataCollatorWithPadding(tokenizer), processing_class=tokenizer)
+    trainer = AtomicSeq2SeqTrainer(
+        model=VanillaTransformerForConditionalGeneration(tiny_config),
+        args=args,
+        data_collator=DataCollatorWithPadding(tokenizer),
+        processing_class=tokenizer,
+    )
     seen = [int(mask.sum()) for batch in trainer.get_eval_dataloader(ds) for mask in batch["attention_mask"]]
     assert seen == lengths
 
@@ -417,8 +576,7 @@ def source_tcmalloc(tmp_path, tcmalloc: str, preload: str = "", shell: str = "ba
     """Source recipes/tcmalloc.sh the way the recipes (bash) and `make demo` (sh) do; returns (exit code,
     LD_PRELOAD after it, stderr)."""
     strict = "set -euo pipefail" if shell == "bash" else "set -eu"
-    script = (f"{strict}; LD_PRELOAD='{preload}'; . '{ROOT}/recipes/tcmalloc.sh' >/dev/null; "
-              'printf %s "$LD_PRELOAD"')
+    script = f"{strict}; LD_PRELOAD='{preload}'; . '{ROOT}/recipes/tcmalloc.sh' >/dev/null; printf %s \"$LD_PRELOAD\""
     env = {**os.environ, "TCMALLOC": tcmalloc}
     done = subprocess.run([shell, "-c", script], env=env, capture_output=True, text=True, cwd=tmp_path)
     return done.returncode, done.stdout, done.stderr

@@ -33,55 +33,114 @@ def test_native_and_libretranslate_endpoints_in_order():
         assert response.status_code == 200
         assert response.json() == {"translations": ["cba", "", "tlew ollah", "x"]}  # empty stays empty, stripped
         assert client.post("/translate", json={"q": "abc", "source": "de", "target": "en"}).json() == {
-            "translatedText": "cba"}
+            "translatedText": "cba"
+        }
         assert client.post("/translate", json={"q": ["ab", "cd"], "source": "auto", "target": "en"}).json() == {
-            "translatedText": ["ba", "dc"], "detectedLanguage": [{"language": "de", "confidence": 100.0}] * 2}
+            "translatedText": ["ba", "dc"],
+            "detectedLanguage": [{"language": "de", "confidence": 100.0}] * 2,
+        }
         form = client.post("/translate", data={"q": "abc", "source": "de", "target": "en", "format": "text"})
         assert form.json() == {"translatedText": "cba"}
-        assert client.get("/languages").json() == [{"code": "de", "name": "German", "targets": ["en"]},
-                                                   {"code": "en", "name": "English", "targets": []}]
+        assert client.get("/languages").json() == [
+            {"code": "de", "name": "German", "targets": ["en"]},
+            {"code": "en", "name": "English", "targets": []},
+        ]
         metrics = client.get("/metrics").text
         assert 'vt_requests_total{path="/v1/translate",status="200"} 1' in metrics
         assert "vt_sentences_total 7" in metrics and "vt_batch_sentences_count" in metrics
         assert "process_resident_memory_bytes" in metrics  # prometheus_client's process metrics
 
 
-@pytest.mark.parametrize("request_kwargs, status, message", [
-    (dict(url="/v1/translate", content=b"{not json", headers={"content-type": "application/json"}), 422, "JSON"),
-    (dict(url="/v1/translate", json={"sentences": "abc"}), 422, "sentences"),
-    (dict(url="/v1/translate", json={"sentences": ["a"], "num_beams": 0}), 422, "num_beams"),
-    (dict(url="/v1/translate", json={"sentences": ["a"], "beams": 2}), 422, "beams"),
-    (dict(url="/v1/translate", json={"sentences": ["a"], "num_beams": 9}), 400, "--max_beams"),
-    (dict(url="/v1/translate", json={"sentences": ["a"] * 5}), 413, "--max_sentences"),
-    (dict(url="/v1/translate", json={"sentences": ["a " * 20]}), 400, "sentence 0 has 21 tokens"),
-    (dict(url="/v1/translate", json={"sentences": ["a" * 3000]}), 413, "--max_request_bytes"),
-    (dict(url="/v1/translate", content=iter([b'{"sentences": ["', b"a" * 3000, b'"]}']),  # chunked: no length
-          headers={"content-type": "application/json"}), 413, "--max_request_bytes"),
-    (dict(url="/translate", content=b"{not json", headers={"content-type": "application/json"}), 400, "malformed JSON"),
-    (dict(url="/translate", content=b"[1]", headers={"content-type": "application/json"}), 400, "must be an object"),
-    (dict(url="/translate", json={"source": "de", "target": "en"}), 400, "missing q"),
-    (dict(url="/translate", json={"q": 5, "source": "de", "target": "en"}), 400, "q must be"),
-    (dict(url="/translate", json={"q": "a", "source": "fr", "target": "en"}), 400, "fr is not supported"),
-    (dict(url="/translate", json={"q": "a", "source": "en", "target": "de"}), 400,
-     "German (de) is not available as a target language from English (en)"),
-    (dict(url="/translate", json={"q": "a", "source": "de", "target": "en", "format": "md"}), 400,
-     "md format is not supported"),
-    (dict(url="/translate", json={"q": "a", "source": "de", "target": "en", "alternatives": "x"}), 400,
-     "alternatives parameter is not a number"),
-    (dict(url="/translate", json={"q": "a", "source": "de", "target": "en", "alternatives": 8}), 400,
-     "alternatives parameter must be <= 7"),
-    (dict(url="/translate", json={"q": ["a"] * 5, "source": "de", "target": "en"}), 413, "--max_sentences"),
-    (dict(url="/translate", json={"q": "a\nb\nc\nd\ne", "source": "de", "target": "en"}), 413, "5 sentences"),
-    (dict(url="/translate", content=b"q=a", headers={"content-type": "text/plain"}), 415, "content type"),
-    (dict(url="/translate", content=b'{"q": "a\\ud800", "source": "de", "target": "en"}',
-          headers={"content-type": "application/json"}), 400, "lone surrogate (U+D800)"),
-    (dict(url="/translate", content=b'{"q": ' + b"[" * 1900, headers={"content-type": "application/json"}), 400,
-     "malformed JSON body"),  # (Python 3.11's parser stops at its recursion limit, 3.13's at the missing value)
-    (dict(url="/v1/translate", content=b'{"sentences": ["a\\udc00"]}', headers={"content-type": "application/json"}),
-     422, "lone leading surrogate"),
-    (dict(url="/v1/translate", content=b'{"sentences": ' + b"[" * 1900, headers={"content-type": "application/json"}),
-     422, "recursion limit exceeded"),
-])
+@pytest.mark.parametrize(
+    "request_kwargs, status, message",
+    [
+        (dict(url="/v1/translate", content=b"{not json", headers={"content-type": "application/json"}), 422, "JSON"),
+        (dict(url="/v1/translate", json={"sentences": "abc"}), 422, "sentences"),
+        (dict(url="/v1/translate", json={"sentences": ["a"], "num_beams": 0}), 422, "num_beams"),
+        (dict(url="/v1/translate", json={"sentences": ["a"], "beams": 2}), 422, "beams"),
+        (dict(url="/v1/translate", json={"sentences": ["a"], "num_beams": 9}), 400, "--max_beams"),
+        (dict(url="/v1/translate", json={"sentences": ["a"] * 5}), 413, "--max_sentences"),
+        (dict(url="/v1/translate", json={"sentences": ["a " * 20]}), 400, "sentence 0 has 21 tokens"),
+        (dict(url="/v1/translate", json={"sentences": ["a" * 3000]}), 413, "--max_request_bytes"),
+        (
+            dict(
+                url="/v1/translate",
+                content=iter([b'{"sentences": ["', b"a" * 3000, b'"]}']),  # chunked: no length
+                headers={"content-type": "application/json"},
+            ),
+            413,
+            "--max_request_bytes",
+        ),
+        (
+            dict(url="/translate", content=b"{not json", headers={"content-type": "application/json"}),
+            400,
+            "malformed JSON",
+        ),
+        (
+            dict(url="/translate", content=b"[1]", headers={"content-type": "application/json"}),
+            400,
+            "must be an object",
+        ),
+        (dict(url="/translate", json={"source": "de", "target": "en"}), 400, "missing q"),
+        (dict(url="/translate", json={"q": 5, "source": "de", "target": "en"}), 400, "q must be"),
+        (dict(url="/translate", json={"q": "a", "source": "fr", "target": "en"}), 400, "fr is not supported"),
+        (
+            dict(url="/translate", json={"q": "a", "source": "en", "target": "de"}),
+            400,
+            "German (de) is not available as a target language from English (en)",
+        ),
+        (
+            dict(url="/translate", json={"q": "a", "source": "de", "target": "en", "format": "md"}),
+            400,
+            "md format is not supported",
+        ),
+        (
+            dict(url="/translate", json={"q": "a", "source": "de", "target": "en", "alternatives": "x"}),
+            400,
+            "alternatives parameter is not a number",
+        ),
+        (
+            dict(url="/translate", json={"q": "a", "source": "de", "target": "en", "alternatives": 8}),
+            400,
+            "alternatives parameter must be <= 7",
+        ),
+        (dict(url="/translate", json={"q": ["a"] * 5, "source": "de", "target": "en"}), 413, "--max_sentences"),
+        (dict(url="/translate", json={"q": "a\nb\nc\nd\ne", "source": "de", "target": "en"}), 413, "5 sentences"),
+        (dict(url="/translate", content=b"q=a", headers={"content-type": "text/plain"}), 415, "content type"),
+        (
+            dict(
+                url="/translate",
+                content=b'{"q": "a\\ud800", "source": "de", "target": "en"}',
+                headers={"content-type": "application/json"},
+            ),
+            400,
+            "lone surrogate (U+D800)",
+        ),
+        (
+            dict(url="/translate", content=b'{"q": ' + b"[" * 1900, headers={"content-type": "application/json"}),
+            400,
+            "malformed JSON body",
+        ),  # (Python 3.11's parser stops at its recursion limit, 3.13's at the missing value)
+        (
+            dict(
+                url="/v1/translate",
+                content=b'{"sentences": ["a\\udc00"]}',
+                headers={"content-type": "application/json"},
+            ),
+            422,
+            "lone leading surrogate",
+        ),
+        (
+            dict(
+                url="/v1/translate",
+                content=b'{"sentences": ' + b"[" * 1900,
+                headers={"content-type": "application/json"},
+            ),
+            422,
+            "recursion limit exceeded",
+        ),
+    ],
+)
 def test_bad_requests_get_a_json_error_naming_the_problem(request_kwargs, status, message):
     engine = FakeEngine()
     with client_for(engine, max_sentences=4, max_sentence_tokens=16, max_request_bytes=2000, max_beams=8) as client:
@@ -93,19 +152,29 @@ def test_bad_requests_get_a_json_error_naming_the_problem(request_kwargs, status
         assert client.post("/v1/translate", json={"sentences": ["ok"]}).json() == {"translations": ["ko"]}
 
 
-JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False)
-                           | st.text(max_size=8) | st.sampled_from(["de", "en", "text", "html", "a\ud800", ""]),
-                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner,
-                                                                                         max_size=3), max_leaves=12)
-FIELDS = st.dictionaries(st.sampled_from(["q", "source", "target", "format", "api_key", "alternatives", "x"]),
-                         JSON_VALUES, max_size=6)
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False)
+    | st.text(max_size=8)
+    | st.sampled_from(["de", "en", "text", "html", "a\ud800", ""]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=12,
+)
+FIELDS = st.dictionaries(
+    st.sampled_from(["q", "source", "target", "format", "api_key", "alternatives", "x"]), JSON_VALUES, max_size=6
+)
 
 
 def test_unknown_routes_and_methods_answer_json_errors():
     """404 and 405 come as every other error does, `{"error": ...}`."""
     with client_for(FakeEngine()) as client:
-        for response, status in ((client.get("/nowhere"), 404), (client.get("/translate"), 405),
-                                 (client.post("/languages"), 405)):
+        for response, status in (
+            (client.get("/nowhere"), 404),
+            (client.get("/translate"), 405),
+            (client.post("/languages"), 405),
+        ):
             assert response.status_code == status and set(response.json()) == {"error"}, response.text
         metrics = client.get("/metrics").text  # counted by route: a made-up path does not become a label
         assert 'path="other",status="404"' in metrics and "/nowhere" not in metrics
@@ -120,8 +189,10 @@ def test_any_json_body_is_answered_with_a_json_status_never_a_500():
         wait_ready(client)
 
         @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-        @given(url=st.sampled_from(["/translate", "/detect", "/translate_file", "/v1/translate", "/v1/ner"]),
-               body=FIELDS | JSON_VALUES | st.builds(lambda f: {"sentences": f}, JSON_VALUES))
+        @given(
+            url=st.sampled_from(["/translate", "/detect", "/translate_file", "/v1/translate", "/v1/ner"]),
+            body=FIELDS | JSON_VALUES | st.builds(lambda f: {"sentences": f}, JSON_VALUES),
+        )
         def answered(url, body):
             response = client.post(url, content=json.dumps(body).encode(), headers={"content-type": "application/json"})
             assert response.status_code == 200 or 400 <= response.status_code < 500, (body, response.text)
@@ -137,15 +208,22 @@ def test_api_key_is_required_when_set():
         assert client.post("/v1/translate", json={"sentences": ["a"]}).status_code == 403
         assert client.post("/v1/translate", json={"sentences": ["a"], "api_key": "wrong"}).status_code == 403
         assert client.post("/v1/translate", json={"sentences": ["ab"]}, headers={"x-api-key": "s3cret"}).json() == {
-            "translations": ["ba"]}
+            "translations": ["ba"]
+        }
         assert client.post("/translate", data={"q": "ab", "source": "de", "target": "en"}).status_code == 403
-        assert client.post("/translate", data={"q": "ab", "source": "de", "target": "en",
-                                               "api_key": "s3cret"}).json() == {"translatedText": "ba"}
+        assert client.post(
+            "/translate", data={"q": "ab", "source": "de", "target": "en", "api_key": "s3cret"}
+        ).json() == {"translatedText": "ba"}
         # LibreTranslate's endpoint takes the header as /v1/* does; a wrong one is refused
-        assert client.post("/translate", data={"q": "ab", "source": "de", "target": "en"},
-                           headers={"x-api-key": "s3cret"}).json() == {"translatedText": "ba"}
-        assert client.post("/translate", json={"q": "ab", "source": "de", "target": "en"},
-                           headers={"x-api-key": "wrong"}).status_code == 403
+        assert client.post(
+            "/translate", data={"q": "ab", "source": "de", "target": "en"}, headers={"x-api-key": "s3cret"}
+        ).json() == {"translatedText": "ba"}
+        assert (
+            client.post(
+                "/translate", json={"q": "ab", "source": "de", "target": "en"}, headers={"x-api-key": "wrong"}
+            ).status_code
+            == 403
+        )
         assert client.get("/health").status_code == 200  # not a translate call
 
 
@@ -231,12 +309,36 @@ def test_load_test_reports_throughput_latency_and_batches(server, small_demo_mod
     sentences.write_text("ab12\ncd34 ef\n\n", encoding="utf-8")
     load_test = runpy.run_path(os.path.join(os.path.dirname(__file__), "..", "scripts", "load_test.py"))
     out = tmp_path / "rows.json"
-    assert load_test["main"](["--url", server, "--input", str(sentences), "--concurrency", "1", "6", "--requests",
-                              "18", "--pid", str(os.getpid()), "--output", str(out)]) == 0
+    assert (
+        load_test["main"](
+            [
+                "--url",
+                server,
+                "--input",
+                str(sentences),
+                "--concurrency",
+                "1",
+                "6",
+                "--requests",
+                "18",
+                "--pid",
+                str(os.getpid()),
+                "--output",
+                str(out),
+            ]
+        )
+        == 0
+    )
     rows = json.loads(out.read_text())
     assert [row["concurrency"] for row in rows] == [1, 6]
-    assert all(row["answered"] == 18 and not row["errors"] and row["sentences_per_second"] > 0
-               and row["p50_ms"] <= row["p99_ms"] and row["server_rss_mb"] > 0 for row in rows)
+    assert all(
+        row["answered"] == 18
+        and not row["errors"]
+        and row["sentences_per_second"] > 0
+        and row["p50_ms"] <= row["p99_ms"]
+        and row["server_rss_mb"] > 0
+        for row in rows
+    )
     assert rows[0]["mean_batch_sentences"] == 1.0 and 1.0 <= rows[1]["mean_batch_sentences"] <= 6
 
 
@@ -249,13 +351,16 @@ def test_libretranslate_client_and_many_concurrent_clients(server, small_demo_mo
     sequential = make_translator(small_demo_model, "pytorch", "cpu")(sources)
     client = LibreTranslateAPI(server)
     assert client.translate(sources[0], "src", "tgt") == sequential[0]
-    assert client.languages() == [{"code": "src", "name": "src", "targets": ["tgt"]},
-                                  {"code": "tgt", "name": "tgt", "targets": []}]
-    chunks = [sources[i:i + 1 + i % 5] for i in range(0, 96, 6)]
+    assert client.languages() == [
+        {"code": "src", "name": "src", "targets": ["tgt"]},
+        {"code": "tgt", "name": "tgt", "targets": []},
+    ]
+    chunks = [sources[i : i + 1 + i % 5] for i in range(0, 96, 6)]
     with ThreadPoolExecutor(16) as pool:
         results = list(pool.map(lambda q: post_json(server + "/v1/translate", {"sentences": q}), chunks))
-    assert [t for r in results for t in r["translations"]] == [t for i in range(0, 96, 6)
-                                                               for t in sequential[i:i + 1 + i % 5]]
+    assert [t for r in results for t in r["translations"]] == [
+        t for i in range(0, 96, 6) for t in sequential[i : i + 1 + i % 5]
+    ]
     with urllib.request.urlopen(server + "/metrics") as response:
         metrics = response.read().decode()
     assert "vt_batch_sentences_count" in metrics
@@ -290,8 +395,14 @@ def test_engine_counts_whole_sentences_and_freezes_what_it_loaded(small_demo_mod
     model_dir = shutil.copytree(small_demo_model, tmp_path / "model")
     saved = json.loads((model_dir / "tokenizer.json").read_text())
     saved["truncation"] = {"direction": "Right", "max_length": 8, "strategy": "LongestFirst", "stride": 0}
-    saved["padding"] = {"strategy": {"Fixed": 16}, "direction": "Right", "pad_to_multiple_of": None, "pad_id": 0,
-                        "pad_type_id": 0, "pad_token": "<pad>"}
+    saved["padding"] = {
+        "strategy": {"Fixed": 16},
+        "direction": "Right",
+        "pad_to_multiple_of": None,
+        "pad_id": 0,
+        "pad_type_id": 0,
+        "pad_token": "<pad>",
+    }
     (model_dir / "tokenizer.json").write_text(json.dumps(saved))
     engine = TranslationEngine(recognise(model_dir, engine_name), "src", "tgt", "cpu")
     try:
@@ -302,8 +413,9 @@ def test_engine_counts_whole_sentences_and_freezes_what_it_loaded(small_demo_mod
         counts = engine.count_tokens(texts)
         assert counts == [len(ids) for ids in load_tokenizer(small_demo_model)(texts)["input_ids"]]
         assert counts[0] < 8 < counts[-1]
-        assert engine.process(["ab12 cd"], (1, None, 1)) == [make_translator(small_demo_model, "pytorch", "cpu")(
-            ["ab12 cd"])]
+        assert engine.process(["ab12 cd"], (1, None, 1)) == [
+            make_translator(small_demo_model, "pytorch", "cpu")(["ab12 cd"])
+        ]
     finally:
         gc.unfreeze()
 
@@ -313,11 +425,13 @@ def test_ctranslate2_workers_translate_concurrent_batches_as_one(small_demo_mode
     translations of one batch at a time."""
     pytest.importorskip("ctranslate2")
     sources = [pair["src"] for pair in data.make_demo_translation(64, seed=5, max_length=12)["translation"]]
-    chunks = [sources[i:i + 8] for i in range(0, 64, 8)]
+    chunks = [sources[i : i + 8] for i in range(0, 64, 8)]
     import gc
 
-    engine, one = (TranslationEngine(recognise(small_demo_model, "ctranslate2"), "src", "tgt", "cpu", threads=2,
-                                     workers=workers) for workers in (2, 1))
+    engine, one = (
+        TranslationEngine(recognise(small_demo_model, "ctranslate2"), "src", "tgt", "cpu", threads=2, workers=workers)
+        for workers in (2, 1)
+    )
     try:
         engine.load()
         one.load()
@@ -332,13 +446,20 @@ def test_ctranslate2_workers_translate_concurrent_batches_as_one(small_demo_mode
 def test_default_threads_count_as_torch_does():
     """`--threads 0` means as many threads as torch would take (physical cores, at most OMP_NUM_THREADS or
     MKL_NUM_THREADS), counted without importing torch."""
-    code = ("import sys\nfrom vanilla_transformer.model_dirs import default_threads\nthreads = default_threads()\n"
-            "assert 'torch' not in sys.modules\nimport torch\nprint(threads, torch.get_num_threads())")
+    code = (
+        "import sys\nfrom vanilla_transformer.model_dirs import default_threads\nthreads = default_threads()\n"
+        "assert 'torch' not in sys.modules\nimport torch\nprint(threads, torch.get_num_threads())"
+    )
     env = {name: value for name, value in os.environ.items() if name not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
-    for extra in ({}, {"OMP_NUM_THREADS": "1"}, {"OMP_NUM_THREADS": "64"},
-                  {"OMP_NUM_THREADS": "64", "MKL_NUM_THREADS": "1"}):
-        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**env, **extra},
-                              timeout=300)
+    for extra in (
+        {},
+        {"OMP_NUM_THREADS": "1"},
+        {"OMP_NUM_THREADS": "64"},
+        {"OMP_NUM_THREADS": "64", "MKL_NUM_THREADS": "1"},
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env={**env, **extra}, timeout=300
+        )
         assert proc.returncode == 0, proc.stderr[-2000:]
         ours, torchs = proc.stdout.split()
         assert ours == torchs, extra
@@ -355,16 +476,22 @@ def test_default_workers_one_per_thread_for_ctranslate2_on_a_cpu():
 
 
 def test_serve_command_errors_are_one_line(small_demo_model):
-    proc = subprocess.run([sys.executable, "-m", "vanilla_transformer.cli", "serve", "/no/such/model"],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "vanilla_transformer.cli", "serve", "/no/such/model"], capture_output=True, text=True
+    )
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
-        "vanilla-transformer serve: error: no such directory: '/no/such/model'."]
-    proc = subprocess.run([sys.executable, "-m", "vanilla_transformer.cli", "serve", str(small_demo_model),
-                           "--workers", "2"], capture_output=True, text=True)
+        "vanilla-transformer serve: error: no such directory: '/no/such/model'."
+    ]
+    proc = subprocess.run(
+        [sys.executable, "-m", "vanilla_transformer.cli", "serve", str(small_demo_model), "--workers", "2"],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
-    assert proc.stderr.startswith("vanilla-transformer serve: error: --workers: several batches at once need the "
-                                  "CTranslate2 engine")
+    assert proc.stderr.startswith(
+        "vanilla-transformer serve: error: --workers: several batches at once need the CTranslate2 engine"
+    )
 
 
 def test_a_model_that_cannot_load_ends_the_command_before_it_listens(small_demo_model, tmp_path):
@@ -377,8 +504,12 @@ def test_a_model_that_cannot_load_ends_the_command_before_it_listens(small_demo_
     shutil.copytree(small_demo_model, broken)
     (broken / "model.safetensors").unlink()
     (broken / "training_args.bin").write_bytes(b"not weights")
-    proc = subprocess.run([sys.executable, "-m", "vanilla_transformer.cli", "serve", str(broken), "--port",
-                           str(free_port())], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "vanilla_transformer.cli", "serve", str(broken), "--port", str(free_port())],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2, proc.stderr[-2000:]
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("vanilla-transformer serve: error: could not load the model in ")
@@ -401,16 +532,19 @@ def test_ner_endpoint_with_a_tagger_alone(small_ner_model):
     with TestClient(app) as client:
         wait_ready(client)
         assert client.get("/health").json() == {"status": "ok"}
-        assert client.get("/v1/health").json() == {"status": "ready", "models": {"ner": {
-            "model_dir": str(small_ner_model), "status": "ready"}}}
+        assert client.get("/v1/health").json() == {
+            "status": "ready",
+            "models": {"ner": {"model_dir": str(small_ner_model), "status": "ready"}},
+        }
         response = client.post("/v1/ner", json={"sentences": NER_TEXTS, "api_key": "k"})
         assert response.status_code == 200 and response.json() == {"entities": expected}
         assert [e["type"] for e in expected[0]] == ["PER", "ORG", "LOC"] and expected[1] == []
         for body, status, message in (
-                ({"sentences": NER_TEXTS}, 403, "Invalid API key"),
-                ({"sentences": NER_TEXTS * 2, "api_key": "k"}, 413, "at most 4"),
-                ({"sentences": ["Oslo"], "api_key": "k", "num_beams": 2}, 422, "num_beams"),
-                ({"sentences": [], "api_key": "k"}, 422, "sentences")):
+            ({"sentences": NER_TEXTS}, 403, "Invalid API key"),
+            ({"sentences": NER_TEXTS * 2, "api_key": "k"}, 413, "at most 4"),
+            ({"sentences": ["Oslo"], "api_key": "k", "num_beams": 2}, 422, "num_beams"),
+            ({"sentences": [], "api_key": "k"}, 422, "sentences"),
+        ):
             response = client.post("/v1/ner", json=body)
             assert response.status_code == status and message in response.json()["error"], (body, response.json())
         response = client.post("/v1/translate", json={"sentences": ["ab"], "api_key": "k"})
@@ -427,23 +561,41 @@ def test_one_server_translates_and_tags_for_concurrent_clients(small_demo_model,
     try:
         assert post_json(url + "/v1/ner", {"sentences": NER_TEXTS[:1]})["entities"][0][0]["text"] == "Anna Novak"
         sources = [pair["src"] for pair in data.make_demo_translation(32, seed=7, max_length=12)["translation"]]
-        texts = [f"{a} visited {b} with {c}" for a, b, c in zip(["Anna", "Novak", "Anna Novak", "Acme Corp"] * 8,
-                                                               ["Oslo", "Acme Corp"] * 16, ["Anna", "Oslo"] * 16)]
+        texts = [
+            f"{a} visited {b} with {c}"
+            for a, b, c in zip(
+                ["Anna", "Novak", "Anna Novak", "Acme Corp"] * 8, ["Oslo", "Acme Corp"] * 16, ["Anna", "Oslo"] * 16
+            )
+        ]
         translations = make_translator(small_demo_model, "pytorch", "cpu")(sources)
         entities = line_entities(Tagger(small_ner_model, device="cpu"), texts)
-        calls = [("/v1/translate", sources[i:i + 2]) if i % 4 else ("/v1/ner", texts[i:i + 2]) for i in range(32)]
+        calls = [("/v1/translate", sources[i : i + 2]) if i % 4 else ("/v1/ner", texts[i : i + 2]) for i in range(32)]
         with ThreadPoolExecutor(16) as pool:
             results = list(pool.map(lambda call: post_json(url + call[0], {"sentences": call[1]}), calls))
         for i, ((path, _), result) in enumerate(zip(calls, results)):
-            assert result == ({"translations": translations[i:i + 2]} if path == "/v1/translate"
-                              else {"entities": entities[i:i + 2]}), i
+            assert result == (
+                {"translations": translations[i : i + 2]}
+                if path == "/v1/translate"
+                else {"entities": entities[i : i + 2]}
+            ), i
         with urllib.request.urlopen(url + "/v1/health") as response:
             assert set(json.loads(response.read())["models"]) == {"src-tgt", "ner"}
     finally:
         proc.terminate()
         proc.wait(timeout=30)
-    proc = subprocess.run([sys.executable, "-m", "vanilla_transformer.cli", "serve", str(small_demo_model), "--ner",
-                           str(small_demo_model)], capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "vanilla_transformer.cli",
+            "serve",
+            str(small_demo_model),
+            "--ner",
+            str(small_demo_model),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
     assert "is not a saved tagger" in proc.stderr
 

@@ -23,11 +23,62 @@ from vanilla_transformer.deploy.server.settings import KEY_FORM
 OPTIONS = [action for action in serve.build_parser().options if action.option_strings and action.dest != "help"]
 BY_DEST = {action.dest: action for action in OPTIONS}
 # texts each option meets from a careless user or an attacker, besides hypothesis' own
-HOSTILE = ["", " ", "\t", "0", "-0", "-1", "-2", "1", "00", "+1", "1_000", " 5", "5 ", "٥", "²", "1.5", "1e3", "nan",
-           "NaN", "inf", "-inf", "1e400", str(2**53), str(2**64), "9" * 5000, "/..", "..", "/.", "a/../b", "//",
-           "/", "*", "null", "true", "false", "auto", "0.0.0.0", "::", "[::1]", "0x7f.0.0.1", "127.1", "localhost",
-           "a\x00b", "a\nb", "a\x1b[31m", "\ufeffkey", "de", "https://a.example", "https://a.example/", "memory://",
-           "C:\\keys", "~/keys", "-", "--debug"]
+HOSTILE = [
+    "",
+    " ",
+    "\t",
+    "0",
+    "-0",
+    "-1",
+    "-2",
+    "1",
+    "00",
+    "+1",
+    "1_000",
+    " 5",
+    "5 ",
+    "٥",
+    "²",
+    "1.5",
+    "1e3",
+    "nan",
+    "NaN",
+    "inf",
+    "-inf",
+    "1e400",
+    str(2**53),
+    str(2**64),
+    "9" * 5000,
+    "/..",
+    "..",
+    "/.",
+    "a/../b",
+    "//",
+    "/",
+    "*",
+    "null",
+    "true",
+    "false",
+    "auto",
+    "0.0.0.0",
+    "::",
+    "[::1]",
+    "0x7f.0.0.1",
+    "127.1",
+    "localhost",
+    "a\x00b",
+    "a\nb",
+    "a\x1b[31m",
+    "\ufeffkey",
+    "de",
+    "https://a.example",
+    "https://a.example/",
+    "memory://",
+    "C:\\keys",
+    "~/keys",
+    "-",
+    "--debug",
+]
 PORT_RANGE, THREADS = (1, 65535), serve.MOST_THREADS
 
 
@@ -51,8 +102,14 @@ def check_valid(dest: str, value) -> None:
         assert value is True or value is False
     elif action.choices is not None:
         assert value in action.choices
-    elif dest in ("char_limit", "batch_limit", "req_limit", "hourly_req_limit", "daily_req_limit",
-                  "req_flood_threshold"):
+    elif dest in (
+        "char_limit",
+        "batch_limit",
+        "req_limit",
+        "hourly_req_limit",
+        "daily_req_limit",
+        "req_flood_threshold",
+    ):
         assert type(value) is int and -1 <= value <= serve.BIGGEST
     elif dest in ("threads", "workers"):
         assert type(value) is int and 0 <= value <= THREADS
@@ -96,8 +153,9 @@ def check_refusal(message: str, name: str, dest: str, text: str) -> None:
         assert text not in message, message  # a key or token is never shown
 
 
-TEXTS = st.one_of(st.sampled_from(HOSTILE), st.text(max_size=40),
-                  st.from_regex(r"[0-9a-zA-Z:/.\-\[\]]{0,30}", fullmatch=True))
+TEXTS = st.one_of(
+    st.sampled_from(HOSTILE), st.text(max_size=40), st.from_regex(r"[0-9a-zA-Z:/.\-\[\]]{0,30}", fullmatch=True)
+)
 
 
 @pytest.mark.parametrize("dest", [action.dest for action in OPTIONS if action.nargs != 0])
@@ -133,9 +191,19 @@ def test_a_switch_reads_true_or_false_from_its_variable_else_names_it(dest, text
 
 
 def test_an_error_names_the_variable_when_the_value_came_from_it_and_the_flag_when_from_the_flag():
-    for dest, bad in (("char_limit", "-2"), ("port", "0"), ("threads", "-1"), ("max_queue", "0"), ("host", ""),
-                      ("url_prefix", "/.."), ("request_timeout", "inf"), ("compute_type", "int3"),
-                      ("cors_origins", "*"), ("source_lang", "auto"), ("api_keys", "")):
+    for dest, bad in (
+        ("char_limit", "-2"),
+        ("port", "0"),
+        ("threads", "-1"),
+        ("max_queue", "0"),
+        ("host", ""),
+        ("url_prefix", "/.."),
+        ("request_timeout", "inf"),
+        ("compute_type", "int3"),
+        ("cors_origins", "*"),
+        ("source_lang", "auto"),
+        ("api_keys", ""),
+    ):
         variable, flag = serve.variables(dest)[0], BY_DEST[dest].option_strings[0]
         assert parse([], {variable: bad})[1].startswith(variable), dest
         assert flag in parse([f"{flag}={bad}"], {variable: "anything"})[1], dest  # (the flag wins: its value is named)
@@ -146,9 +214,33 @@ def test_an_error_names_the_variable_when_the_value_came_from_it_and_the_flag_wh
 
 
 # ------------------------------------------------------------------------------------------------ who may connect
-@pytest.mark.parametrize("host", ["", " ", "\t", "0", "00", "127.1", "0x7f.0.0.1", "2130706433", "[::1]", "a b",
-                                  "1.2.3.04", "-x", "x" * 300, "a..b", "ex\nample.com", "::ffff:0.0.0.0", "::0",
-                                  "0:0::0", "::FFFF:127.0.0.1", "0::", "::0001", "FE80::1"])
+@pytest.mark.parametrize(
+    "host",
+    [
+        "",
+        " ",
+        "\t",
+        "0",
+        "00",
+        "127.1",
+        "0x7f.0.0.1",
+        "2130706433",
+        "[::1]",
+        "a b",
+        "1.2.3.04",
+        "-x",
+        "x" * 300,
+        "a..b",
+        "ex\nample.com",
+        "::ffff:0.0.0.0",
+        "::0",
+        "0:0::0",
+        "::FFFF:127.0.0.1",
+        "0::",
+        "::0001",
+        "FE80::1",
+    ],
+)
 def test_a_host_that_could_widen_who_connects_is_refused(host):
     """An empty LT_HOST (uvicorn: every interface), a number the resolver reads as an address ("0" is 0.0.0.0)."""
     for argv, env, name in (([f"--host={host}"], {}, "--host"), ([], {"LT_HOST": host}, "LT_HOST")):
@@ -158,8 +250,9 @@ def test_a_host_that_could_widen_who_connects_is_refused(host):
         assert args is None and message.startswith(name), (host, message)
 
 
-@pytest.mark.parametrize("host", ["127.0.0.1", "0.0.0.0", "::", "::1", "fe80::1%eth0", "localhost", "example.com",
-                                  "translate.example.com."])
+@pytest.mark.parametrize(
+    "host", ["127.0.0.1", "0.0.0.0", "::", "::1", "fe80::1%eth0", "localhost", "example.com", "translate.example.com."]
+)
 def test_an_address_or_host_name_is_taken(host):
     assert parse(["--host", host])[0].host == host and parse([], {"LT_HOST": host})[0].host == host
     assert parse()[0].host == "127.0.0.1"  # loopback unless said
@@ -183,18 +276,36 @@ def test_the_api_key_from_the_flag_or_its_variables_is_served():
 
 @pytest.mark.parametrize("token", ["", " ", "a token", "\x7f"])
 def test_an_empty_metrics_token_is_refused_never_read_as_no_token(token):
-    for argv, env, name in ((["--metrics-auth-token", token], {}, "--metrics-auth-token"),
-                            ([], {"LT_METRICS_AUTH_TOKEN": token}, "LT_METRICS_AUTH_TOKEN")):
+    for argv, env, name in (
+        (["--metrics-auth-token", token], {}, "--metrics-auth-token"),
+        ([], {"LT_METRICS_AUTH_TOKEN": token}, "LT_METRICS_AUTH_TOKEN"),
+    ):
         args, message = parse(argv, env)
         assert args is None and message.startswith(name), message
 
 
-@pytest.mark.parametrize("origin", ["*", " * ", "null", "https://a.example/", "https://a.example/path", "a.example",
-                                    "ftp://a.example", "https://*.a.example", "https://a.example:0",
-                                    "https://a.example:70000", "https://[nope]", "https://a..example"])
+@pytest.mark.parametrize(
+    "origin",
+    [
+        "*",
+        " * ",
+        "null",
+        "https://a.example/",
+        "https://a.example/path",
+        "a.example",
+        "ftp://a.example",
+        "https://*.a.example",
+        "https://a.example:0",
+        "https://a.example:70000",
+        "https://[nope]",
+        "https://a..example",
+    ],
+)
 def test_cors_every_origin_only_through_cors_and_each_origin_as_a_browser_sends_it(origin):
-    for argv, env, name in ((["--cors_origins", "https://ok.example", origin], {}, "--cors_origins"),
-                            ([], {"LT_CORS_ORIGINS": f"https://ok.example,{origin}"}, "LT_CORS_ORIGINS")):
+    for argv, env, name in (
+        (["--cors_origins", "https://ok.example", origin], {}, "--cors_origins"),
+        ([], {"LT_CORS_ORIGINS": f"https://ok.example,{origin}"}, "LT_CORS_ORIGINS"),
+    ):
         args, message = parse(argv, env)
         assert args is None and message.startswith(name), message
 
@@ -206,18 +317,41 @@ def test_cors_origins_are_written_as_a_browser_sends_them():
     assert serve.limits(parse([], {"LT_CORS_ORIGINS": " "})[0])["cors_origins"] == ()
 
 
-@pytest.mark.parametrize("prefix,expected", [("tr", "/tr"), ("/tr/", "/tr"), ("/", ""), ("", ""), ("/a/b", "/a/b"),
-                                             ("/v1.2", "/v1.2"), ("/~x", "/~x")])
+@pytest.mark.parametrize(
+    "prefix,expected",
+    [("tr", "/tr"), ("/tr/", "/tr"), ("/", ""), ("", ""), ("/a/b", "/a/b"), ("/v1.2", "/v1.2"), ("/~x", "/~x")],
+)
 def test_a_url_prefix_is_one_path_under_the_root(prefix, expected):
     assert parse(["--url-prefix", prefix])[0].url_prefix == expected
     assert parse([], {"LT_URL_PREFIX": prefix})[0].url_prefix == expected
 
 
-@pytest.mark.parametrize("prefix", ["/..", "..", "/.", "/a/../b", "/a/./b", "/...", "//a//b", "/a b", "/a%2e",
-                                    "/a?b", "/a#b", "/a\\b", "/a\x00", "/ä", "http://x/a", "/" + "a" * 300])
+@pytest.mark.parametrize(
+    "prefix",
+    [
+        "/..",
+        "..",
+        "/.",
+        "/a/../b",
+        "/a/./b",
+        "/...",
+        "//a//b",
+        "/a b",
+        "/a%2e",
+        "/a?b",
+        "/a#b",
+        "/a\\b",
+        "/a\x00",
+        "/ä",
+        "http://x/a",
+        "/" + "a" * 300,
+    ],
+)
 def test_a_url_prefix_that_leaves_its_path_is_refused(prefix):
-    for argv, env, name in ((["--url-prefix", prefix], {}, "--url-prefix"),
-                            ([], {"LT_URL_PREFIX": prefix}, "LT_URL_PREFIX")):
+    for argv, env, name in (
+        (["--url-prefix", prefix], {}, "--url-prefix"),
+        ([], {"LT_URL_PREFIX": prefix}, "LT_URL_PREFIX"),
+    ):
         args, message = parse(argv, env)
         assert args is None and message.startswith(name), message
 
@@ -298,24 +432,31 @@ def test_the_key_file_is_read_with_a_bom_and_crlf_and_refused_clearly_otherwise(
     assert read_api_keys(keys) == {"Zq#8vLm2pR": None, "gamma": 3, "delta": None, "x#": 2}
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
-    cases = [("", "give the key file's path"), ("-", "give the key file's path"),
-             (tmp_path / "missing", "no such key file"), (tmp_path, "a directory, not a key file"),
-             (fifo, "not a regular file")]
+    cases = [
+        ("", "give the key file's path"),
+        ("-", "give the key file's path"),
+        (tmp_path / "missing", "no such key file"),
+        (tmp_path, "a directory, not a key file"),
+        (fifo, "not a regular file"),
+    ]
     if os.path.exists("/dev/zero") and stat.S_ISCHR(os.stat("/dev/zero").st_mode):
         cases.append(("/dev/zero", "not a regular file"))
     for path, message in cases:
         with pytest.raises(ValueError, match=message):
             read_api_keys(path)
     secret = "s3cret-key-value"
-    for content, message in ((b"", "holds no API key"), (b"\n  \n# only\n", "holds no API key"),
-                             (f"ok\n{secret} \xff\n".encode("latin-1"), "line 2: bytes that are not UTF-8"),
-                             (f"ok\n{secret}\x1b\n".encode(), "line 2: a control character"),
-                             (f"ok\n{secret}\x0c\n".encode(), "line 2: a control character"),
-                             (f"ok\n{secret}ü\n".encode(), "line 2: a key is 1-1000 printable ASCII"),
-                             (f"{secret} 0\n".encode(), "line 1: expected `KEY` or"),
-                             (f"{secret} ²\n".encode(), "line 1: expected `KEY` or"),
-                             (f"{secret} 5 6\n".encode(), "line 1: expected `KEY` or"),
-                             (f"{secret}\n{secret}\n".encode(), "line 2: this key is already")):
+    for content, message in (
+        (b"", "holds no API key"),
+        (b"\n  \n# only\n", "holds no API key"),
+        (f"ok\n{secret} \xff\n".encode("latin-1"), "line 2: bytes that are not UTF-8"),
+        (f"ok\n{secret}\x1b\n".encode(), "line 2: a control character"),
+        (f"ok\n{secret}\x0c\n".encode(), "line 2: a control character"),
+        (f"ok\n{secret}ü\n".encode(), "line 2: a key is 1-1000 printable ASCII"),
+        (f"{secret} 0\n".encode(), "line 1: expected `KEY` or"),
+        (f"{secret} ²\n".encode(), "line 1: expected `KEY` or"),
+        (f"{secret} 5 6\n".encode(), "line 1: expected `KEY` or"),
+        (f"{secret}\n{secret}\n".encode(), "line 2: this key is already"),
+    ):
         keys.write_bytes(content)
         with pytest.raises(ValueError, match=re.escape(message)) as error:
             read_api_keys(keys)
@@ -344,8 +485,10 @@ def test_any_key_file_is_keys_the_server_can_match_or_an_error_naming_the_file(t
 def test_the_key_file_through_its_variable_is_named_by_it(tmp_path):
     keys = tmp_path / "keys"
     keys.write_text("k 0\n", encoding="utf-8")
-    for argv, env, name in ((["--api-keys", str(keys)], {}, "--api-keys"), ([], {"LT_API_KEYS": str(keys)},
-                                                                             "LT_API_KEYS")):
+    for argv, env, name in (
+        (["--api-keys", str(keys)], {}, "--api-keys"),
+        ([], {"LT_API_KEYS": str(keys)}, "LT_API_KEYS"),
+    ):
         with pytest.raises(ValueError, match=f"^{name}: {re.escape(str(keys))}, line 1"):
             serve.limits(parse(argv, env)[0])
     assert parse([], {"LT_API_KEYS": "false"})[0].api_keys is None  # LibreTranslate's switch, off
@@ -368,24 +511,33 @@ def test_libretranslates_variables_of_options_not_taken_are_refused_unless_defau
     assert args is None and message.startswith("LT_REQUIRE_API_KEY_SECRET is LibreTranslate's")
     assert parse([], {"LT_DEBUG": "1"})[1].startswith("LT_DEBUG is LibreTranslate's --debug")
     assert parse([], {"LT_API_KEYS_REMOTE": "https://user:pw@keys.example"})[1].count("pw") == 0
-    for variable, value in (("LT_DEBUG", "false"), ("LT_SUGGESTIONS", "0"), ("LT_FRONTEND_LANGUAGE_SOURCE", "auto"),
-                            ("LT_FRONTEND_TIMEOUT", "500"), ("LT_SHARED_STORAGE", "memory://"), ("LT_SSL", "")):
+    for variable, value in (
+        ("LT_DEBUG", "false"),
+        ("LT_SUGGESTIONS", "0"),
+        ("LT_FRONTEND_LANGUAGE_SOURCE", "auto"),
+        ("LT_FRONTEND_TIMEOUT", "500"),
+        ("LT_SHARED_STORAGE", "memory://"),
+        ("LT_SSL", ""),
+    ):
         assert parse([], {variable: value})[0] is not None, variable
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["--threads", "1025"], "--threads '1025': must be at most 1024"),
-    (["--workers", "99999999999999999999"], "--workers '99999999999999999999': must be at most 1024"),
-    (["--max_queue", "0"], "--max_queue '0': must be at least 1"),
-    (["--max_request_bytes", str(2**53)], "must be at most"),
-    (["--max_wait_ms", "-0.5"], "--max_wait_ms '-0.5': must be at least 0"),
-    (["--request_timeout", "0"], "--request_timeout '0': must be more than 0"),
-    (["--file_ttl", "1e400"], "--file_ttl '1e400': must be more than 0"),
-    (["--port", "0"], "--port '0': not a port number"),
-    (["--port", "٥٠٠٠"], "--port '٥٠٠٠': not a port number"),
-    (["--char-limit", "1_000"], "--char-limit '1_000': not an integer"),
-    (["--source_lang", "auto"], "'auto' asks for language detection"),
-])
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["--threads", "1025"], "--threads '1025': must be at most 1024"),
+        (["--workers", "99999999999999999999"], "--workers '99999999999999999999': must be at most 1024"),
+        (["--max_queue", "0"], "--max_queue '0': must be at least 1"),
+        (["--max_request_bytes", str(2**53)], "must be at most"),
+        (["--max_wait_ms", "-0.5"], "--max_wait_ms '-0.5': must be at least 0"),
+        (["--request_timeout", "0"], "--request_timeout '0': must be more than 0"),
+        (["--file_ttl", "1e400"], "--file_ttl '1e400': must be more than 0"),
+        (["--port", "0"], "--port '0': not a port number"),
+        (["--port", "٥٠٠٠"], "--port '٥٠٠٠': not a port number"),
+        (["--char-limit", "1_000"], "--char-limit '1_000': not an integer"),
+        (["--source_lang", "auto"], "'auto' asks for language detection"),
+    ],
+)
 def test_numbers_and_names_out_of_range_are_refused_naming_the_flag(argv, message):
     args, said = parse(argv)
     assert args is None and message in said, said
@@ -396,10 +548,15 @@ def test_options_checked_against_the_models_are_named_as_the_user_set_them(monke
     that is not one: named by the flag or by the variable that carried them."""
     from vanilla_transformer.model_dirs import ModelDir
 
-    monkeypatch.setattr(serve, "recognise", lambda path, engine="auto", task=None: ModelDir(
-        path, "translation", "pytorch").holding(task or "translation"))
-    for argv, env, name in ((["--compute_type", "int8"], {}, "--compute_type"),
-                            ([], {"LT_COMPUTE_TYPE": "int8"}, "LT_COMPUTE_TYPE")):
+    monkeypatch.setattr(
+        serve,
+        "recognise",
+        lambda path, engine="auto", task=None: ModelDir(path, "translation", "pytorch").holding(task or "translation"),
+    )
+    for argv, env, name in (
+        (["--compute_type", "int8"], {}, "--compute_type"),
+        ([], {"LT_COMPUTE_TYPE": "int8"}, "LT_COMPUTE_TYPE"),
+    ):
         with pytest.raises(ValueError, match=f"^{name} 'int8': the compute type is CTranslate2's"):
             serve.served_models(parse(argv, env)[0])
     with pytest.raises(ValueError, match="^LT_WORKERS: several batches at once need the CTranslate2 engine"):

@@ -19,8 +19,10 @@ from vanilla_transformer.training.batching import TokenBudgetBatchSampler, Token
 @pytest.fixture
 def examples():
     g = np.random.default_rng(0)
-    return [{"input_ids": [5] * int(s), "labels": [6] * int(t), "id": i}
-            for i, (s, t) in enumerate(zip(g.integers(1, 60, 1000), g.integers(1, 70, 1000)))]
+    return [
+        {"input_ids": [5] * int(s), "labels": [6] * int(t), "id": i}
+        for i, (s, t) in enumerate(zip(g.integers(1, 60, 1000), g.integers(1, 70, 1000)))
+    ]
 
 
 def ids(rows):
@@ -46,11 +48,15 @@ def test_stream_batches_stay_within_the_budget_and_give_each_example_once_a_pass
 def test_every_process_reads_its_own_stream_batches_and_as_many(examples, processes):
     """Each process keeps every n-th batch of a buffer and leaves out the last few (fewer than n): in one pass all
     take the same number of batches, no example twice."""
-    buffers = [examples[i:i + 300] for i in range(0, 1000, 300)]
-    per_buffer = [len(TokenBudgetBatchSampler([len(e["input_ids"]) for e in b], [len(e["labels"]) for e in b], 300))
-                  for b in buffers]
-    streams = [TokenBudgetStream(examples, max_tokens=300, collate_fn=ids, seed=0, buffer=300, rank=rank,
-                                 processes=processes) for rank in range(processes)]
+    buffers = [examples[i : i + 300] for i in range(0, 1000, 300)]
+    per_buffer = [
+        len(TokenBudgetBatchSampler([len(e["input_ids"]) for e in b], [len(e["labels"]) for e in b], 300))
+        for b in buffers
+    ]
+    streams = [
+        TokenBudgetStream(examples, max_tokens=300, collate_fn=ids, seed=0, buffer=300, rank=rank, processes=processes)
+        for rank in range(processes)
+    ]
     shards = [list(itertools.islice(stream, sum(n // processes for n in per_buffer))) for stream in streams]
     seen = [i for shard in shards for batch in shard for i in batch]
     assert len(seen) == len(set(seen))  # one pass: no example twice
@@ -74,10 +80,41 @@ def write_corpus(prefix, lines=240, misaligned=False):
 
 
 def flags(tmp_path, prefix, *extra):
-    return ["--train_file", str(prefix), "--source_lang", "de", "--target_lang", "en", "--streaming", "--do_train",
-            "--config_name", "tiny", "--vocab_size", "60", "--max_tokens", "192", "--max_steps", "6",
-            "--save_strategy", "steps", "--save_steps", "4", "--logging_steps", "2", "--disable_tqdm", "true",
-            "--bf16", "false", "--seed", "3", "--cache_dir", str(tmp_path / "cache"), "--report_to", "none", *extra]
+    return [
+        "--train_file",
+        str(prefix),
+        "--source_lang",
+        "de",
+        "--target_lang",
+        "en",
+        "--streaming",
+        "--do_train",
+        "--config_name",
+        "tiny",
+        "--vocab_size",
+        "60",
+        "--max_tokens",
+        "192",
+        "--max_steps",
+        "6",
+        "--save_strategy",
+        "steps",
+        "--save_steps",
+        "4",
+        "--logging_steps",
+        "2",
+        "--disable_tqdm",
+        "true",
+        "--bf16",
+        "false",
+        "--seed",
+        "3",
+        "--cache_dir",
+        str(tmp_path / "cache"),
+        "--report_to",
+        "none",
+        *extra,
+    ]
 
 
 @pytest.mark.parametrize("packing", [[], ["--packing", "true", "--packing_length", "64"]], ids=["budget", "packed"])
@@ -92,24 +129,30 @@ def test_streaming_run_caches_nothing_and_resumes_where_it_stopped(tmp_path, pac
     resumed = tmp_path / "resumed"
     resumed.mkdir()
     shutil.copytree(whole / "checkpoint-4", resumed / "checkpoint-4")
-    train_translation.main(["--output_dir", str(resumed), *flags(tmp_path, prefix, *packing),
-                          "--resume_from_checkpoint", "true"])
+    train_translation.main(
+        ["--output_dir", str(resumed), *flags(tmp_path, prefix, *packing), "--resume_from_checkpoint", "true"]
+    )
     a, b = load_file(str(whole / "model.safetensors")), load_file(str(resumed / "model.safetensors"))
     for key in a:
         torch.testing.assert_close(b[key], a[key], rtol=1e-5, atol=1e-6, msg=key)
 
 
-@pytest.mark.parametrize("change, message", [
-    (["--max_tokens", "0"], "--max_tokens"), (["--max_steps", "-1"], "--max_steps"),
-    (["--train_file", "pairs.tsv"], "parallel text files"), (["--max_tokens", "100"], "longest pair .*128 tokens"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (["--max_tokens", "0"], "--max_tokens"),
+        (["--max_steps", "-1"], "--max_steps"),
+        (["--train_file", "pairs.tsv"], "parallel text files"),
+        (["--max_tokens", "100"], "longest pair .*128 tokens"),
+    ],
+)
 def test_streaming_needs_a_token_budget_steps_and_parallel_text(tmp_path, change, message):
     prefix = tmp_path / "train"
     write_corpus(prefix)
     args = flags(tmp_path, prefix)
     args[args.index(change[0]) + 1] = change[1]
     if change == ["--max_tokens", "0"]:
-        del args[args.index("--max_tokens"):args.index("--max_tokens") + 2]
+        del args[args.index("--max_tokens") : args.index("--max_tokens") + 2]
     with pytest.raises(ValueError, match=message):
         train_translation.main(["--output_dir", str(tmp_path / "out"), *args])
 
@@ -132,14 +175,27 @@ def test_two_processes_stream_their_own_batches(tmp_path):
     prefix = tmp_path / "train"
     write_corpus(prefix)
     out = tmp_path / "out"
-    proc = subprocess.run([*torchrun_two(), os.path.join(ROOT, "scripts", "run_translation.py"), "--output_dir",
-                           str(out), *flags(tmp_path, prefix, "--save_strategy", "no")],
-                          env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            *torchrun_two(),
+            os.path.join(ROOT, "scripts", "run_translation.py"),
+            "--output_dir",
+            str(out),
+            *flags(tmp_path, prefix, "--save_strategy", "no"),
+        ],
+        env=dict(os.environ, OMP_NUM_THREADS="1"),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     state = json.loads((out / "trainer_state.json").read_text())
     assert state["global_step"] == 6
-    one = train_translation.main(["--output_dir", str(tmp_path / "one"), *flags(tmp_path, prefix, "--save_strategy",
-                                                                               "no")])
+    one = train_translation.main(
+        ["--output_dir", str(tmp_path / "one"), *flags(tmp_path, prefix, "--save_strategy", "no")]
+    )
     two = json.loads((out / "train_results.json").read_text())
-    assert two["train_tokens_per_second"] * two["train_runtime"] > 1.5 * one["train_tokens_per_second"] * one[
-        "train_runtime"]  # two batches a step (one per process)
+    assert (
+        two["train_tokens_per_second"] * two["train_runtime"]
+        > 1.5 * one["train_tokens_per_second"] * one["train_runtime"]
+    )  # two batches a step (one per process)

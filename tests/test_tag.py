@@ -32,8 +32,29 @@ def test_words_follow_conll_tokenization():
     line = 'Novak said: "Acme Corp\'s U.S. office has 1,000 staff, 3.5 per cent more; Sino-Japanese talks."'
     words = words_of(line)
     assert [w for w, _, _ in words] == [
-        "Novak", "said", ":", '"', "Acme", "Corp", "'s", "U.S.", "office", "has", "1,000", "staff", ",", "3.5", "per",
-        "cent", "more", ";", "Sino-Japanese", "talks", ".", '"']
+        "Novak",
+        "said",
+        ":",
+        '"',
+        "Acme",
+        "Corp",
+        "'s",
+        "U.S.",
+        "office",
+        "has",
+        "1,000",
+        "staff",
+        ",",
+        "3.5",
+        "per",
+        "cent",
+        "more",
+        ";",
+        "Sino-Japanese",
+        "talks",
+        ".",
+        '"',
+    ]
     assert all(line[start:end] == word for word, start, end in words)
 
 
@@ -46,7 +67,7 @@ def test_text_lines_give_entities_with_offsets_into_the_line(tagger):
     assert [(e["text"], e["type"]) for e in out[0]] == [("Anna Novak", "PER"), ("Acme Corp", "ORG"), ("Oslo", "LOC")]
     for line, found in zip(lines, out):
         for entity in found:
-            assert line[entity["start"]:entity["end"]] == entity["text"] and 0 < entity["score"] <= 1
+            assert line[entity["start"] : entity["end"]] == entity["text"] and 0 < entity["score"] <= 1
         words = [w for w, _, _ in words_of(line)]
         if words:
             from vanilla_transformer.ner.mentions import mention_spans
@@ -104,8 +125,11 @@ def test_batches_of_similar_lengths_cost_least_and_tag_as_one_at_a_time(small_ne
         spans = tagger.batches(lengths)
         assert spans[0][0] == 0 and spans[-1][1] == len(lengths) and all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
         assert all(0 < b - a <= 4 for a, b in spans)
-        every = [list(zip((0,) + cut, cut + (len(lengths),))) for k in range(len(lengths))
-                 for cut in itertools.combinations(range(1, len(lengths)), k)]
+        every = [
+            list(zip((0,) + cut, cut + (len(lengths),)))
+            for k in range(len(lengths))
+            for cut in itertools.combinations(range(1, len(lengths)), k)
+        ]
         assert cost(spans, lengths) == min(cost(c, lengths) for c in every if all(b - a <= 4 for a, b in c))
     assert tagger.batches([5, 5, 5, 400]) == [(0, 3), (3, 4)]  # the long one alone: padding the others costs more
     assert len(tagger.batches([5] * 9)) == 3  # equal lengths: as few calls as fit
@@ -128,9 +152,26 @@ def test_quiet_shows_no_progress_bar_not_even_loading(small_ner_model, tmp_path)
     env = {k: v for k, v in os.environ.items() if k != "HF_HUB_DISABLE_PROGRESS_BARS"}  # (the suite's own setting)
     stderr = {}
     for flags in ([], ["--quiet"]):
-        proc = subprocess.run([sys.executable, "-m", "vanilla_transformer.cli", "tag", str(small_ner_model), "--input",
-                               str(tmp_path / "in.txt"), "--output", str(tmp_path / "out.jsonl"), "--device", "cpu",
-                               *flags], capture_output=True, text=True, timeout=300, env=env)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "vanilla_transformer.cli",
+                "tag",
+                str(small_ner_model),
+                "--input",
+                str(tmp_path / "in.txt"),
+                "--output",
+                str(tmp_path / "out.jsonl"),
+                "--device",
+                "cpu",
+                *flags,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
+        )
         assert proc.returncode == 0, proc.stderr[-2000:]
         stderr[tuple(flags)] = proc.stderr
     assert "Loading weights" in stderr[()] and "Loading weights" not in stderr["--quiet",]
@@ -150,8 +191,14 @@ def test_document_consistency_works_within_paragraphs():
 
     class Fixed:  # "Anna Novak ..." -> a person; "Novak ..." -> an organisation
         def __call__(self, sentences, progress=False):
-            tags = [["B-PER", "I-PER"] + ["O"] * (len(s) - 2) if s[:2] == ["Anna", "Novak"]
-                    else ["B-ORG"] + ["O"] * (len(s) - 1) if s else [] for s in sentences]
+            tags = [
+                ["B-PER", "I-PER"] + ["O"] * (len(s) - 2)
+                if s[:2] == ["Anna", "Novak"]
+                else ["B-ORG"] + ["O"] * (len(s) - 1)
+                if s
+                else []
+                for s in sentences
+            ]
             return [(t, [1.0] * len(t)) for t in tags]
 
     types = lambda out: [[e["type"] for e in json.loads(line)] for line in out]  # noqa: E731
@@ -163,21 +210,53 @@ def test_document_consistency_works_within_paragraphs():
 def test_the_command_tags_a_file_and_names_bad_input(small_ner_model, small_demo_model, tmp_path, capsys):
     text = tmp_path / "in.txt"
     text.write_text(LINE + "\n", encoding="utf-8")
-    assert cli(["tag", str(small_ner_model), "--input", str(text), "--output", str(tmp_path / "out.jsonl"),
-                "--quiet", "--device", "cpu"]) == 0
+    assert (
+        cli(
+            [
+                "tag",
+                str(small_ner_model),
+                "--input",
+                str(text),
+                "--output",
+                str(tmp_path / "out.jsonl"),
+                "--quiet",
+                "--device",
+                "cpu",
+            ]
+        )
+        == 0
+    )
     assert [e["type"] for e in json.loads((tmp_path / "out.jsonl").read_text())] == ["PER", "ORG", "LOC"]
     (tmp_path / "empty.txt").write_text("", encoding="utf-8")  # no lines in: none out, not an error
     for form in ("text", "conll"):
-        assert cli(["tag", str(small_ner_model), "--input", str(tmp_path / "empty.txt"), "--output",
-                    str(tmp_path / "none.txt"), "--format", form, "--quiet"]) == 0
+        assert (
+            cli(
+                [
+                    "tag",
+                    str(small_ner_model),
+                    "--input",
+                    str(tmp_path / "empty.txt"),
+                    "--output",
+                    str(tmp_path / "none.txt"),
+                    "--format",
+                    form,
+                    "--quiet",
+                ]
+            )
+            == 0
+        )
         assert (tmp_path / "none.txt").read_text(encoding="utf-8") == ""
     (tmp_path / "bad.txt").write_bytes(b"Oslo\n\xff\xfe Anna\n")
     (tmp_path / "bad.conll").write_text("Oslo B-LOC\nAnna\n", encoding="utf-8")
-    for argv, named in ((["tag", str(small_ner_model), "--input", str(tmp_path / "bad.txt")], "bad.txt, line 2"),
-                        (["tag", str(small_ner_model), "--input", str(tmp_path / "bad.conll"), "--format", "conll"],
-                         "bad.conll, line 2: 1 columns"),
-                        (["tag", str(small_demo_model), "--input", str(text)], "not a tagger"),
-                        (["tag", str(tmp_path / "missing"), "--input", str(text)], "missing")):
+    for argv, named in (
+        (["tag", str(small_ner_model), "--input", str(tmp_path / "bad.txt")], "bad.txt, line 2"),
+        (
+            ["tag", str(small_ner_model), "--input", str(tmp_path / "bad.conll"), "--format", "conll"],
+            "bad.conll, line 2: 1 columns",
+        ),
+        (["tag", str(small_demo_model), "--input", str(text)], "not a tagger"),
+        (["tag", str(tmp_path / "missing"), "--input", str(text)], "missing"),
+    ):
         capsys.readouterr()
         assert cli(argv) == 2, argv
         err = capsys.readouterr().err.strip().splitlines()

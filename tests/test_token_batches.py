@@ -75,8 +75,7 @@ def test_evaluation_batches_keep_the_order_and_gather_back_into_it(lengths, proc
     that top up the last round at the very end."""
     source, target = lengths
     order = np.argsort(-source, kind="stable")  # as the translation command sorts its evaluation data
-    batches = EvaluationBatches(source[order], target[order], max_tokens=300, processes=processes,
-                                pad_to_multiple_of=8)
+    batches = EvaluationBatches(source[order], target[order], max_tokens=300, processes=processes, pad_to_multiple_of=8)
     for batch in batches:
         assert len(batch) * max(-(-max(source[order][batch]) // 8) * 8, -(-max(target[order][batch]) // 8) * 8) <= 300
     shards = [list(BatchSamplerShard(batches, processes, rank)) for rank in range(processes)]
@@ -91,21 +90,50 @@ def test_evaluation_batches_keep_the_order_and_gather_back_into_it(lengths, proc
 
 
 def test_an_evaluation_example_longer_than_the_budget_is_named():
-    with pytest.raises(ValueError,
-                       match=r"--eval_max_tokens 16 is below evaluation example 1's length \(8 input, 24 label"):
+    with pytest.raises(
+        ValueError, match=r"--eval_max_tokens 16 is below evaluation example 1's length \(8 input, 24 label"
+    ):
         EvaluationBatches([5, 8, 3], [5, 20, 3], max_tokens=16, pad_to_multiple_of=8)
 
 
 def test_max_tokens_with_group_by_length_is_refused(tmp_path):
     with pytest.raises(ValueError, match="drop --train_sampling_strategy group_by_length"):
-        train_translation.main(["--output_dir", str(tmp_path), "--max_tokens", "256",
-                              "--train_sampling_strategy", "group_by_length"])
+        train_translation.main(
+            ["--output_dir", str(tmp_path), "--max_tokens", "256", "--train_sampling_strategy", "group_by_length"]
+        )
 
 
-FLAGS = ["--config_overrides", "d_model=32,encoder_ffn_dim=64,decoder_ffn_dim=64,encoder_layers=1,decoder_layers=1",
-         "--max_tokens", "192", "--demo_train_examples", "120", "--demo_max_length", "12", "--learning_rate", "1e-3",
-         "--do_train", "--do_eval", "false", "--do_predict", "false", "--save_strategy", "steps", "--save_steps", "17",
-         "--max_steps", "30", "--logging_steps", "3", "--disable_tqdm", "true", "--bf16", "false", "--seed", "3"]
+FLAGS = [
+    "--config_overrides",
+    "d_model=32,encoder_ffn_dim=64,decoder_ffn_dim=64,encoder_layers=1,decoder_layers=1",
+    "--max_tokens",
+    "192",
+    "--demo_train_examples",
+    "120",
+    "--demo_max_length",
+    "12",
+    "--learning_rate",
+    "1e-3",
+    "--do_train",
+    "--do_eval",
+    "false",
+    "--do_predict",
+    "false",
+    "--save_strategy",
+    "steps",
+    "--save_steps",
+    "17",
+    "--max_steps",
+    "30",
+    "--logging_steps",
+    "3",
+    "--disable_tqdm",
+    "true",
+    "--bf16",
+    "false",
+    "--seed",
+    "3",
+]
 
 
 @pytest.mark.parametrize("packing", [[], ["--packing", "true"]], ids=["budget", "packed"])
@@ -135,9 +163,13 @@ def test_resumed_run_sees_the_same_batches_under_two_processes(tmp_path):
     script = os.path.join(ROOT, "scripts", "run_translation.py")
 
     def run(out, *extra):
-        proc = subprocess.run([*torchrun_two(),
-                               script, "--output_dir", str(out), *FLAGS, "--dataloader_num_workers", "0", *extra],
-                              env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True, timeout=600)
+        proc = subprocess.run(
+            [*torchrun_two(), script, "--output_dir", str(out), *FLAGS, "--dataloader_num_workers", "0", *extra],
+            env=dict(os.environ, OMP_NUM_THREADS="1"),
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
 
     whole, resumed = tmp_path / "whole", tmp_path / "resumed"
@@ -167,8 +199,9 @@ def test_the_epoch_reaches_the_sampler_through_a_callback(lengths):
 def test_tokens_trained_are_counted_without_padding(tmp_path):
     """train_tokens_per_second counts every real source and target token once per epoch, no padding."""
     flags = [f for f in FLAGS if f not in ("--max_steps", "30")]
-    metrics = train_translation.main(["--output_dir", str(tmp_path), *flags, "--max_steps", "-1",
-                                    "--num_train_epochs", "1", "--save_strategy", "no"])
+    metrics = train_translation.main(
+        ["--output_dir", str(tmp_path), *flags, "--max_steps", "-1", "--num_train_epochs", "1", "--save_strategy", "no"]
+    )
     state = json.loads((tmp_path / "trainer_state.json").read_text())
     from vanilla_transformer.data import make_demo_translation
 
@@ -194,19 +227,57 @@ def test_two_processes_with_accumulation_match_one(tmp_path, packing):
     import sys
 
     script = os.path.join(ROOT, "scripts", "run_translation.py")
-    flags = ["--config_overrides", "d_model=32,encoder_ffn_dim=64,decoder_ffn_dim=64,encoder_layers=1,"
-             "decoder_layers=1,dropout=0.0", "--label_smoothing_factor", "0.1", "--max_tokens", "96",
-             "--demo_train_examples", "400", "--demo_max_length", "24", "--optim", "sgd", "--learning_rate", "0.5",
-             "--warmup_steps", "0", "--do_train", "--do_eval", "false", "--do_predict", "false", "--save_strategy",
-             "no", "--max_steps", "4", "--disable_tqdm", "true", "--bf16", "false", "--seed", "5", *packing]
+    flags = [
+        "--config_overrides",
+        "d_model=32,encoder_ffn_dim=64,decoder_ffn_dim=64,encoder_layers=1,decoder_layers=1,dropout=0.0",
+        "--label_smoothing_factor",
+        "0.1",
+        "--max_tokens",
+        "96",
+        "--demo_train_examples",
+        "400",
+        "--demo_max_length",
+        "24",
+        "--optim",
+        "sgd",
+        "--learning_rate",
+        "0.5",
+        "--warmup_steps",
+        "0",
+        "--do_train",
+        "--do_eval",
+        "false",
+        "--do_predict",
+        "false",
+        "--save_strategy",
+        "no",
+        "--max_steps",
+        "4",
+        "--disable_tqdm",
+        "true",
+        "--bf16",
+        "false",
+        "--seed",
+        "5",
+        *packing,
+    ]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     one, two = tmp_path / "one", tmp_path / "two"
-    r1 = subprocess.run([sys.executable, script, "--output_dir", str(one), *flags, "--gradient_accumulation_steps",
-                         "4"], env=env, capture_output=True, text=True, timeout=400)
+    r1 = subprocess.run(
+        [sys.executable, script, "--output_dir", str(one), *flags, "--gradient_accumulation_steps", "4"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
     assert r1.returncode == 0, r1.stderr[-3000:]
-    r2 = subprocess.run([*torchrun_two(),
-                         script, "--output_dir", str(two), *flags, "--gradient_accumulation_steps", "2"], env=env,
-                        capture_output=True, text=True, timeout=600)
+    r2 = subprocess.run(
+        [*torchrun_two(), script, "--output_dir", str(two), *flags, "--gradient_accumulation_steps", "2"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r2.returncode == 0, r2.stderr[-3000:]
     w1, w2 = load_file(str(one / "model.safetensors")), load_file(str(two / "model.safetensors"))
     for name in w1:
@@ -228,23 +299,86 @@ def test_two_nodes_on_loopback_match_one_process(tmp_path):
     from conftest import free_port
 
     torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
-    flags = ["--config_overrides", "d_model=32,encoder_ffn_dim=64,decoder_ffn_dim=64,encoder_layers=1,"
-             "decoder_layers=1,dropout=0.0", "--max_tokens", "96", "--demo_train_examples", "400",
-             "--demo_max_length", "24", "--optim", "sgd", "--learning_rate", "0.5", "--warmup_steps", "0",
-             "--do_train", "--do_eval", "false", "--do_predict", "false", "--save_strategy", "no", "--max_steps", "4",
-             "--disable_tqdm", "true", "--bf16", "false", "--seed", "5"]
+    flags = [
+        "--config_overrides",
+        "d_model=32,encoder_ffn_dim=64,decoder_ffn_dim=64,encoder_layers=1,decoder_layers=1,dropout=0.0",
+        "--max_tokens",
+        "96",
+        "--demo_train_examples",
+        "400",
+        "--demo_max_length",
+        "24",
+        "--optim",
+        "sgd",
+        "--learning_rate",
+        "0.5",
+        "--warmup_steps",
+        "0",
+        "--do_train",
+        "--do_eval",
+        "false",
+        "--do_predict",
+        "false",
+        "--save_strategy",
+        "no",
+        "--max_steps",
+        "4",
+        "--disable_tqdm",
+        "true",
+        "--bf16",
+        "false",
+        "--seed",
+        "5",
+    ]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     one, two = tmp_path / "one", tmp_path / "two"
-    single = subprocess.run([sys.executable, "-m", "vanilla_transformer.run_translation", "--output_dir", str(one),
-                             *flags, "--gradient_accumulation_steps", "4"], env=env, capture_output=True, text=True,
-                            timeout=400)
+    single = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "vanilla_transformer.run_translation",
+            "--output_dir",
+            str(one),
+            *flags,
+            "--gradient_accumulation_steps",
+            "4",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
     assert single.returncode == 0, single.stderr[-3000:]
     port = str(free_port())
-    nodes = [subprocess.Popen([torchrun, "--nnodes", "2", "--nproc_per_node", "1", "--node_rank", str(rank),
-                               "--master_addr", "127.0.0.1", "--master_port", port, "-m",
-                               "vanilla_transformer.run_translation", "--output_dir", str(two), *flags,
-                               "--gradient_accumulation_steps", "2"], env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for rank in (0, 1)]
+    nodes = [
+        subprocess.Popen(
+            [
+                torchrun,
+                "--nnodes",
+                "2",
+                "--nproc_per_node",
+                "1",
+                "--node_rank",
+                str(rank),
+                "--master_addr",
+                "127.0.0.1",
+                "--master_port",
+                port,
+                "-m",
+                "vanilla_transformer.run_translation",
+                "--output_dir",
+                str(two),
+                *flags,
+                "--gradient_accumulation_steps",
+                "2",
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for rank in (0, 1)
+    ]
     for node in nodes:
         _, err = node.communicate(timeout=600)
         assert node.returncode == 0, err[-3000:]
@@ -259,16 +393,37 @@ def test_evaluation_by_a_token_budget_equals_sentence_batches(small_demo_model, 
     import os
     import subprocess
 
-    flags = ["--model_name_or_path", str(small_demo_model), "--do_train", "false", "--do_eval", "--do_predict",
-             "--demo_max_length", "10", "--demo_eval_examples", "45", "--generation_max_length", "16",
-             "--disable_tqdm", "true", "--bf16", "false"]
+    flags = [
+        "--model_name_or_path",
+        str(small_demo_model),
+        "--do_train",
+        "false",
+        "--do_eval",
+        "--do_predict",
+        "--demo_max_length",
+        "10",
+        "--demo_eval_examples",
+        "45",
+        "--generation_max_length",
+        "16",
+        "--disable_tqdm",
+        "true",
+        "--bf16",
+        "false",
+    ]
     runs = {"sentences": ["--per_device_eval_batch_size", "16"], "tokens": ["--eval_max_tokens", "40"]}
-    results = {name: train_translation.main(["--output_dir", str(tmp_path / name), *flags, *extra])
-               for name, extra in runs.items()}
+    results = {
+        name: train_translation.main(["--output_dir", str(tmp_path / name), *flags, *extra])
+        for name, extra in runs.items()
+    }
     script = os.path.join(ROOT, "scripts", "run_translation.py")
-    two = subprocess.run([*torchrun_two(),
-                          script, "--output_dir", str(tmp_path / "two"), *flags, *runs["tokens"]],
-                         env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True, timeout=600)
+    two = subprocess.run(
+        [*torchrun_two(), script, "--output_dir", str(tmp_path / "two"), *flags, *runs["tokens"]],
+        env=dict(os.environ, OMP_NUM_THREADS="1"),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert two.returncode == 0, two.stderr[-3000:]
     results["two"] = json.loads((tmp_path / "two" / "all_results.json").read_text())
 
@@ -289,23 +444,57 @@ def test_tagger_by_a_token_budget(small_ner_model, tmp_path):
     --mention_replacement (which changes the sentences' lengths every epoch)."""
     from vanilla_transformer.commands import train_ner
 
-    flags = ["--model_name_or_path", str(small_ner_model), "--do_train", "false", "--do_eval", "--do_predict",
-             "false", "--demo_eval_examples", "60", "--disable_tqdm", "true", "--bf16", "false"]
+    flags = [
+        "--model_name_or_path",
+        str(small_ner_model),
+        "--do_train",
+        "false",
+        "--do_eval",
+        "--do_predict",
+        "false",
+        "--demo_eval_examples",
+        "60",
+        "--disable_tqdm",
+        "true",
+        "--bf16",
+        "false",
+    ]
     runs = {"sentences": ["--per_device_eval_batch_size", "8"], "tokens": ["--eval_max_tokens", "64"]}
-    results = {name: train_ner.main(["--output_dir", str(tmp_path / name), *flags, *extra])
-               for name, extra in runs.items()}
+    results = {
+        name: train_ner.main(["--output_dir", str(tmp_path / name), *flags, *extra]) for name, extra in runs.items()
+    }
     assert results["tokens"]["eval_f1"] == results["sentences"]["eval_f1"] > 0.9
-    assert ((tmp_path / "tokens" / "predictions_validation.txt").read_text() ==
-            (tmp_path / "sentences" / "predictions_validation.txt").read_text())
-    trained = train_ner.main(["--output_dir", str(tmp_path / "trained"), "--config_overrides", "d_model=32,"
-                            "encoder_layers=1,encoder_ffn_dim=64", "--max_tokens", "128", "--max_steps", "3",
-                            "--demo_train_examples", "200", "--demo_eval_examples", "20", "--disable_tqdm", "true",
-                            "--bf16", "false", "--save_strategy", "no"])
+    assert (tmp_path / "tokens" / "predictions_validation.txt").read_text() == (
+        tmp_path / "sentences" / "predictions_validation.txt"
+    ).read_text()
+    trained = train_ner.main(
+        [
+            "--output_dir",
+            str(tmp_path / "trained"),
+            "--config_overrides",
+            "d_model=32,encoder_layers=1,encoder_ffn_dim=64",
+            "--max_tokens",
+            "128",
+            "--max_steps",
+            "3",
+            "--demo_train_examples",
+            "200",
+            "--demo_eval_examples",
+            "20",
+            "--disable_tqdm",
+            "true",
+            "--bf16",
+            "false",
+            "--save_strategy",
+            "no",
+        ]
+    )
     assert json.loads((tmp_path / "trained" / "trainer_state.json").read_text())["global_step"] == 3
     assert "eval_f1" in trained
     with pytest.raises(ValueError, match="--mention_replacement"):
-        train_ner.main(["--output_dir", str(tmp_path / "refused"), "--max_tokens", "128", "--mention_replacement",
-                      "0.5"])
+        train_ner.main(
+            ["--output_dir", str(tmp_path / "refused"), "--max_tokens", "128", "--mention_replacement", "0.5"]
+        )
 
 
 def test_corpus_encoder_gives_the_tokenizers_ids():
@@ -336,8 +525,7 @@ def test_corpus_encoder_by_words_equals_the_tokenizer_on_awkward_text(max_length
 
     from vanilla_transformer.tokenization import CorpusEncoder, train_tokenizer
 
-    pieces = list("ab cdé  \t") + ["\u00a0", "\u0301", "▁", "</s>", "<unk>", "ﬁ", "Ａ", "\u3000", "ᄀ", "ᅡ", "ß",
-                                     "¨"]
+    pieces = list("ab cdé  \t") + ["\u00a0", "\u0301", "▁", "</s>", "<unk>", "ﬁ", "Ａ", "\u3000", "ᄀ", "ᅡ", "ß", "¨"]
     rng = random.Random(max_length)
     texts = ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 12))) for _ in range(3000)]
     tokenizer = train_tokenizer(texts * 3, vocab_size=60)

@@ -42,20 +42,40 @@ def common_tests_package() -> Path | None:
         return CACHE
     with tempfile.TemporaryDirectory() as tmp:
         try:
-            proc = subprocess.run([sys.executable, "-m", "pip", "download", f"transformers=={VERSION}",
-                                   "--no-binary", ":all:", "--no-deps", "--no-build-isolation", "-q", "-d", tmp],
-                                  capture_output=True, text=True, timeout=300)
+            proc = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "download",
+                    f"transformers=={VERSION}",
+                    "--no-binary",
+                    ":all:",
+                    "--no-deps",
+                    "--no-build-isolation",
+                    "-q",
+                    "-d",
+                    tmp,
+                ],
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
         except (OSError, subprocess.TimeoutExpired):  # no pip, or an index that does not answer: skip
             return None
         archives = list(Path(tmp).glob("transformers-*.tar.gz"))
         if proc.returncode != 0 or not archives:
             return None
         with tarfile.open(archives[0]) as archive:
-            member = archive.getmember(f"{archives[0].name[:-len('.tar.gz')]}/tests/test_modeling_common.py")
+            member = archive.getmember(f"{archives[0].name[: -len('.tar.gz')]}/tests/test_modeling_common.py")
             source = archive.extractfile(member).read()
         staging = Path(tmp) / PACKAGE
-        for name, text in {"__init__.py": "", "exporters/__init__.py": "", "generation/__init__.py": "",
-                           **STAND_INS}.items():
+        for name, text in {
+            "__init__.py": "",
+            "exporters/__init__.py": "",
+            "generation/__init__.py": "",
+            **STAND_INS,
+        }.items():
             (staging / name).parent.mkdir(parents=True, exist_ok=True)
             (staging / name).write_text(text)
         (staging / "test_modeling_common.py").write_bytes(source)
@@ -71,11 +91,13 @@ def common_tests_package() -> Path | None:
 
 root = common_tests_package()
 if root is None:
-    pytest.skip(f"could not fetch the transformers {VERSION} sdist (its tests) from the package index",
-                allow_module_level=True)
+    pytest.skip(
+        f"could not fetch the transformers {VERSION} sdist (its tests) from the package index", allow_module_level=True
+    )
 # registered as a package by its location (no sys.path edit): its relative imports then find the stand-ins
-spec = importlib.util.spec_from_file_location(PACKAGE, root / PACKAGE / "__init__.py",
-                                              submodule_search_locations=[str(root / PACKAGE)])
+spec = importlib.util.spec_from_file_location(
+    PACKAGE, root / PACKAGE / "__init__.py", submodule_search_locations=[str(root / PACKAGE)]
+)
 sys.modules[PACKAGE] = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(sys.modules[PACKAGE])
 common = importlib.import_module(f"{PACKAGE}.test_modeling_common")
@@ -92,19 +114,31 @@ from vanilla_transformer import (  # noqa: E402
 
 # What being in transformers' auto mappings tells its tests (which heads get labels, which class is the base model);
 # set in the test module's namespace only, not in transformers' real mappings.
-for names, classes in (("MODEL_MAPPING_NAMES", (VanillaTransformerModel, VanillaTransformerEncoderModel)),
-                       ("MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES", (VanillaTransformerForConditionalGeneration,)),
-                       ("MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES", (VanillaTransformerForTokenClassification,)),
-                       ("MODEL_FOR_MASKED_LM_MAPPING_NAMES", (VanillaTransformerForMaskedLM,))):
+for names, classes in (
+    ("MODEL_MAPPING_NAMES", (VanillaTransformerModel, VanillaTransformerEncoderModel)),
+    ("MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES", (VanillaTransformerForConditionalGeneration,)),
+    ("MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES", (VanillaTransformerForTokenClassification,)),
+    ("MODEL_FOR_MASKED_LM_MAPPING_NAMES", (VanillaTransformerForMaskedLM,)),
+):
     setattr(common, names, {**getattr(common, names), "vanilla-transformer": tuple(c.__name__ for c in classes)})
 
 
 class VanillaTransformerModelTester:
     """The tiny shapes of transformers' Marian/BART testers, and their masks: `ids.ne(pad_token_id)`, bool."""
 
-    def __init__(self, parent, encoder_decoder=True, overrides=None, batch_size=13, seq_length=7, vocab_size=99,
-                 hidden_size=16,
-                 num_hidden_layers=2, num_attention_heads=4, intermediate_size=4):
+    def __init__(
+        self,
+        parent,
+        encoder_decoder=True,
+        overrides=None,
+        batch_size=13,
+        seq_length=7,
+        vocab_size=99,
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=4,
+    ):
         self.parent, self.encoder_decoder, self.is_training = parent, encoder_decoder, True
         self.overrides = overrides or {}
         self.batch_size, self.seq_length, self.vocab_size = batch_size, seq_length, vocab_size
@@ -115,12 +149,25 @@ class VanillaTransformerModelTester:
 
     def get_config(self):
         return VanillaTransformerConfig(
-            vocab_size=self.vocab_size, d_model=self.hidden_size, encoder_layers=self.num_hidden_layers,
-            decoder_layers=self.num_hidden_layers, encoder_attention_heads=self.num_attention_heads,
-            decoder_attention_heads=self.num_attention_heads, encoder_ffn_dim=self.intermediate_size,
-            decoder_ffn_dim=self.intermediate_size, dropout=0.1, attention_dropout=0.1, max_position_embeddings=50,
-            pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=0, num_labels=3,
-            is_encoder_decoder=self.encoder_decoder, **self.overrides)
+            vocab_size=self.vocab_size,
+            d_model=self.hidden_size,
+            encoder_layers=self.num_hidden_layers,
+            decoder_layers=self.num_hidden_layers,
+            encoder_attention_heads=self.num_attention_heads,
+            decoder_attention_heads=self.num_attention_heads,
+            encoder_ffn_dim=self.intermediate_size,
+            decoder_ffn_dim=self.intermediate_size,
+            dropout=0.1,
+            attention_dropout=0.1,
+            max_position_embeddings=50,
+            pad_token_id=1,
+            bos_token_id=0,
+            eos_token_id=2,
+            decoder_start_token_id=0,
+            num_labels=3,
+            is_encoder_decoder=self.encoder_decoder,
+            **self.overrides,
+        )
 
     def prepare_config_and_inputs_for_common(self):
         input_ids = common.ids_tensor([self.batch_size, self.seq_length], self.vocab_size).clamp(3)
@@ -145,8 +192,11 @@ class VanillaTransformerModelTest(common.ModelTesterMixin, GenerationTesterMixin
 
 
 class VanillaTransformerTaggerTest(common.ModelTesterMixin, unittest.TestCase):
-    all_model_classes = (VanillaTransformerEncoderModel, VanillaTransformerForTokenClassification,
-                         VanillaTransformerForMaskedLM)
+    all_model_classes = (
+        VanillaTransformerEncoderModel,
+        VanillaTransformerForTokenClassification,
+        VanillaTransformerForMaskedLM,
+    )
     is_encoder_decoder = False
     test_missing_keys = True
     test_can_init_all_missing_weights_before_2023 = True
@@ -162,8 +212,13 @@ class VanillaTransformerDeviationsTest(VanillaTransformerModelTest):
     token dropout, unscaled attention. (Untied embeddings and label smoothing are ours to test: the common tests embed
     decoder inputs with the encoder's table and expect the plain cross-entropy.)"""
 
-    overrides = dict(normalize_before=True, relative_attention_max_distance=4, position_embedding_type="learned",
-                     token_dropout=0.1, scale_attention=False)
+    overrides = dict(
+        normalize_before=True,
+        relative_attention_max_distance=4,
+        position_embedding_type="learned",
+        token_dropout=0.1,
+        scale_attention=False,
+    )
 
 
 class VanillaTransformerTaggerDeviationsTest(VanillaTransformerTaggerTest):
@@ -171,5 +226,4 @@ class VanillaTransformerTaggerDeviationsTest(VanillaTransformerTaggerTest):
     and auxiliary heads: they need the tokenizer's vocabulary (`set_token_characters`) and auxiliary labels, which
     these tests do not give."""
 
-    overrides = dict(use_crf=True, relative_attention_max_distance=4,
-                     normalize_before=True, token_dropout=0.1)
+    overrides = dict(use_crf=True, relative_attention_max_distance=4, normalize_before=True, token_dropout=0.1)

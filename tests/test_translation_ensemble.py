@@ -21,8 +21,9 @@ def members(tiny_config):
 def averaged_log_probs(models, ids, mask, decoder_ids):
     """The hand computation: each model's log-softmax over the vocabulary, averaged, for the last decoder position."""
     with torch.no_grad():
-        logits = [m(input_ids=ids, attention_mask=mask, decoder_input_ids=decoder_ids, use_cache=False).logits
-                  for m in models]
+        logits = [
+            m(input_ids=ids, attention_mask=mask, decoder_input_ids=decoder_ids, use_cache=False).logits for m in models
+        ]
     return torch.stack([x[:, -1].float().log_softmax(-1) for x in logits]).mean(0)
 
 
@@ -33,7 +34,7 @@ def test_the_ensembles_scores_are_its_members_averaged_log_probabilities(tiny_co
     with torch.no_grad():
         out = ensemble(input_ids=ids, attention_mask=mask, decoder_input_ids=decoder_ids, use_cache=False)
     for t in range(decoder_ids.shape[1]):
-        torch.testing.assert_close(out.logits[:, t], averaged_log_probs(members, ids, mask, decoder_ids[:, :t + 1]))
+        torch.testing.assert_close(out.logits[:, t], averaged_log_probs(members, ids, mask, decoder_ids[:, : t + 1]))
     loss = ensemble(input_ids=ids, attention_mask=mask, labels=labels).loss
     expected = torch.nn.functional.cross_entropy(out.logits.flatten(0, 1), labels.flatten())
     torch.testing.assert_close(loss, expected)
@@ -44,23 +45,37 @@ def test_greedy_search_follows_the_averaged_distribution_step_by_step(tiny_confi
     ensemble = TranslationEnsemble(members)
     steps = 8
     with torch.no_grad():
-        generated = ensemble.generate(input_ids=ids, attention_mask=mask, max_new_tokens=steps, min_new_tokens=steps,
-                                      num_beams=1, do_sample=False)
+        generated = ensemble.generate(
+            input_ids=ids, attention_mask=mask, max_new_tokens=steps, min_new_tokens=steps, num_beams=1, do_sample=False
+        )
     decoder_ids = torch.full((ids.shape[0], 1), tiny_config.decoder_start_token_id)
     for _ in range(steps):
         scores = averaged_log_probs(members, ids, mask, decoder_ids)
         scores[:, tiny_config.eos_token_id] = -float("inf")  # (min_new_tokens)
         decoder_ids = torch.cat([decoder_ids, scores.argmax(-1, keepdim=True)], dim=1)
     assert torch.equal(generated, decoder_ids)
-    single = [m.generate(input_ids=ids, attention_mask=mask, max_new_tokens=steps, min_new_tokens=steps,
-                         num_beams=1, do_sample=False) for m in members]
+    single = [
+        m.generate(
+            input_ids=ids, attention_mask=mask, max_new_tokens=steps, min_new_tokens=steps, num_beams=1, do_sample=False
+        )
+        for m in members
+    ]
     assert not all(torch.equal(generated, s) for s in single)  # the average is neither member's choice alone
 
 
 def test_cached_beam_search_equals_uncached_and_a_model_with_itself_is_the_model(tiny_config, members):
     ids, mask, _ = batch(tiny_config)
-    kwargs = dict(input_ids=ids, attention_mask=mask, num_beams=4, num_return_sequences=2, max_new_tokens=10,
-                  min_new_tokens=10, output_scores=True, return_dict_in_generate=True, length_penalty=0.6)
+    kwargs = dict(
+        input_ids=ids,
+        attention_mask=mask,
+        num_beams=4,
+        num_return_sequences=2,
+        max_new_tokens=10,
+        min_new_tokens=10,
+        output_scores=True,
+        return_dict_in_generate=True,
+        length_penalty=0.6,
+    )
     ensemble = TranslationEnsemble(members)
     with torch.no_grad():
         cached = ensemble.generate(**kwargs)
@@ -98,13 +113,37 @@ def test_translate_and_evaluate_with_an_ensemble(small_demo_model, tmp_path, cap
 
     scores = {}
     for name, extra in (("alone", []), ("ensemble", ["--ensemble_with", str(small_demo_model)])):
-        train_translation.main(["--model_name_or_path", str(small_demo_model), "--do_eval", "--output_dir",
-                                str(tmp_path / name), "--demo_eval_examples", "40", "--predict_with_generate", "true",
-                                "--per_device_eval_batch_size", "20", "--disable_tqdm", "true", *extra])
+        train_translation.main(
+            [
+                "--model_name_or_path",
+                str(small_demo_model),
+                "--do_eval",
+                "--output_dir",
+                str(tmp_path / name),
+                "--demo_eval_examples",
+                "40",
+                "--predict_with_generate",
+                "true",
+                "--per_device_eval_batch_size",
+                "20",
+                "--disable_tqdm",
+                "true",
+                *extra,
+            ]
+        )
         scores[name] = json.loads((tmp_path / name / "eval_results.json").read_text())
     assert scores["ensemble"]["eval_samples"] == 40
     assert scores["ensemble"]["eval_exact_match"] == scores["alone"]["eval_exact_match"] > 0
     assert scores["ensemble"]["eval_chrf"] == scores["alone"]["eval_chrf"]
     with pytest.raises(ValueError, match="without --do_train"):
-        train_translation.main(["--model_name_or_path", str(small_demo_model), "--do_train", "--output_dir",
-                                str(tmp_path / "x"), "--ensemble_with", str(small_demo_model)])
+        train_translation.main(
+            [
+                "--model_name_or_path",
+                str(small_demo_model),
+                "--do_train",
+                "--output_dir",
+                str(tmp_path / "x"),
+                "--ensemble_with",
+                str(small_demo_model),
+            ]
+        )

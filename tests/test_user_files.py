@@ -59,8 +59,9 @@ def save_translator(path, languages=None, seed=0, texts=TEXTS, **overrides):
     model.save_pretrained(path)
     train_tokenizer(list(texts), vocab_size=40).save_pretrained(path)
     if languages:
-        (path / "README.md").write_text(f"---\nlanguage:\n- {languages[0]}\n- {languages[1]}\n---\n# A model\n",
-                                        encoding="utf-8")
+        (path / "README.md").write_text(
+            f"---\nlanguage:\n- {languages[0]}\n- {languages[1]}\n---\n# A model\n", encoding="utf-8"
+        )
     return path
 
 
@@ -87,8 +88,12 @@ def spellings(folder):
 def test_split_pairs_into_the_inputs_folder_is_refused(pairs, capsys, spelling):
     before = snapshot(pairs)
     out = spellings(pairs)[spelling]
-    refused(capsys, ["split-pairs", pairs / "train", out, "--source_lang", "de", "--target_lang", "en"],
-            "train.de", pairs / "train.de")
+    refused(
+        capsys,
+        ["split-pairs", pairs / "train", out, "--source_lang", "de", "--target_lang", "en"],
+        "train.de",
+        pairs / "train.de",
+    )
     assert snapshot(pairs) == before
 
 
@@ -97,8 +102,12 @@ def test_split_pairs_output_hard_linked_to_the_input_is_refused(pairs, tmp_path,
     out.mkdir()
     os.link(pairs / "train.en", out / "tune.en")  # one inode under two names
     before = snapshot(pairs)
-    refused(capsys, ["split-pairs", pairs / "train", out, "--source_lang", "de", "--target_lang", "en"],
-            out / "tune.en", pairs / "train.en")
+    refused(
+        capsys,
+        ["split-pairs", pairs / "train", out, "--source_lang", "de", "--target_lang", "en"],
+        out / "tune.en",
+        pairs / "train.en",
+    )
     assert snapshot(pairs) == before
 
 
@@ -112,11 +121,24 @@ def test_split_pairs_elsewhere_in_the_same_folder_is_fine(pairs, capsys):
     assert (pairs / "tune.de").exists() and (pairs / "train.en").exists()
 
 
-@pytest.mark.parametrize("languages,named", [(("de", "de"), "both 'de'"), (("../x", "en"), "'../x'"),
-                                             (("de", "a/b"), "'a/b'"), (("de ", "en"), "'de '")])
+@pytest.mark.parametrize(
+    "languages,named",
+    [(("de", "de"), "both 'de'"), (("../x", "en"), "'../x'"), (("de", "a/b"), "'a/b'"), (("de ", "en"), "'de '")],
+)
 def test_split_pairs_language_codes_name_no_path(pairs, tmp_path, capsys, languages, named):
-    refused(capsys, ["split-pairs", pairs / "train", tmp_path / "out", "--source_lang", languages[0],
-                     "--target_lang", languages[1]], named)
+    refused(
+        capsys,
+        [
+            "split-pairs",
+            pairs / "train",
+            tmp_path / "out",
+            "--source_lang",
+            languages[0],
+            "--target_lang",
+            languages[1],
+        ],
+        named,
+    )
     assert not (tmp_path / "x.train").exists() and not (tmp_path / "out").exists()
 
 
@@ -133,8 +155,12 @@ def test_splits_into_a_model_directory_are_refused(pairs, tmp_path, capsys):
     model = tmp_path / "model"
     VanillaTransformerForTokenClassification(VanillaTransformerConfig.from_preset("tiny")).save_pretrained(model)
     before = snapshot(model)
-    refused(capsys, ["split-pairs", pairs / "train", model, "--source_lang", "de", "--target_lang", "en"],
-            model, "config.json")
+    refused(
+        capsys,
+        ["split-pairs", pairs / "train", model, "--source_lang", "de", "--target_lang", "en"],
+        model,
+        "config.json",
+    )
     assert snapshot(model) == before
 
 
@@ -164,8 +190,13 @@ def test_average_checkpoints_never_writes_over_a_model(tmp_path, capsys, target)
     finished = tmp_path / "finished"
     finished.mkdir()
     save_file({"w": torch.ones(4)}, str(finished / "model.safetensors"))
-    out = {"run": run_dir, "checkpoint": run_dir / "checkpoint-1", "checkpoint-link": tmp_path / "link",
-           "run-dotdot": run_dir / "checkpoint-1" / "..", "finished": finished}[target]
+    out = {
+        "run": run_dir,
+        "checkpoint": run_dir / "checkpoint-1",
+        "checkpoint-link": tmp_path / "link",
+        "run-dotdot": run_dir / "checkpoint-1" / "..",
+        "finished": finished,
+    }[target]
     before = snapshot(tmp_path)
     line = refused(capsys, ["average-checkpoints", run_dir, "--last", "2", "--output_dir", out], out)
     assert str(run_dir) in line or "model.safetensors" in line, line
@@ -198,21 +229,34 @@ def test_average_checkpoints_force_replaces_an_earlier_average_only(tmp_path, ca
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
 def test_average_checkpoints_refuses_non_finite_weights(tmp_path, capsys, bad):
     run_dir = write_run(tmp_path / "run", values=(1.0, bad))
-    refused(capsys, ["average-checkpoints", run_dir, "--last", "2", "--output_dir", tmp_path / "avg"],
-            run_dir / "checkpoint-2" / "model.safetensors", "tensor w", "non-finite")
+    refused(
+        capsys,
+        ["average-checkpoints", run_dir, "--last", "2", "--output_dir", tmp_path / "avg"],
+        run_dir / "checkpoint-2" / "model.safetensors",
+        "tensor w",
+        "non-finite",
+    )
     assert not (tmp_path / "avg" / "model.safetensors").exists()
 
 
 def test_average_checkpoints_refuses_checkpoints_of_different_models(tmp_path, capsys):
     run_dir = write_run(tmp_path / "run", **{"checkpoint-1": {"vocab_size": 50}})
-    refused(capsys, ["average-checkpoints", run_dir, "--last", "2", "--output_dir", tmp_path / "avg"],
-            "checkpoint-1/config.json", "vocab_size")
+    refused(
+        capsys,
+        ["average-checkpoints", run_dir, "--last", "2", "--output_dir", tmp_path / "avg"],
+        "checkpoint-1/config.json",
+        "vocab_size",
+    )
     assert not (tmp_path / "avg").exists()
 
 
 def test_average_checkpoints_names_a_missing_run_as_a_directory(tmp_path, capsys):
-    refused(capsys, ["average-checkpoints", tmp_path / "nope", "--output_dir", tmp_path / "avg"],
-            "no such directory", tmp_path / "nope")
+    refused(
+        capsys,
+        ["average-checkpoints", tmp_path / "nope", "--output_dir", tmp_path / "avg"],
+        "no such directory",
+        tmp_path / "nope",
+    )
 
 
 # ------------------------------------------------------------------------------------------ file commands
@@ -230,8 +274,11 @@ def test_translate_output_over_its_input_is_refused(translator, tmp_path, capsys
     os.link(source, tmp_path / "hard.txt")
     for output in (source, tmp_path / "alias.txt", tmp_path / "hard.txt", tmp_path / "x" / ".." / "in.txt"):
         refused(capsys, ["translate", translator, "--input", source, "--output", output], source)
-    refused(capsys, ["translate", translator, "--input", source, "--output", translator / "config.json"],
-            translator / "config.json")
+    refused(
+        capsys,
+        ["translate", translator, "--input", source, "--output", translator / "config.json"],
+        translator / "config.json",
+    )
     assert source.read_text(encoding="utf-8") == "ab cd\n"
     assert (translator / "config.json").read_text(encoding="utf-8").startswith("{")
 
@@ -239,8 +286,9 @@ def test_translate_output_over_its_input_is_refused(translator, tmp_path, capsys
 def test_translate_writes_to_a_device_as_before(translator, tmp_path, capsys):
     source = tmp_path / "in.txt"
     source.write_text("ab cd\n", encoding="utf-8")
-    status, err = run(capsys, ["translate", translator, "--input", source, "--output", os.devnull, "--quiet",
-                               "--max_new_tokens", "2"])
+    status, err = run(
+        capsys, ["translate", translator, "--input", source, "--output", os.devnull, "--quiet", "--max_new_tokens", "2"]
+    )
     assert status == 0, err
 
 
@@ -251,8 +299,9 @@ def test_tag_score_and_ner_report_outputs_over_inputs_are_refused(tmp_path, caps
     refused(capsys, ["tag", tmp_path / "no-model", "--input", text, "--output", text], text)
     refused(capsys, ["score", text, text, "--output", text], text)
     refused(capsys, ["ner-report", text, "--train_file", text, "--json", f"{tmp_path}//text.txt"], text)
-    refused(capsys, ["tune-decoding", tmp_path / "no-model", "--source", text, "--reference", text, "--output", text],
-            text)
+    refused(
+        capsys, ["tune-decoding", tmp_path / "no-model", "--source", text, "--reference", text, "--output", text], text
+    )
     assert snapshot(tmp_path) == before
 
 
@@ -261,8 +310,12 @@ def test_tune_decoding_saves_no_non_finite_length_penalty(translator, tmp_path, 
     text = tmp_path / "text.txt"
     text.write_text("ab cd\n", encoding="utf-8")
     before = snapshot(translator)
-    refused(capsys, ["tune-decoding", translator, "--source", text, "--reference", text,
-                     f"--length_penalty={penalty}", "--save"], "--length_penalty", "not a finite number")
+    refused(
+        capsys,
+        ["tune-decoding", translator, "--source", text, "--reference", text, f"--length_penalty={penalty}", "--save"],
+        "--length_penalty",
+        "not a finite number",
+    )
     assert snapshot(translator) == before
 
 
@@ -273,29 +326,55 @@ def test_translate_ensemble_of_opposite_directions_is_refused(translator, tmp_pa
     reverse = save_translator(tmp_path / "en-de", ("en", "de"), seed=1)
     source = tmp_path / "in.txt"
     source.write_text("ab cd\n", encoding="utf-8")
-    refused(capsys, ["translate", translator, "--ensemble_with", reverse, "--input", source, "--engine", "pytorch"],
-            "en->de", "de->en", reverse)
+    refused(
+        capsys,
+        ["translate", translator, "--ensemble_with", reverse, "--input", source, "--engine", "pytorch"],
+        "en->de",
+        "de->en",
+        reverse,
+    )
 
 
 def test_translate_ensemble_of_other_tokenizers_is_refused(translator, tmp_path, capsys):
     other = save_translator(tmp_path / "other", ("de", "en"), texts=["xy zw", "zw xy uv"])
-    refused(capsys, ["translate", translator, "--ensemble_with", other, "--input", os.devnull, "--engine", "pytorch"],
-            "tokenizer", other)
+    refused(
+        capsys,
+        ["translate", translator, "--ensemble_with", other, "--input", os.devnull, "--engine", "pytorch"],
+        "tokenizer",
+        other,
+    )
 
 
 def test_translate_ensemble_of_one_direction_runs(translator, tmp_path, capsys):
     twin = save_translator(tmp_path / "twin", ("de", "en"), seed=3)
     source = tmp_path / "in.txt"
     source.write_text("ab cd\n", encoding="utf-8")
-    status, err = run(capsys, ["translate", translator, "--ensemble_with", twin, "--input", source, "--output",
-                               tmp_path / "out.txt", "--engine", "pytorch", "--quiet", "--max_new_tokens", "2"])
+    status, err = run(
+        capsys,
+        [
+            "translate",
+            translator,
+            "--ensemble_with",
+            twin,
+            "--input",
+            source,
+            "--output",
+            tmp_path / "out.txt",
+            "--engine",
+            "pytorch",
+            "--quiet",
+            "--max_new_tokens",
+            "2",
+        ],
+    )
     assert status == 0, err
 
 
 def test_tag_ensemble_with_a_translator_is_refused(tmp_path, capsys):
     tagger = tmp_path / "tagger"
-    VanillaTransformerForTokenClassification(VanillaTransformerConfig.from_preset("tiny", vocab_size=40)) \
-        .save_pretrained(tagger)
+    VanillaTransformerForTokenClassification(
+        VanillaTransformerConfig.from_preset("tiny", vocab_size=40)
+    ).save_pretrained(tagger)
     train_tokenizer(TEXTS, vocab_size=40).save_pretrained(tagger)
     translator = save_translator(tmp_path / "mt", vocab_size=40)
     refused(capsys, ["tag", tagger, "--ensemble_with", translator, "--input", os.devnull], "not a tagger", translator)
@@ -304,15 +383,24 @@ def test_tag_ensemble_with_a_translator_is_refused(tmp_path, capsys):
 # ------------------------------------------------------------------------------------------ a path is a path
 
 
-@pytest.mark.parametrize("command", [["translate", "{p}", "--input", os.devnull],
-                                     ["translate", "{m}", "--ensemble_with", "{p}", "--input", os.devnull],
-                                     ["tag", "{p}", "--input", os.devnull],
-                                     ["export-ctranslate2", "{p}", "{o}"]])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["translate", "{p}", "--input", os.devnull],
+        ["translate", "{m}", "--ensemble_with", "{p}", "--input", os.devnull],
+        ["tag", "{p}", "--input", os.devnull],
+        ["export-ctranslate2", "{p}", "{o}"],
+    ],
+)
 @pytest.mark.parametrize("path", ["missing", "a file", "trailing space", "owner/name "])
 def test_a_local_path_is_named_as_a_path(translator, tmp_path, capsys, command, path):
     (tmp_path / "file").write_text("x", encoding="utf-8")
-    given_path = {"missing": str(tmp_path / "missing"), "a file": str(tmp_path / "file"),
-                  "trailing space": f"{translator} ", "owner/name ": "owner/name "}[path]
+    given_path = {
+        "missing": str(tmp_path / "missing"),
+        "a file": str(tmp_path / "file"),
+        "trailing space": f"{translator} ",
+        "owner/name ": "owner/name ",
+    }[path]
     argv = [a.format(p=given_path, m=translator, o=tmp_path / "out") for a in command]
     line = refused(capsys, argv, "no such directory", repr(given_path))
     assert "repo id" not in line.lower() and "repo_name" not in line
@@ -370,8 +458,9 @@ def test_training_refuses_an_output_dir_that_is_its_data_folder(tmp_path, capsys
     data = write_parallel(tmp_path)
     before = snapshot(tmp_path)
     for out in (tmp_path, f"{tmp_path}/", tmp_path / "x" / ".."):
-        refused(capsys, ["train-translation", *translation_args(data, out, "--overwrite_output_dir", "true")],
-                out, "train")
+        refused(
+            capsys, ["train-translation", *translation_args(data, out, "--overwrite_output_dir", "true")], out, "train"
+        )
     assert snapshot(tmp_path) == before
 
 
@@ -384,14 +473,22 @@ def test_overwrite_output_dir_deletes_nothing_it_did_not_make(tmp_path, capsys):
     (out / "checkpoint-7").mkdir(parents=True)
     (out / "checkpoint-7" / "notes.txt").write_text("mine", encoding="utf-8")  # named like a checkpoint, not one
     (out / "config.json").write_text("{}", encoding="utf-8")
-    refused(capsys, ["train-translation", *translation_args(data, out, "--overwrite_output_dir", "true")],
-            out / "checkpoint-7", "trainer_state.json")
+    refused(
+        capsys,
+        ["train-translation", *translation_args(data, out, "--overwrite_output_dir", "true")],
+        out / "checkpoint-7",
+        "trainer_state.json",
+    )
     assert (out / "checkpoint-7" / "notes.txt").read_text(encoding="utf-8") == "mine"
     (out / "checkpoint-7" / "trainer_state.json").write_text("{}", encoding="utf-8")
     model = save_translator(out / "checkpoint-7" / "model")  # the model this run starts from, in a checkpoint
     args = translation_args(data, out, "--overwrite_output_dir", "true", "--model_name_or_path", model)
-    refused(capsys, ["train-translation", *[a for a in args if a not in ("--config_name", "tiny")]],
-            out / "checkpoint-7", model)
+    refused(
+        capsys,
+        ["train-translation", *[a for a in args if a not in ("--config_name", "tiny")]],
+        out / "checkpoint-7",
+        model,
+    )
     before = snapshot(model)
     args = translation_args(data, model, "--overwrite_output_dir", "true", "--model_name_or_path", f"{model}/")
     refused(capsys, ["train-translation", *[a for a in args if a not in ("--config_name", "tiny")]], model)
@@ -423,17 +520,32 @@ def test_a_descriptor_path_is_written_through_never_replaced(tmp_path):
     log, link = tmp_path / "log.txt", tmp_path / "out"
     link.symlink_to("/dev/stdout")
     log.write_text("earlier\n", encoding="utf-8")
-    script = ("import os; from vanilla_transformer.files import write_text as w; print('a', flush=True); "
-              "w('/dev/stdout', 'b\\n'); w('/dev/fd/1', 'c\\n'); w('/proc/self/fd/1', 'd\\n'); "
-              f"w({str(link)!r}, 'e\\n'); w(f'/proc/{{os.getpid()}}/fd/1', 'f\\n'); print('g')")
+    script = (
+        "import os; from vanilla_transformer.files import write_text as w; print('a', flush=True); "
+        "w('/dev/stdout', 'b\\n'); w('/dev/fd/1', 'c\\n'); w('/proc/self/fd/1', 'd\\n'); "
+        f"w({str(link)!r}, 'e\\n'); w(f'/proc/{{os.getpid()}}/fd/1', 'f\\n'); print('g')"
+    )
     with open(log, "a", encoding="utf-8") as out:
         subprocess.run([sys.executable, "-c", script], stdout=out, check=True, timeout=120)
     assert log.read_text(encoding="utf-8") == "earlier\na\nb\nc\nd\ne\nf\ng\n"
     hypotheses = tmp_path / "h.txt"
     hypotheses.write_text("ab cd\n", encoding="utf-8")
     with open(log, "a", encoding="utf-8") as out:
-        subprocess.run([sys.executable, "-m", "vanilla_transformer.cli", "score", hypotheses, hypotheses, "--output",
-                        "/dev/stdout"], stdout=out, check=True, timeout=120)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "vanilla_transformer.cli",
+                "score",
+                hypotheses,
+                hypotheses,
+                "--output",
+                "/dev/stdout",
+            ],
+            stdout=out,
+            check=True,
+            timeout=120,
+        )
     assert log.read_text(encoding="utf-8").startswith("earlier\na\n") and '"sacrebleu"' in log.read_text()
 
 
@@ -447,15 +559,23 @@ def test_a_file_output_never_replaces_a_models_or_checkpoints_files(translator, 
     (run_dir / "checkpoint-2").mkdir()
     (run_dir / "checkpoint-2" / "optimizer.pt").write_bytes(b"x")  # (no model file: a run's checkpoint all the same)
     before = snapshot(tmp_path)
-    for target, model in ((translator / "model.safetensors", translator), (translator / "config.json", translator),
-                          (translator / "tokenizer.json", translator), (checkpoint / "model.safetensors", checkpoint),
-                          (run_dir / "checkpoint-2" / "optimizer.pt", run_dir)):
+    for target, model in (
+        (translator / "model.safetensors", translator),
+        (translator / "config.json", translator),
+        (translator / "tokenizer.json", translator),
+        (checkpoint / "model.safetensors", checkpoint),
+        (run_dir / "checkpoint-2" / "optimizer.pt", run_dir),
+    ):
         refused(capsys, ["score", text, text, "--output", target], target, model)
     output = checkpoint / "config.json"
     refused(capsys, ["translate", run_dir / "checkpoint-4", "--input", text, "--output", output], output, checkpoint)
     refused(capsys, ["tag", tmp_path / "no-model", "--input", text, "--output", output], output, checkpoint)
-    refused(capsys, ["tune-decoding", tmp_path / "no-model", "--source", text, "--reference", text, "--output",
-                     output], output, checkpoint)
+    refused(
+        capsys,
+        ["tune-decoding", tmp_path / "no-model", "--source", text, "--reference", text, "--output", output],
+        output,
+        checkpoint,
+    )
     refused(capsys, ["ner-report", text, "--train_file", text, "--json", output], output, checkpoint)
     assert snapshot(tmp_path) == before
     for _ in range(2):  # a new file beside the model, then that earlier output written again (a recipe rerun): fine
@@ -474,8 +594,12 @@ def test_an_evaluation_run_never_writes_into_another_finished_model(translator, 
     before = snapshot(tmp_path)
     for stages in (["--do_train", "false", "--do_eval", "true"], ["--do_train", "false", "--do_predict", "true"]):
         args = translation_args(data, other, "--model_name_or_path", translator, *stages)
-        refused(capsys, ["train-translation", *[a for a in args if a not in ("--config_name", "tiny")]], other,
-                "config.json")
+        refused(
+            capsys,
+            ["train-translation", *[a for a in args if a not in ("--config_name", "tiny")]],
+            other,
+            "config.json",
+        )
     assert snapshot(tmp_path) == before
     from vanilla_transformer.commands import train_translation
 
@@ -492,8 +616,9 @@ def test_average_checkpoints_into_a_folder_of_the_users_files_is_refused(tmp_pat
     (mine / "tokenizer.json").write_text("{}", encoding="utf-8")
     before = snapshot(tmp_path)
     for extra in ([], ["--force"]):
-        refused(capsys, ["average-checkpoints", run_dir, "--last", "2", "--output_dir", mine, *extra], mine,
-                "README.md")
+        refused(
+            capsys, ["average-checkpoints", run_dir, "--last", "2", "--output_dir", mine, *extra], mine, "README.md"
+        )
     assert snapshot(tmp_path) == before
     (tmp_path / "empty").mkdir()
     assert run(capsys, ["average-checkpoints", run_dir, "--last", "2", "--output_dir", tmp_path / "empty"])[0] == 0

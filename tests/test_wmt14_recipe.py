@@ -27,11 +27,38 @@ def write_wmt14_layout(folder, sizes=(("train", 300), ("newstest2013", 12), ("ne
 def test_wmt14_recipe_runs_end_to_end(tmp_path):
     write_wmt14_layout(tmp_path / "data")
     out = tmp_path / "out"
-    env = dict(os.environ, PY=sys.executable, STEPS="6", SAVE_STEPS="1", TOKENS_PER_STEP="256", MAX_TOKENS="128",
-               MAX_LENGTH="24", BF16="false", OMP_NUM_THREADS="2")
-    proc = subprocess.run(["bash", os.path.join(ROOT, "recipes", "wmt14_en_de.sh"), str(tmp_path / "data"), str(out),
-                           "--config_name", "tiny", "--vocab_size", "100", "--warmup_steps", "2",
-                           "--disable_tqdm", "true"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    env = dict(
+        os.environ,
+        PY=sys.executable,
+        STEPS="6",
+        SAVE_STEPS="1",
+        TOKENS_PER_STEP="256",
+        MAX_TOKENS="128",
+        MAX_LENGTH="24",
+        BF16="false",
+        OMP_NUM_THREADS="2",
+    )
+    proc = subprocess.run(
+        [
+            "bash",
+            os.path.join(ROOT, "recipes", "wmt14_en_de.sh"),
+            str(tmp_path / "data"),
+            str(out),
+            "--config_name",
+            "tiny",
+            "--vocab_size",
+            "100",
+            "--warmup_steps",
+            "2",
+            "--disable_tqdm",
+            "true",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     # 256 tokens a step from one process: --max_tokens 128 with 2 batches accumulated
     assert "--max_tokens 128 x 1 process(es) x 2 accumulation = 256 tokens" in proc.stdout
@@ -51,17 +78,23 @@ def test_wmt14_recipe_runs_end_to_end(tmp_path):
 def test_wmt14_recipe_names_a_missing_file(tmp_path):
     wmt = write_wmt14_layout(tmp_path / "data")
     (wmt / "newstest2014.de").unlink()
-    proc = subprocess.run(["bash", os.path.join(ROOT, "recipes", "wmt14_en_de.sh"), str(tmp_path / "data"),
-                           str(tmp_path / "out")], cwd=ROOT, env=dict(os.environ, PY=sys.executable),
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        ["bash", os.path.join(ROOT, "recipes", "wmt14_en_de.sh"), str(tmp_path / "data"), str(tmp_path / "out")],
+        cwd=ROOT,
+        env=dict(os.environ, PY=sys.executable),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2
     assert "wmt14_en_de/newstest2014.de not found" in proc.stderr
 
 
 def test_compound_splitting_as_the_papers_script():
     """Moses tokens, then one `##AT##-##AT##` split per hyphen between non-spaces (tensor2tensor's get_ende_bleu.sh)."""
-    assert moses_compound_split(['Ein Test-Fall, "sagte" er.'],
-                                "de") == ['Ein Test ##AT##-##AT## Fall , " sagte " er .']
+    assert moses_compound_split(['Ein Test-Fall, "sagte" er.'], "de") == [
+        'Ein Test ##AT##-##AT## Fall , " sagte " er .'
+    ]
 
 
 def test_tokenized_bleu_rewards_what_13a_does_not_split():

@@ -17,8 +17,9 @@ def pyplot():
     return plt
 
 
-def draw_attention(ax, weights, rows: list[str], cols: list[str], title: str,
-                   names: tuple[str, str] = ("output token", "source token")) -> None:
+def draw_attention(
+    ax, weights, rows: list[str], cols: list[str], title: str, names: tuple[str, str] = ("output token", "source token")
+) -> None:
     """Draw `weights` (rows x cols, each row summing to 1) on the matplotlib axes `ax`: `rows` the tokens produced,
     `cols` the tokens attended to, `names` what the two axes hold (rows, columns)."""
     ax.imshow(weights, cmap="viridis", vmin=0, aspect="auto")

@@ -15,8 +15,9 @@ from .console import run_command
 
 def build_parser() -> argparse.ArgumentParser:
     """The command list; each command's own flags are its module's (`commands/`)."""
-    parser = argparse.ArgumentParser(prog="vanilla-transformer", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="vanilla-transformer", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--debug", action="store_true", help="Show the full trace of an error (also: VT_DEBUG=1).")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (_, help_text) in COMMANDS.items():

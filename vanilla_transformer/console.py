@@ -16,6 +16,7 @@ DECIMAL = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")  # fl
 def int_at_least(lowest: int, highest: int | None = None):
     """An argparse type: an integer of ASCII digits >= `lowest` (and <= `highest` where given; the option is named by
     argparse's own error line)."""
+
     def parse(text: str) -> int:
         if not INTEGER.fullmatch(text) or len(text) > 100:
             raise argparse.ArgumentTypeError(f"not an integer: {text!r}")
@@ -36,6 +37,7 @@ positive_int, non_negative_int = int_at_least(1), int_at_least(0)
 def number_between(lowest: float, highest: float, lowest_allowed: bool = True):
     """An argparse type: a finite decimal number in [`lowest`, `highest`) (`lowest` itself refused unless
     `lowest_allowed`); nan, inf and numbers too large for a float are refused."""
+
     def parse(text: str) -> float:
         if not DECIMAL.fullmatch(text) or len(text) > 100:
             raise argparse.ArgumentTypeError(f"not a number: {text!r}")
@@ -75,8 +77,11 @@ def take_debug(argv: list[str]) -> tuple[bool, list[str]]:
     for i, arg in enumerate(argv):
         following = argv[i + 1] if i + 1 < len(argv) else ""
         command = command or (arg if not arg.startswith("-") else None)
-        if arg == "--debug" and command not in OWN_DEBUG and (
-                not following or following.startswith("-") or not is_training_debug(following)):
+        if (
+            arg == "--debug"
+            and command not in OWN_DEBUG
+            and (not following or following.startswith("-") or not is_training_debug(following))
+        ):
             debug = True
         else:
             rest.append(arg)
@@ -118,8 +123,12 @@ def run_command(program: str, function, argv=None) -> int:
 def add_device_argument(parser: argparse.ArgumentParser) -> None:
     from .model_dirs import DEVICES
 
-    parser.add_argument("--device", default="auto", choices=DEVICES,
-                        help="auto (default): a CUDA GPU where the engine sees one, else the CPU.")
+    parser.add_argument(
+        "--device",
+        default="auto",
+        choices=DEVICES,
+        help="auto (default): a CUDA GPU where the engine sees one, else the CPU.",
+    )
 
 
 def add_engine_argument(parser: argparse.ArgumentParser, task: str, help_text: str) -> None:
@@ -132,19 +141,25 @@ def add_file_arguments(parser: argparse.ArgumentParser, what: str, batch_size: i
     """The flags of the commands that run a model over a file: --input, --output, --batch_size, --quiet, --stats."""
     parser.add_argument("--input", default=None, help=f"UTF-8 file to {what} (default: stdin).")
     parser.add_argument("--output", type=output_path, default=None, help="File to write to (default: stdout).")
-    parser.add_argument("--batch_size", type=positive_int, default=batch_size,
-                        help=f"Sentences per batch (default {batch_size}).")
+    parser.add_argument(
+        "--batch_size", type=positive_int, default=batch_size, help=f"Sentences per batch (default {batch_size})."
+    )
     parser.add_argument("--quiet", action="store_true", help="No progress bars.")
-    parser.add_argument("--stats", action="store_true",
-                        help="Also print the counts, speed and the engine's share of the time as JSON (stderr).")
+    parser.add_argument(
+        "--stats",
+        action="store_true",
+        help="Also print the counts, speed and the engine's share of the time as JSON (stderr).",
+    )
 
 
 def print_file_stats(stats: dict, as_json: bool) -> None:
     """What a file command says when it is done (stderr: stdout may be its output)."""
     import json
 
-    print(f"{stats['sentences']} sentences in {stats['seconds']:.2f} s: {stats['sentences_per_second']:.1f} "
-          "sentences/s", file=sys.stderr)
+    print(
+        f"{stats['sentences']} sentences in {stats['seconds']:.2f} s: {stats['sentences_per_second']:.1f} sentences/s",
+        file=sys.stderr,
+    )
     if as_json:
         print(json.dumps(stats), file=sys.stderr)
 

@@ -41,8 +41,10 @@ def require_file(path: str, allow_empty: bool = False, stream: bool = False) -> 
     if os.path.exists(path) and not os.path.isfile(path):
         if stream:
             return
-        raise DataError(f"{path} is a pipe or device, not a regular file: this command reads its input more than "
-                        "once; save it to a file first.")
+        raise DataError(
+            f"{path} is a pipe or device, not a regular file: this command reads its input more than "
+            "once; save it to a file first."
+        )
     if not os.path.isfile(path):
         raise DataError(f"{path}: file not found.")
     if not allow_empty and os.path.getsize(path) == 0:
@@ -121,8 +123,11 @@ def run_checkpoints(run_dir) -> list[str]:
     run_dir = os.fspath(run_dir)
     if not os.path.isdir(run_dir):
         return []
-    steps = [(int(m.group(1)), name) for name in os.listdir(run_dir)
-             if (m := CHECKPOINT_NAME.fullmatch(name)) and os.path.isdir(os.path.join(run_dir, name))]
+    steps = [
+        (int(m.group(1)), name)
+        for name in os.listdir(run_dir)
+        if (m := CHECKPOINT_NAME.fullmatch(name)) and os.path.isdir(os.path.join(run_dir, name))
+    ]
     return [os.path.join(run_dir, name) for _, name in sorted(steps)]
 
 
@@ -142,7 +147,8 @@ def is_within(path, directory) -> bool:
     """Whether `path` lies in `directory` (at any depth, or is it), symlinks resolved."""
     path, directory = os.path.realpath(os.fspath(path)), os.path.realpath(os.fspath(directory))
     return os.path.normcase(path) == os.path.normcase(directory) or os.path.normcase(path).startswith(
-        os.path.normcase(directory.rstrip(os.sep) + os.sep))
+        os.path.normcase(directory.rstrip(os.sep) + os.sep)
+    )
 
 
 # A path naming an open file descriptor (/dev/stdout, /dev/fd/3, /proc/self/fd/1, /proc/PID/fd/N): what it leads to
@@ -203,15 +209,28 @@ def files_of(*directories) -> list[str]:
     found = []
     for directory in directories:
         if directory and os.path.isdir(os.fspath(directory)):
-            found += [os.path.join(os.fspath(directory), name) for name in sorted(os.listdir(directory))
-                      if os.path.isfile(os.path.join(os.fspath(directory), name))]
+            found += [
+                os.path.join(os.fspath(directory), name)
+                for name in sorted(os.listdir(directory))
+                if os.path.isfile(os.path.join(os.fspath(directory), name))
+            ]
     return found
 
 
 # A model directory's own files (what loading, exporting or pushing it reads), beside the outputs commands add there
-MODEL_FILES = (*FINISHED_MODEL_FILES, "generation_config.json", "model.onnx.data", "tokenizer.json",
-               "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt", "shared_vocabulary.json",
-               "README.md", "card_info.json")
+MODEL_FILES = (
+    *FINISHED_MODEL_FILES,
+    "generation_config.json",
+    "model.onnx.data",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.json",
+    "merges.txt",
+    "shared_vocabulary.json",
+    "README.md",
+    "card_info.json",
+)
 
 
 def model_holding(path) -> str | None:
@@ -241,24 +260,32 @@ def refuse_overwriting(outputs, inputs=(), replaced=(), model_dirs=()) -> None:
             continue
         for source in inputs:
             if same_path(output, source):
-                raise ValueError(f"the output {os.fspath(output)} is the input {source}: writing it would replace "
-                                 "what the run reads; give another output.")
+                raise ValueError(
+                    f"the output {os.fspath(output)} is the input {source}: writing it would replace "
+                    "what the run reads; give another output."
+                )
     for output in outputs:
         model = model_holding(output)
         if model is not None:
-            raise ValueError(f"the output {os.fspath(output)} is a file of the finished model or checkpoints in "
-                             f"{model}: writing it would replace it; give another output.")
+            raise ValueError(
+                f"the output {os.fspath(output)} is a file of the finished model or checkpoints in "
+                f"{model}: writing it would replace it; give another output."
+            )
     for directory in replaced:
         for source in inputs:
             if is_within(source, directory):
-                raise ValueError(f"the output directory {os.fspath(directory)} holds the input {source}: replacing it "
-                                 "would delete what the run reads; give another output directory.")
+                raise ValueError(
+                    f"the output directory {os.fspath(directory)} holds the input {source}: replacing it "
+                    "would delete what the run reads; give another output directory."
+                )
     for directory in model_dirs:
         held = finished_model(directory)
         if held:
             what = ", ".join(held[:4]) + (", ..." if len(held) > 4 else "")
-            raise ValueError(f"the output directory {os.fspath(directory)} holds a finished model or checkpoints "
-                             f"({what}): writing into it would replace them; give another output directory.")
+            raise ValueError(
+                f"the output directory {os.fspath(directory)} holds a finished model or checkpoints "
+                f"({what}): writing into it would replace them; give another output directory."
+            )
 
 
 @contextmanager
@@ -291,7 +318,7 @@ def write_text(path: str, text: str) -> None:
         sys.stderr.flush()
         data = text.encode("utf-8")
         while data:
-            data = data[os.write(descriptor, data):]
+            data = data[os.write(descriptor, data) :]
         return
     if os.path.isdir(path):
         raise IsADirectoryError(f"{os.fspath(path)} is a directory: give a file to write to.")
@@ -338,5 +365,10 @@ def conll_sentences(lines: list[str], name: str, columns: int | None = None):
 
 def file_stats(sentences: int, lines: int, seconds: float, engine_seconds: float) -> dict:
     """What `translate` and `tag` report: counts, speed, and the seconds of it spent in the engine's calls."""
-    return {"sentences": sentences, "lines": lines, "seconds": seconds,
-            "sentences_per_second": sentences / seconds if seconds > 0 else 0.0, "engine_seconds": engine_seconds}
+    return {
+        "sentences": sentences,
+        "lines": lines,
+        "seconds": seconds,
+        "sentences_per_second": sentences / seconds if seconds > 0 else 0.0,
+        "engine_seconds": engine_seconds,
+    }

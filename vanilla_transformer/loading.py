@@ -17,8 +17,12 @@ def looks_local(name_or_path) -> bool:
     from huggingface_hub.utils import validate_repo_id
 
     text = os.fspath(name_or_path)
-    if (os.path.exists(text) or text.startswith((".", "/", "~")) or text.count("/") > 1
-            or (os.path.sep != "/" and os.path.sep in text)):
+    if (
+        os.path.exists(text)
+        or text.startswith((".", "/", "~"))
+        or text.count("/") > 1
+        or (os.path.sep != "/" and os.path.sep in text)
+    ):
         return True
     try:
         validate_repo_id(text)
@@ -54,8 +58,10 @@ def local_or_hub(name_or_path):
         if str(error).startswith("no such directory"):  # (named by an inner loader already)
             raise
         reason = " ".join(str(error).split())
-        raise FileNotFoundError(f"no such directory: {str(name_or_path)!r}, and no model of that name could be read "
-                                f"from the Hub ({reason[:300]})") from None
+        raise FileNotFoundError(
+            f"no such directory: {str(name_or_path)!r}, and no model of that name could be read "
+            f"from the Hub ({reason[:300]})"
+        ) from None
 
 
 def check_finite(named_tensors, where) -> None:
@@ -66,8 +72,10 @@ def check_finite(named_tensors, where) -> None:
     for name, tensor in named_tensors:
         if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
             bad = int((~torch.isfinite(tensor)).sum())
-            raise ValueError(f"{where}: the tensor {name} holds {bad} non-finite value(s) (NaN or infinity); a model "
-                             "with such weights is refused.")
+            raise ValueError(
+                f"{where}: the tensor {name} holds {bad} non-finite value(s) (NaN or infinity); a model "
+                "with such weights is refused."
+            )
 
 
 def load_weights(path) -> dict:
@@ -86,9 +94,9 @@ def log_history(path) -> list[dict]:
     object per step with its "step"; a file holding anything else is an `OSError` naming it."""
     history = read_json(path, mapping=True).get("log_history", [])
     if not isinstance(history, list) or not all(
-            isinstance(entry, dict) and type(entry.get("step")) in (int, float) for entry in history):
-        raise OSError(f"{path} is damaged: its log_history is not a list of logged steps (JSON objects with a "
-                      "\"step\").")
+        isinstance(entry, dict) and type(entry.get("step")) in (int, float) for entry in history
+    ):
+        raise OSError(f'{path} is damaged: its log_history is not a list of logged steps (JSON objects with a "step").')
     return history
 
 
@@ -135,8 +143,10 @@ def from_pretrained(cls, path, **kwargs):
     except RuntimeError as error:
         if "ignore_mismatched_sizes" not in str(error):  # transformers' refusal of tensors of other shapes
             raise
-        raise OSError(f"{weights} holds tensors whose shapes do not match {os.path.join(str(path), 'config.json')} "
-                      "(transformers' report above names them): the files are of different models.") from None
+        raise OSError(
+            f"{weights} holds tensors whose shapes do not match {os.path.join(str(path), 'config.json')} "
+            "(transformers' report above names them): the files are of different models."
+        ) from None
 
 
 def no_progress_bars() -> None:

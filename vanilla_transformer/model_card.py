@@ -19,42 +19,73 @@ CARD_INFO = "card_info.json"
 
 TASKS = {
     "translation": dict(
-        pipeline_tag="translation", task_type="translation", task_name="Translation",
-        metrics=[("bleu", "sacreBLEU (cased, detokenized, 13a)"), ("chrf", "chrF")], auto="AutoModelForSeq2SeqLM",
-        example="inputs = tokenizer([\"...\"], return_tensors=\"pt\", return_token_type_ids=False)\n"
-                "print(tokenizer.batch_decode(model.generate(**inputs, num_beams=4), skip_special_tokens=True))",
+        pipeline_tag="translation",
+        task_type="translation",
+        task_name="Translation",
+        metrics=[("bleu", "sacreBLEU (cased, detokenized, 13a)"), ("chrf", "chrF")],
+        auto="AutoModelForSeq2SeqLM",
+        example='inputs = tokenizer(["..."], return_tensors="pt", return_token_type_ids=False)\n'
+        "print(tokenizer.batch_decode(model.generate(**inputs, num_beams=4), skip_special_tokens=True))",
         description="an encoder-decoder translating {source} to {target}.",
         uses="Translating short {source} sentences of the training domain into {target}. Trained from scratch on a "
-             "small corpus: expect errors on long or out-of-domain input; do not use it where mistranslation causes "
-             "harm.",
+        "small corpus: expect errors on long or out-of-domain input; do not use it where mistranslation causes "
+        "harm.",
     ),
     "token-classification": dict(
-        pipeline_tag="token-classification", task_type="token-classification", task_name="Named-entity recognition",
+        pipeline_tag="token-classification",
+        task_type="token-classification",
+        task_name="Named-entity recognition",
         metrics=[("f1", "seqeval entity F1"), ("precision", "seqeval precision"), ("recall", "seqeval recall")],
         auto="AutoModelForTokenClassification",
-        example="from transformers import pipeline\ntagger = pipeline(\"token-classification\", model=model, "
-                "tokenizer=tokenizer, aggregation_strategy=\"simple\")\nprint(tagger(\"...\"))",
+        example='from transformers import pipeline\ntagger = pipeline("token-classification", model=model, '
+        'tokenizer=tokenizer, aggregation_strategy="simple")\nprint(tagger("..."))',
         description="a Transformer encoder tagging named entities ({labels}).",
         uses="Tagging entities of the types {labels} in text like the training data. Trained from scratch: accuracy "
-             "drops on other domains; review its output before relying on it.",
+        "drops on other domains; review its output before relying on it.",
     ),
     "fill-mask": dict(
-        pipeline_tag="fill-mask", task_type="fill-mask", task_name="Masked language modelling",
-        metrics=[("accuracy", "masked-word accuracy"), ("perplexity", "perplexity")], auto="AutoModelForMaskedLM",
-        example="from transformers import pipeline\nfill = pipeline(\"fill-mask\", model=model, tokenizer=tokenizer)\n"
-                "print(fill(f\"... {tokenizer.mask_token} ...\"))",
+        pipeline_tag="fill-mask",
+        task_type="fill-mask",
+        task_name="Masked language modelling",
+        metrics=[("accuracy", "masked-word accuracy"), ("perplexity", "perplexity")],
+        auto="AutoModelForMaskedLM",
+        example='from transformers import pipeline\nfill = pipeline("fill-mask", model=model, tokenizer=tokenizer)\n'
+        'print(fill(f"... {tokenizer.mask_token} ..."))',
         description="an encoder pretrained to fill in masked words, the starting point of a tagger "
-                    "(`vanilla-transformer train-ner --model_name_or_path` this model).",
+        "(`vanilla-transformer train-ner --model_name_or_path` this model).",
         uses="A starting point for fine-tuning on text like the training data (a new head is added). Trained from "
-             "scratch on a small corpus: it is not a general-purpose language model.",
+        "scratch on a small corpus: it is not a general-purpose language model.",
     ),
 }
 
-CONFIG_FIELDS = ["d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads", "encoder_ffn_dim",
-                 "dropout", "position_embedding_type", "normalize_before", "tie_word_embeddings", "vocab_size"]
-HYPERPARAMETERS = ["learning_rate", "lr_scheduler_type", "warmup_steps", "per_device_train_batch_size",
-                   "gradient_accumulation_steps", "num_train_epochs", "max_steps", "adam_beta1", "adam_beta2",
-                   "adam_epsilon", "weight_decay", "label_smoothing", "bf16", "seed"]
+CONFIG_FIELDS = [
+    "d_model",
+    "encoder_layers",
+    "decoder_layers",
+    "encoder_attention_heads",
+    "encoder_ffn_dim",
+    "dropout",
+    "position_embedding_type",
+    "normalize_before",
+    "tie_word_embeddings",
+    "vocab_size",
+]
+HYPERPARAMETERS = [
+    "learning_rate",
+    "lr_scheduler_type",
+    "warmup_steps",
+    "per_device_train_batch_size",
+    "gradient_accumulation_steps",
+    "num_train_epochs",
+    "max_steps",
+    "adam_beta1",
+    "adam_beta2",
+    "adam_epsilon",
+    "weight_decay",
+    "label_smoothing",
+    "bf16",
+    "seed",
+]
 
 
 def cpu_name() -> str:
@@ -74,8 +105,11 @@ def describe_hardware(training_args=None) -> str:
     and the dtype."""
     import torch
 
-    dtype = "bf16 autocast" if getattr(training_args, "bf16", False) else (
-        "fp16 autocast" if getattr(training_args, "fp16", False) else "fp32")
+    dtype = (
+        "bf16 autocast"
+        if getattr(training_args, "bf16", False)
+        else ("fp16 autocast" if getattr(training_args, "fp16", False) else "fp32")
+    )
     processes = getattr(training_args, "world_size", 1)
     device = getattr(training_args, "device", None)
     if device is not None and device.type == "cuda":
@@ -145,13 +179,22 @@ def invoked_command(argv=None, secrets=None) -> str:
 # training files). Anything else: the card says to check the data's own terms.
 DEMO_TERMS = ("apache-2.0", None, "synthetic strings generated by vanilla-transformer (Apache-2.0)")
 DATA_TERMS = {
-    "multi30k": ("other", "https://github.com/multi30k/dataset",
-                 "Multi30k, partly derived from Flickr30k: for non-commercial research and educational use, under the "
-                 "Flickr Terms of Use"),
-    "conll2003": ("other", "https://www.clips.uantwerpen.be/conll2003/ner/",
-                  "CoNLL-2003, Reuters Corpus (RCV1) text: research use under the Reuters/NIST research agreement"),
-    "wmt14": ("other", "https://www.statmt.org/wmt14/translation-task.html",
-              "the WMT14 English-German corpora (Europarl, Common Crawl, News Commentary): each corpus's own terms"),
+    "multi30k": (
+        "other",
+        "https://github.com/multi30k/dataset",
+        "Multi30k, partly derived from Flickr30k: for non-commercial research and educational use, under the "
+        "Flickr Terms of Use",
+    ),
+    "conll2003": (
+        "other",
+        "https://www.clips.uantwerpen.be/conll2003/ner/",
+        "CoNLL-2003, Reuters Corpus (RCV1) text: research use under the Reuters/NIST research agreement",
+    ),
+    "wmt14": (
+        "other",
+        "https://www.statmt.org/wmt14/translation-task.html",
+        "the WMT14 English-German corpora (Europarl, Common Crawl, News Commentary): each corpus's own terms",
+    ),
 }
 
 
@@ -163,12 +206,25 @@ def data_terms(dataset_name: str) -> tuple[str, str | None, str]:
         for key, terms in DATA_TERMS.items():
             if part.startswith(key):
                 return terms
-    return ("other", None, f"{dataset_name}: the weights carry that data's terms; check them before you use or share "
-                           "the model")
+    return (
+        "other",
+        None,
+        f"{dataset_name}: the weights carry that data's terms; check them before you use or share the model",
+    )
 
 
-def write_card_info(output_dir: str, task: str, dataset_name: str, train_samples: int | None, command: str,
-                    training_args=None, languages=None, labels=None, wall_seconds=None, label_smoothing=None) -> str:
+def write_card_info(
+    output_dir: str,
+    task: str,
+    dataset_name: str,
+    train_samples: int | None,
+    command: str,
+    training_args=None,
+    languages=None,
+    labels=None,
+    wall_seconds=None,
+    label_smoothing=None,
+) -> str:
     if task not in TASKS:
         raise ValueError(f"task must be one of {sorted(TASKS)}, got {task!r}.")
     hyper = {}
@@ -177,10 +233,17 @@ def write_card_info(output_dir: str, task: str, dataset_name: str, train_samples
         hyper["world_size"] = training_args.world_size
     if label_smoothing is not None:
         hyper["label_smoothing"] = label_smoothing
-    info = dict(task=task, dataset_name=dataset_name, train_samples=train_samples, command=command,
-                hyperparameters={k: v for k, v in hyper.items() if isinstance(v, (int, float, str, bool))},
-                languages=list(languages or []), labels=list(labels or []), wall_seconds=wall_seconds,
-                hardware=describe_hardware(training_args))
+    info = dict(
+        task=task,
+        dataset_name=dataset_name,
+        train_samples=train_samples,
+        command=command,
+        hyperparameters={k: v for k, v in hyper.items() if isinstance(v, (int, float, str, bool))},
+        languages=list(languages or []),
+        labels=list(labels or []),
+        wall_seconds=wall_seconds,
+        hardware=describe_hardware(training_args),
+    )
     os.makedirs(output_dir, exist_ok=True)
     write_text(os.path.join(output_dir, CARD_INFO), json.dumps(info, indent=2))
     return os.path.join(output_dir, CARD_INFO)
@@ -194,13 +257,52 @@ def json_or_empty(path) -> dict:
 def _collect_results(model_dir: str, task: str):
     """[(split, metric, value)] from eval_results.json (validation) and predict_results.json (test)."""
     results = []
-    for filename, prefix, split in (("eval_results.json", "eval", "validation"), ("predict_results.json", "predict",
-                                                                                  "test")):
+    for filename, prefix, split in (
+        ("eval_results.json", "eval", "validation"),
+        ("predict_results.json", "predict", "test"),
+    ):
         values = json_or_empty(os.path.join(model_dir, filename))
         for metric, _ in TASKS[task]["metrics"]:
             if f"{prefix}_{metric}" in values:
                 results.append((split, metric, float(values[f"{prefix}_{metric}"])))
     return results
+
+
+def card_metadata(info: dict, task: str, languages: list, name: str, results: list) -> ModelCardData:
+    """The card's metadata block: the task, languages, dataset and its licence, and the scores (`results`: (split,
+    metric, value))."""
+    spec = TASKS[task]
+    eval_results = [
+        EvalResult(
+            task_type=spec["task_type"],
+            task_name=spec["task_name"],
+            dataset_type=info["dataset_name"],
+            dataset_name=info["dataset_name"],
+            dataset_split=split,
+            metric_type=metric,
+            metric_name=dict(spec["metrics"])[metric],
+            metric_value=value,
+        )
+        for split, metric, value in results
+    ]
+    licence, licence_link, terms = data_terms(info["dataset_name"])
+    extra = (
+        dict(license_name=f"{info['dataset_name'].lower().replace('/', '-')}-terms", license_link=licence_link)
+        if licence == "other" and licence_link
+        else {}
+    )
+    return ModelCardData(
+        library_name="transformers",
+        pipeline_tag=spec["pipeline_tag"],
+        license=licence,
+        language=languages,
+        tags=["vanilla-transformer", "attention-is-all-you-need", "from-scratch", task],
+        datasets=[info["dataset_name"]],
+        metrics=[m for m, _ in spec["metrics"]],
+        model_name=name,
+        eval_results=eval_results or None,
+        **extra,
+    )
 
 
 def render_card(model_dir: str, repo_id: str | None = None) -> ModelCard:
@@ -218,38 +320,37 @@ def render_card(model_dir: str, repo_id: str | None = None) -> ModelCard:
     fmt = dict(source=languages[0], target=languages[-1], labels=", ".join(labels) or "entities")
     name = repo_id or os.path.basename(os.path.abspath(model_dir))
     results = _collect_results(model_dir, task)
-    eval_results = [EvalResult(task_type=spec["task_type"], task_name=spec["task_name"],
-                               dataset_type=info["dataset_name"],
-                               dataset_name=info["dataset_name"], dataset_split=split, metric_type=metric,
-                               metric_name=dict(spec["metrics"])[metric], metric_value=value)
-                    for split, metric, value in results]
-    licence, licence_link, terms = data_terms(info["dataset_name"])
-    extra = dict(license_name=f"{info['dataset_name'].lower().replace('/', '-')}-terms", license_link=licence_link) \
-        if licence == "other" and licence_link else {}
-    card_data = ModelCardData(
-        library_name="transformers", pipeline_tag=spec["pipeline_tag"], license=licence, language=languages,
-        tags=["vanilla-transformer", "attention-is-all-you-need", "from-scratch", task],
-        datasets=[info["dataset_name"]], metrics=[m for m, _ in spec["metrics"]],
-        model_name=name, eval_results=eval_results or None, **extra,
-    )
+    card_data = card_metadata(info, task, languages, name, results)
     n_params = _count_parameters(model_dir)
     auto, example = spec["auto"], spec["example"]
-    head = f"from transformers import AutoTokenizer, {auto}\n\ntokenizer = AutoTokenizer.from_pretrained(\"{name}\")\n"
+    head = f'from transformers import AutoTokenizer, {auto}\n\ntokenizer = AutoTokenizer.from_pretrained("{name}")\n'
     wall = info.get("wall_seconds")
     card = ModelCard.from_template(
-        card_data, template_path=TEMPLATE, model_name=name,
-        task_description=spec["description"].format(**fmt), intended_uses=spec["uses"].format(**fmt),
-        config_table=[(k, config[k]) for k in CONFIG_FIELDS if k in config], num_parameters=n_params,
+        card_data,
+        template_path=TEMPLATE,
+        model_name=name,
+        task_description=spec["description"].format(**fmt),
+        intended_uses=spec["uses"].format(**fmt),
+        config_table=[(k, config[k]) for k in CONFIG_FIELDS if k in config],
+        num_parameters=n_params,
         data_description=f"{info['dataset_name']}: {info.get('train_samples') or 'unknown number of'} training examples"
-                         + {"translation": f"; languages {', '.join(languages)}",
-                            "token-classification": f"; labels {fmt['labels']}"}.get(task, "") + ".",
+        + {
+            "translation": f"; languages {', '.join(languages)}",
+            "token-classification": f"; labels {fmt['labels']}",
+        }.get(task, "")
+        + ".",
         hyperparameters=sorted(info.get("hyperparameters", {}).items()),
         steps=json_or_empty(os.path.join(model_dir, "trainer_state.json")).get("global_step", "an unknown number of"),
-        wall_time=f"{wall / 60:.1f} minutes" if wall else "unknown time", hardware=info.get("hardware", "unknown"),
-        results=[(s, m, f"{v:.4g}") for s, m, v in results], command=info.get("command", ""), data_terms=terms,
-        usage_remote=head + f"model = {auto}.from_pretrained(\"{name}\", trust_remote_code=True)\n" + example,
-        usage_installed="import vanilla_transformer  # registers the Auto classes\n" + head
-        + f"model = {auto}.from_pretrained(\"{name}\")\n" + example,
+        wall_time=f"{wall / 60:.1f} minutes" if wall else "unknown time",
+        hardware=info.get("hardware", "unknown"),
+        results=[(s, m, f"{v:.4g}") for s, m, v in results],
+        command=info.get("command", ""),
+        data_terms=data_terms(info["dataset_name"])[2],
+        usage_remote=head + f'model = {auto}.from_pretrained("{name}", trust_remote_code=True)\n' + example,
+        usage_installed="import vanilla_transformer  # registers the Auto classes\n"
+        + head
+        + f'model = {auto}.from_pretrained("{name}")\n'
+        + example,
     )
     card.save(os.path.join(model_dir, "README.md"))
     return card
@@ -292,8 +393,10 @@ def read_card(model_dir) -> ModelCard | None:
         return None  # a Hub id out of reach (offline): no card
     except (yaml.YAMLError, UnicodeDecodeError, ValueError) as error:  # metadata that is not a YAML mapping
         where = path if local else f"the model card of {path}"
-        raise ValueError(f"{where} is damaged: its metadata block is not a YAML mapping "
-                         f"({' '.join(str(error).split())}); fix or delete it.") from None
+        raise ValueError(
+            f"{where} is damaged: its metadata block is not a YAML mapping "
+            f"({' '.join(str(error).split())}); fix or delete it."
+        ) from None
 
 
 def copy_card(model_dir, output_dir) -> None:

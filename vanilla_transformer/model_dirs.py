@@ -21,16 +21,30 @@ EXPORT_MODEL_FILES = {"export-ctranslate2": ("model.bin", "config.json"), "expor
 
 # ---------------------------------------------------------------------------------------------------- which model
 # what each export must hold: the first two only an export has (one of them present means an export)
-EXPORT_NEEDS = {"ctranslate2": ("model.bin", "shared_vocabulary.json", "config.json", "tokenizer.json"),
-                "onnx": (ONNX_META, "model.onnx", "tokenizer.json")}
+EXPORT_NEEDS = {
+    "ctranslate2": ("model.bin", "shared_vocabulary.json", "config.json", "tokenizer.json"),
+    "onnx": (ONNX_META, "model.onnx", "tokenizer.json"),
+}
 COMMAND_OF = {"ctranslate2": "export-ctranslate2", "onnx": "export-onnx"}
 # the JSON files of each format, read (and checked) once when it is recognised: "kept" for its loaders; "object" or
 # "any" JSON value checked only, their own reader being the engine's (a tokenizer, CTranslate2's vocabulary)
-JSON_FILES = {"saved": {"config.json": "kept", "generation_config.json": "kept", "tokenizer_config.json": "kept",
-                        "special_tokens_map.json": "kept", "tokenizer.json": "object"},
-              "ctranslate2": {"config.json": "kept", "generation_config.json": "kept", "tokenizer_config.json": "kept",
-                              "shared_vocabulary.json": "any", "tokenizer.json": "object"},
-              "onnx": {ONNX_META: "kept", "tokenizer_config.json": "kept", "tokenizer.json": "object"}}
+JSON_FILES = {
+    "saved": {
+        "config.json": "kept",
+        "generation_config.json": "kept",
+        "tokenizer_config.json": "kept",
+        "special_tokens_map.json": "kept",
+        "tokenizer.json": "object",
+    },
+    "ctranslate2": {
+        "config.json": "kept",
+        "generation_config.json": "kept",
+        "tokenizer_config.json": "kept",
+        "shared_vocabulary.json": "any",
+        "tokenizer.json": "object",
+    },
+    "onnx": {ONNX_META: "kept", "tokenizer_config.json": "kept", "tokenizer.json": "object"},
+}
 
 
 def reexport(command: str) -> str:
@@ -50,14 +64,19 @@ def check_export_target(output_dir, force: bool, command: str) -> str:
         raise FileExistsError(f"{output_dir} already exists; pass --force to replace it.")
     held = [name for name in finished_model(output_dir) if name not in EXPORT_MODEL_FILES[command]]
     if held:  # an export's file beside a finished model or checkpoints: --force would delete them
-        raise FileExistsError(f"{output_dir} holds a finished model or checkpoints ({', '.join(held[:4])}), not only "
-                              f"an earlier {command} export; --force replaces only those: give another directory.")
+        raise FileExistsError(
+            f"{output_dir} holds a finished model or checkpoints ({', '.join(held[:4])}), not only "
+            f"an earlier {command} export; --force replaces only those: give another directory."
+        )
     own = next(needs[:2] for fmt, needs in EXPORT_NEEDS.items() if COMMAND_OF[fmt] == command)
-    if os.path.isdir(output_dir) and (not os.listdir(output_dir) or any(
-            os.path.isfile(os.path.join(output_dir, name)) for name in own)):
+    if os.path.isdir(output_dir) and (
+        not os.listdir(output_dir) or any(os.path.isfile(os.path.join(output_dir, name)) for name in own)
+    ):
         return output_dir
-    raise FileExistsError(f"{output_dir} is not an earlier {command} export (it has none of {', '.join(own)}); "
-                          "--force replaces only those: give another directory.")
+    raise FileExistsError(
+        f"{output_dir} is not an earlier {command} export (it has none of {', '.join(own)}); "
+        "--force replaces only those: give another directory."
+    )
 
 
 def special_token_id(tokenizer, settings: dict, name: str, default: str) -> int | None:
@@ -122,12 +141,14 @@ class ModelDir:
         """Itself, if it holds a model for `task`; else an error naming what it holds."""
         if task == self.task:
             return self
-        held = {"ctranslate2": "a CTranslate2 export of a translation model",
-                "onnx": "an ONNX export of a tagger"}.get(self.format)
+        held = {"ctranslate2": "a CTranslate2 export of a translation model", "onnx": "an ONNX export of a tagger"}.get(
+            self.format
+        )
         held = held or f"a {', '.join(self.architectures) or 'model of no known kind'}"
         if task == "tagging":
-            raise ValueError(f"{self.path!r} holds {held}, not a tagger ({TAGGER}): train one with "
-                             "`vanilla-transformer train-ner`.")
+            raise ValueError(
+                f"{self.path!r} holds {held}, not a tagger ({TAGGER}): train one with `vanilla-transformer train-ner`."
+            )
         raise ValueError(f"{self.path!r} holds {held}, not a translation model ({TRANSLATOR}).")
 
 
@@ -150,8 +171,12 @@ def recognise(path, engine: str = "auto", task: str | None = None) -> ModelDir:
         files, fmt, contents = frozenset(), "saved", {"config.json": config}
         architectures = tuple(config.get("architectures") or ())
     found_task = {"ctranslate2": "translation", "onnx": "tagging"}.get(fmt) or (
-        "tagging" if TAGGER in architectures else
-        "translation" if TRANSLATOR in architectures or not architectures else "other")
+        "tagging"
+        if TAGGER in architectures
+        else "translation"
+        if TRANSLATOR in architectures or not architectures
+        else "other"
+    )
     found = ModelDir(path, found_task, "auto", fmt, architectures, card_languages(path), files, contents)
     if task is not None:
         found.holding(task)
@@ -163,18 +188,21 @@ def recognise(path, engine: str = "auto", task: str | None = None) -> ModelDir:
 
 
 def export_format(path: str, files: frozenset) -> str:
-    """"ctranslate2" or "onnx" for a directory holding one of an export's own files (then all it needs: a missing
+    """ "ctranslate2" or "onnx" for a directory holding one of an export's own files (then all it needs: a missing
     one is named), else "saved" (a config.json needed)."""
     for fmt, needs in EXPORT_NEEDS.items():
         if any(name in files for name in needs[:2]):
             missing = [name for name in needs if name not in files]
             if missing:
-                raise FileNotFoundError(f"{os.path.join(path, missing[0])} is missing: the export is incomplete"
-                                        f"{reexport(COMMAND_OF[fmt])}.")
+                raise FileNotFoundError(
+                    f"{os.path.join(path, missing[0])} is missing: the export is incomplete{reexport(COMMAND_OF[fmt])}."
+                )
             return fmt
     if "config.json" not in files:
-        raise FileNotFoundError(f"{path!r} has no config.json: not a saved model (save_pretrained) nor an export "
-                                "(export-ctranslate2's model.bin, export-onnx's model.onnx).")
+        raise FileNotFoundError(
+            f"{path!r} has no config.json: not a saved model (save_pretrained) nor an export "
+            "(export-ctranslate2's model.bin, export-onnx's model.onnx)."
+        )
     return "saved"
 
 
@@ -215,25 +243,39 @@ def check_members_agree(first, first_tokenizer, member, tokenizer, found: ModelD
     the direction (the source and target languages of the model cards, where both have them) and the vocabulary (the
     tokenizers whole, their normalisation and special tokens included, and the model's vocab_size)."""
     first_path, path = str(getattr(first, "name_or_path", "") or "the first"), found.path
-    pairs = [("architecture", first.config.architectures or [type(first).__name__],
-              member.config.architectures or [type(member).__name__]),
-             ("vocab_size", first.config.vocab_size, member.config.vocab_size),
-             ("tokenizer vocabulary", first_tokenizer.get_vocab(), tokenizer.get_vocab()),
-             ("tokenizer", tokenizer_definition(first_tokenizer), tokenizer_definition(tokenizer))]
+    pairs = [
+        (
+            "architecture",
+            first.config.architectures or [type(first).__name__],
+            member.config.architectures or [type(member).__name__],
+        ),
+        ("vocab_size", first.config.vocab_size, member.config.vocab_size),
+        ("tokenizer vocabulary", first_tokenizer.get_vocab(), tokenizer.get_vocab()),
+        ("tokenizer", tokenizer_definition(first_tokenizer), tokenizer_definition(tokenizer)),
+    ]
     for name, expected, given in pairs:
         if expected != given:
             shown = f"{given!r} differs from {expected!r}"
             if isinstance(expected, dict) and isinstance(given, dict):  # the parts that differ, not the whole
-                shown = "its " + ", ".join(sorted(k for k in expected.keys() | given.keys()
-                                                  if expected.get(k) != given.get(k))[:5]) + " differ"
-            raise ValueError(f"The {name} of {path!r} ({shown}) does not match {first_path!r}'s: the {what} of an "
-                             "ensemble must share one tokenizer and architecture.")
+                shown = (
+                    "its "
+                    + ", ".join(
+                        sorted(k for k in expected.keys() | given.keys() if expected.get(k) != given.get(k))[:5]
+                    )
+                    + " differ"
+                )
+            raise ValueError(
+                f"The {name} of {path!r} ({shown}) does not match {first_path!r}'s: the {what} of an "
+                "ensemble must share one tokenizer and architecture."
+            )
     if os.path.isdir(first_path) and found.local:
         expected, languages = card_languages(first_path), found.languages
         if expected and languages and expected != languages:
-            raise ValueError(f"{path!r} translates {languages[0]}->{languages[1]} but {first_path!r} translates "
-                             f"{expected[0]}->{expected[1]} (their model cards' languages): the {what} of an ensemble "
-                             "must share one direction.")
+            raise ValueError(
+                f"{path!r} translates {languages[0]}->{languages[1]} but {first_path!r} translates "
+                f"{expected[0]}->{expected[1]} (their model cards' languages): the {what} of an ensemble "
+                "must share one direction."
+            )
 
 
 def tokenizer_definition(tokenizer) -> dict | None:
@@ -266,8 +308,10 @@ def resolve_engine(found: ModelDir, engine: str) -> str:
         kind = "a CTranslate2 export" if found.format == "ctranslate2" else "an ONNX export"
         raise ValueError(f"{found.path!r} is {kind}: use --engine {export_engine}.")
     if engine == "onnxruntime" and found.format != "onnx":
-        raise ValueError(f"{found.path!r} is not an ONNX export: run `vanilla-transformer export-onnx` on it "
-                         "first, or use --engine pytorch.")
+        raise ValueError(
+            f"{found.path!r} is not an ONNX export: run `vanilla-transformer export-onnx` on it "
+            "first, or use --engine pytorch."
+        )
     return engine
 
 
@@ -293,7 +337,7 @@ def default_threads() -> int:
 
 
 def resolve_device(device: str, engine: str = "pytorch") -> str:
-    """"auto" -> "cuda" where the engine sees a CUDA GPU, else "cpu"; "cuda" without one is a clear error. ONNX
+    """ "auto" -> "cuda" where the engine sees a CUDA GPU, else "cpu"; "cuda" without one is a clear error. ONNX
     Runtime exports run on the CPU."""
     if device not in DEVICES:
         raise ValueError(f"device must be one of {DEVICES}, got {device!r}.")

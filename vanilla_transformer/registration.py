@@ -86,10 +86,12 @@ def register_auto_classes() -> None:
 
     AutoConfig.register(VanillaTransformerConfig.model_type, VanillaTransformerConfig, exist_ok=True)
     VanillaTransformerConfig.register_for_auto_class()
-    for auto, model in ((AutoModel, modeling.VanillaTransformerModel),
-                        (AutoModelForSeq2SeqLM, modeling.VanillaTransformerForConditionalGeneration),
-                        (AutoModelForTokenClassification, modeling.VanillaTransformerForTokenClassification),
-                        (AutoModelForMaskedLM, modeling.VanillaTransformerForMaskedLM)):
+    for auto, model in (
+        (AutoModel, modeling.VanillaTransformerModel),
+        (AutoModelForSeq2SeqLM, modeling.VanillaTransformerForConditionalGeneration),
+        (AutoModelForTokenClassification, modeling.VanillaTransformerForTokenClassification),
+        (AutoModelForMaskedLM, modeling.VanillaTransformerForMaskedLM),
+    ):
         auto.register(VanillaTransformerConfig, model, exist_ok=True)
         model.register_for_auto_class(auto.__name__)
 
@@ -102,13 +104,21 @@ def register_pipeline() -> None:
     from .model.configuration_vanilla_transformer import TRANSLATION_TASK
     from .model.pipeline_vanilla_transformer import VanillaTranslationPipeline
 
-    PIPELINE_REGISTRY.register_pipeline(TRANSLATION_TASK, pipeline_class=VanillaTranslationPipeline,
-                                        pt_model=AutoModelForSeq2SeqLM, type="text")
+    PIPELINE_REGISTRY.register_pipeline(
+        TRANSLATION_TASK, pipeline_class=VanillaTranslationPipeline, pt_model=AutoModelForSeq2SeqLM, type="text"
+    )
 
 
-MODEL_MODULES = tuple(f"{__package__}.model.{name}" for name in ("configuration_vanilla_transformer",
-                                                         "modeling_vanilla_transformer", "kernels_vanilla_transformer",
-                                                         "ner_vanilla_transformer", "pipeline_vanilla_transformer"))
+MODEL_MODULES = tuple(
+    f"{__package__}.model.{name}"
+    for name in (
+        "configuration_vanilla_transformer",
+        "modeling_vanilla_transformer",
+        "kernels_vanilla_transformer",
+        "ner_vanilla_transformer",
+        "pipeline_vanilla_transformer",
+    )
+)
 HOOKS = AfterImports()
 HOOKS.after("transformers", MODEL_MODULES, register_auto_classes)
 HOOKS.after("transformers.pipelines", MODEL_MODULES, register_pipeline)

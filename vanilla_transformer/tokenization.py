@@ -24,8 +24,13 @@ WORDS_AT_SPACES = {"type": "Metaspace", "replacement": "▁", "prepend_scheme": 
 IDS = pa.list_(pa.int32())
 
 
-def train_tokenizer(texts: Iterable[str], vocab_size: int = 8000, min_frequency: int = 2,
-                    model_max_length: int = 1024, show_progress: bool = False) -> PreTrainedTokenizerFast:
+def train_tokenizer(
+    texts: Iterable[str],
+    vocab_size: int = 8000,
+    min_frequency: int = 2,
+    model_max_length: int = 1024,
+    show_progress: bool = False,
+) -> PreTrainedTokenizerFast:
     """BPE over whitespace-marked words (sentencepiece-style "▁" so decoding restores the spaces exactly, as
     detokenized sacreBLEU needs). Encoding appends `</s>`; decoding drops the specials."""
     if not isinstance(vocab_size, int) or vocab_size <= len(SPECIAL_TOKENS):
@@ -34,8 +39,12 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = 8000, min_frequency:
     tok.normalizer = normalizers.NFKC()
     tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
     tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
-                                  special_tokens=list(SPECIAL_TOKENS.values()), show_progress=show_progress)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=min_frequency,
+        special_tokens=list(SPECIAL_TOKENS.values()),
+        show_progress=show_progress,
+    )
     tok.train_from_iterator(texts, trainer=trainer)
     if tok.get_vocab_size() <= len(SPECIAL_TOKENS):
         raise ValueError("The tokenizer's training text is empty: no tokens were learned.")
@@ -68,11 +77,15 @@ class CorpusEncoder:
             return
         self.rust = own_tokenizer(tokenizer.backend_tokenizer, max_length)
         spec = json.loads(self.rust.to_str())
-        if (spec["normalizer"] in (None, {"type": "NFKC"}) and spec["pre_tokenizer"] == WORDS_AT_SPACES
-                and spec["model"]["type"] == "BPE" and not spec["model"].get("dropout")):
+        if (
+            spec["normalizer"] in (None, {"type": "NFKC"})
+            and spec["pre_tokenizer"] == WORDS_AT_SPACES
+            and spec["model"]["type"] == "BPE"
+            and not spec["model"].get("dropout")
+        ):
             whole, word = self.rust.encode("a").ids, self.rust.encode("a", add_special_tokens=False).ids
-            start = next(i for i in range(len(whole)) if whole[i:i + len(word)] == word)
-            self.prefix, self.suffix = whole[:start], whole[start + len(word):]  # the template's special tokens
+            start = next(i for i in range(len(whole)) if whole[i : i + len(word)] == word)
+            self.prefix, self.suffix = whole[:start], whole[start + len(word) :]  # the template's special tokens
             self.specials = [token.content for token in self.rust.get_added_tokens_decoder().values()]
             self.nfkc = spec["normalizer"] is not None
             one_word = not any(" " in s or "▁" in s for s in self.specials)  # an added "New York" spans two words
@@ -92,8 +105,16 @@ class CorpusEncoder:
         if self.rust is not None:
             return self.encode_whole(texts.to_pylist())
         text = {"text_target" if target else "text": texts.to_pylist()}
-        return pa.array(self.tokenizer(**text, truncation=True, max_length=self.max_length, return_token_type_ids=False,
-                                       return_attention_mask=False)["input_ids"], IDS)
+        return pa.array(
+            self.tokenizer(
+                **text,
+                truncation=True,
+                max_length=self.max_length,
+                return_token_type_ids=False,
+                return_attention_mask=False,
+            )["input_ids"],
+            IDS,
+        )
 
     def encode_whole(self, texts: list[str]) -> pa.Array:
         return pa.array([encoding.ids for encoding in self.rust.encode_batch_fast(texts)], IDS)
@@ -103,8 +124,12 @@ class CorpusEncoder:
         encoded = {}
         for word, encoding in zip(words, self.rust.encode_batch_fast(words, add_special_tokens=False)):
             form = unicodedata.normalize("NFKC", word) if self.nfkc else word
-            alone = (form and not form.startswith("▁") and " " not in form
-                     and not any(s in form or s in word for s in self.specials))
+            alone = (
+                form
+                and not form.startswith("▁")
+                and " " not in form
+                and not any(s in form or s in word for s in self.specials)
+            )
             encoded[word] = np.array(encoding.ids, np.int32).tobytes() if alone else None
         return encoded
 
@@ -134,8 +159,9 @@ class CorpusEncoder:
         offsets = np.concatenate([[0], np.cumsum(keep + added)])  # (S + 1,)
         within = np.arange(keep.sum()) - np.repeat(np.cumsum(keep) - keep, keep)  # (K,) position in its sentence
         out = np.empty(offsets[-1], np.int32)
-        out[np.repeat(offsets[:-1] + len(self.prefix), keep) + within] = tokens[np.repeat(sentence_tokens[:-1], keep)
-                                                                                + within]
+        out[np.repeat(offsets[:-1] + len(self.prefix), keep) + within] = tokens[
+            np.repeat(sentence_tokens[:-1], keep) + within
+        ]
         for i, token in enumerate(self.prefix):
             out[offsets[:-1] + i] = token
         for i, token in enumerate(self.suffix):
@@ -158,8 +184,9 @@ def load_tokenizer(name_or_path, **kwargs):
         raise FileNotFoundError(f"Tokenizer directory {name_or_path!r} does not exist.")
     if os.path.isdir(name_or_path):
         if not any(os.path.isfile(os.path.join(name_or_path, name)) for name in ("tokenizer.json", "vocab.json")):
-            raise FileNotFoundError(f"{name_or_path!r} holds no tokenizer (tokenizer.json): not a saved model or "
-                                    "tokenizer directory.")
+            raise FileNotFoundError(
+                f"{name_or_path!r} holds no tokenizer (tokenizer.json): not a saved model or tokenizer directory."
+            )
         check_json_files(name_or_path, TOKENIZER_FILES)
     with local_or_hub(name_or_path):
         return AutoTokenizer.from_pretrained(name_or_path, **kwargs)
@@ -187,8 +214,12 @@ class PairFeatures:
     def __call__(self, batch):
         pairs = batch["translation"].combine_chunks()  # an Arrow batch: the sentences without a dict per pair
         src, tgt = self.languages
-        return pa.table({"input_ids": self.source.encode(pairs.field(src)),
-                         "labels": self.target.encode(pairs.field(tgt), target=True)})
+        return pa.table(
+            {
+                "input_ids": self.source.encode(pairs.field(src)),
+                "labels": self.target.encode(pairs.field(tgt), target=True),
+            }
+        )
 
     def of_python_batch(self, batch) -> dict:
         """The same for a stream's batches (Python lists)."""
@@ -210,8 +241,13 @@ class TaggingFeatures:
         self.label2id = {label: i for i, label in enumerate(label_list)}
 
     def __call__(self, batch, all_tokens: bool):
-        enc = self.tokenizer(batch["tokens"], is_split_into_words=True, truncation=True,
-                             max_length=self.max_seq_length, return_token_type_ids=False)
+        enc = self.tokenizer(
+            batch["tokens"],
+            is_split_into_words=True,
+            truncation=True,
+            max_length=self.max_seq_length,
+            return_token_type_ids=False,
+        )
         aux = batch.get("auxiliary_tags")
         enc["labels"] = []
         if aux is not None:
@@ -226,8 +262,12 @@ class TaggingFeatures:
                     continue
                 row.append(self.label2id[tags[word] if first_piece else inside(tags[word], self.label2id)])
                 if aux is not None:
-                    aux_row.append([vocab.get(tag if first_piece else inside(tag, vocab), -100)
-                                    for tag, vocab in zip(aux[i][word], self.aux_label2id)])
+                    aux_row.append(
+                        [
+                            vocab.get(tag if first_piece else inside(tag, vocab), -100)
+                            for tag, vocab in zip(aux[i][word], self.aux_label2id)
+                        ]
+                    )
             enc["labels"].append(row)
             if aux is not None:
                 enc["auxiliary_targets"].append(aux_row)

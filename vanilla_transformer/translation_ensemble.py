@@ -63,8 +63,9 @@ class TranslationEnsembleEncoder(nn.Module):
     def forward(self, input_ids=None, attention_mask=None, inputs_embeds=None, **kwargs) -> BaseModelOutput:
         if inputs_embeds is not None:
             raise ValueError("An ensemble reads input_ids: its members embed them each in their own way.")
-        hidden = [encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-                  for encoder in self.encoders]
+        hidden = [
+            encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state for encoder in self.encoders
+        ]
         return BaseModelOutput(last_hidden_state=torch.cat(hidden, dim=-1))
 
 
@@ -85,12 +86,16 @@ class TranslationEnsemble(PreTrainedModel, GenerationMixin):
             raise ValueError("An ensemble needs at least one translation model, got none.")
         for i, member in enumerate(members):
             if not isinstance(member, VanillaTransformerForConditionalGeneration):
-                raise TypeError(f"Ensemble member {i} is a {type(member).__name__}, not a "
-                                "VanillaTransformerForConditionalGeneration.")
+                raise TypeError(
+                    f"Ensemble member {i} is a {type(member).__name__}, not a "
+                    "VanillaTransformerForConditionalGeneration."
+                )
             for name in SHARED:
                 if getattr(member.config, name) != getattr(members[0].config, name):
-                    raise ValueError(f"Ensemble member {i} has {name}={getattr(member.config, name)!r} but member 0 "
-                                     f"has {getattr(members[0].config, name)!r}; members must share the tokenizer.")
+                    raise ValueError(
+                        f"Ensemble member {i} has {name}={getattr(member.config, name)!r} but member 0 "
+                        f"has {getattr(members[0].config, name)!r}; members must share the tokenizer."
+                    )
         super().__init__(copy.deepcopy(members[0].config))
         self.members = nn.ModuleList(members)
         self.encoder = TranslationEnsembleEncoder(members)
@@ -101,8 +106,18 @@ class TranslationEnsemble(PreTrainedModel, GenerationMixin):
     def get_encoder(self):
         return self.encoder
 
-    def forward(self, input_ids=None, attention_mask=None, decoder_input_ids=None, decoder_attention_mask=None,
-                encoder_outputs=None, cache=None, labels=None, use_cache=None, **kwargs) -> Seq2SeqLMOutput:
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        decoder_input_ids=None,
+        decoder_attention_mask=None,
+        encoder_outputs=None,
+        cache=None,
+        labels=None,
+        use_cache=None,
+        **kwargs,
+    ) -> Seq2SeqLMOutput:
         """A member's arguments; `cache` a `TranslationEnsembleCache` (or None). With `labels`, the loss is the
         cross-entropy of the ensemble's distribution (the softmax of its logits)."""
         if encoder_outputs is None:
@@ -115,10 +130,14 @@ class TranslationEnsemble(PreTrainedModel, GenerationMixin):
                 decoder_input_ids = self.members[0].prepare_decoder_input_ids_from_labels(labels)
         log_probs, member_caches = [], []
         for member, encoded, member_cache in zip(self.members, hidden, caches):
-            out = member(attention_mask=attention_mask, decoder_input_ids=decoder_input_ids,
-                         decoder_attention_mask=decoder_attention_mask,
-                         encoder_outputs=BaseModelOutput(last_hidden_state=encoded), cache=member_cache,
-                         use_cache=use_cache)
+            out = member(
+                attention_mask=attention_mask,
+                decoder_input_ids=decoder_input_ids,
+                decoder_attention_mask=decoder_attention_mask,
+                encoder_outputs=BaseModelOutput(last_hidden_state=encoded),
+                cache=member_cache,
+                use_cache=use_cache,
+            )
             log_probs.append(out.logits.float().log_softmax(-1))  # (B, T, V)
             member_caches.append(out.cache)
         logits = torch.stack(log_probs).mean(0)
@@ -133,8 +152,11 @@ class TranslationEnsemble(PreTrainedModel, GenerationMixin):
         """`GenerationMixin.generate` with one cache per member (each reordering only its self-attention keys and
         values under beam search, as a member's own `generate` does), unless the call chooses the cache."""
         config = kwargs.get("generation_config") or self.generation_config
-        if (kwargs.get("cache") is None and kwargs.get("use_cache", config.use_cache) is not False
-                and not kwargs.get("cache_implementation", config.cache_implementation)):
+        if (
+            kwargs.get("cache") is None
+            and kwargs.get("use_cache", config.use_cache) is not False
+            and not kwargs.get("cache_implementation", config.cache_implementation)
+        ):
             kwargs["cache"] = TranslationEnsembleCache([member_cache(member) for member in self.members])
         return super().generate(*args, **kwargs)
 
@@ -150,5 +172,8 @@ def translation_ensemble(model, tokenizer, paths, **kwargs) -> TranslationEnsemb
     tokenizer."""
     from .model_dirs import ensemble_members
 
-    return TranslationEnsemble(ensemble_members(model, tokenizer, paths, VanillaTransformerForConditionalGeneration,
-                                                "model", task="translation", **kwargs))
+    return TranslationEnsemble(
+        ensemble_members(
+            model, tokenizer, paths, VanillaTransformerForConditionalGeneration, "model", task="translation", **kwargs
+        )
+    )

@@ -5,16 +5,34 @@ import os
 
 from .model_card import CARD_INFO, render_card
 
-REQUIRED_FILES = ("config.json", "model.safetensors", "configuration_vanilla_transformer.py",
-                  "modeling_vanilla_transformer.py", "kernels_vanilla_transformer.py", "ner_vanilla_transformer.py",
-                  "pipeline_vanilla_transformer.py")
+REQUIRED_FILES = (
+    "config.json",
+    "model.safetensors",
+    "configuration_vanilla_transformer.py",
+    "modeling_vanilla_transformer.py",
+    "kernels_vanilla_transformer.py",
+    "ner_vanilla_transformer.py",
+    "pipeline_vanilla_transformer.py",
+)
 # What a push uploads: what loading the model needs (weights, config, generation config, the code files, the
 # tokenizer) and its card with the scores the card shows. Anything else (predictions, plots, card_info.json and
 # trainer_state.json with this computer's paths, checkpoints, pickles) only when the user names it (`include`).
-UPLOADED = ["config.json", "generation_config.json", "model.safetensors", "model-*-of-*.safetensors",
-            "model.safetensors.index.json", *REQUIRED_FILES[2:], "tokenizer.json", "tokenizer_config.json",
-            "special_tokens_map.json", "README.md", "all_results.json", "train_results.json", "eval_results.json",
-            "predict_results.json"]
+UPLOADED = [
+    "config.json",
+    "generation_config.json",
+    "model.safetensors",
+    "model-*-of-*.safetensors",
+    "model.safetensors.index.json",
+    *REQUIRED_FILES[2:],
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "README.md",
+    "all_results.json",
+    "train_results.json",
+    "eval_results.json",
+    "predict_results.json",
+]
 
 
 def check_model_dir(model_dir: str) -> None:
@@ -25,12 +43,20 @@ def check_model_dir(model_dir: str) -> None:
     if "config.json" in missing:
         raise ValueError(f"{model_dir} is not a saved model: config.json is missing.")
     if missing:
-        raise ValueError(f"{model_dir} lacks {', '.join(missing)}; save the model with save_pretrained "
-                         "after `import vanilla_transformer` so the code files are written next to the weights.")
+        raise ValueError(
+            f"{model_dir} lacks {', '.join(missing)}; save the model with save_pretrained "
+            "after `import vanilla_transformer` so the code files are written next to the weights."
+        )
 
 
-def push_model_dir(model_dir: str, repo_id: str, token: str | None = None, private: bool = False,
-                   commit_message: str = "Upload vanilla-transformer model", include=()) -> str:
+def push_model_dir(
+    model_dir: str,
+    repo_id: str,
+    token: str | None = None,
+    private: bool = False,
+    commit_message: str = "Upload vanilla-transformer model",
+    include=(),
+) -> str:
     """Render the card (when card_info.json is there) and upload the directory's `UPLOADED` files, plus the files
     matching the `include` patterns the user gave; returns the new commit sha."""
     from huggingface_hub import HfApi
@@ -40,6 +66,7 @@ def push_model_dir(model_dir: str, repo_id: str, token: str | None = None, priva
         render_card(model_dir, repo_id)
     api = HfApi(token=token)
     api.create_repo(repo_id, private=private, exist_ok=True)
-    info = api.upload_folder(folder_path=model_dir, repo_id=repo_id, commit_message=commit_message,
-                             allow_patterns=UPLOADED + list(include))
+    info = api.upload_folder(
+        folder_path=model_dir, repo_id=repo_id, commit_message=commit_message, allow_patterns=UPLOADED + list(include)
+    )
     return info.oid

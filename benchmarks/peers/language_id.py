@@ -62,8 +62,10 @@ def child(name: str, data: str) -> dict:
     classify = detector(name, ("de", "en"))
     classify("Ein Hund läuft.")
     row = {"library": name, "startup_s": round(time.perf_counter() - start, 2)}
-    lines = {code: open(os.path.join(data, f"validation.{code}"), encoding="utf-8").read().split("\n")
-             for code in ("de", "en")}
+    lines = {
+        code: open(os.path.join(data, f"validation.{code}"), encoding="utf-8").read().split("\n")
+        for code in ("de", "en")
+    }
     for words in (None, 3, 1):
         right = total = 0
         begin = time.perf_counter()
@@ -88,8 +90,12 @@ def main(argv=None) -> int:
         return 0
     for name in args.libraries:
         proc = subprocess.run([sys.executable, __file__, args.data, "--child", name], capture_output=True, text=True)
-        print(proc.stdout.strip() if proc.returncode == 0 else json.dumps(
-            {"library": name, "error": proc.stderr.strip().splitlines()[-1:]}), flush=True)
+        print(
+            proc.stdout.strip()
+            if proc.returncode == 0
+            else json.dumps({"library": name, "error": proc.stderr.strip().splitlines()[-1:]}),
+            flush=True,
+        )
     return 0
 
 

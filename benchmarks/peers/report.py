@@ -34,14 +34,22 @@ def summary(run: str, minutes: float) -> dict:
         scores = json.load(f)
     points = [(c["minutes"], c["bleu"]) for c in scores["checkpoints"]]
     within = [bleu for minute, bleu in points if minute <= minutes]
-    return dict(system=scores["system"], points=points, tokens_per_second=tokens_per_second(run),
-                best=max(within) if within else None,
-                reached={t: next((minute for minute, bleu in points if bleu >= t), None) for t in THRESHOLDS})
+    return dict(
+        system=scores["system"],
+        points=points,
+        tokens_per_second=tokens_per_second(run),
+        best=max(within) if within else None,
+        reached={t: next((minute for minute, bleu in points if bleu >= t), None) for t in THRESHOLDS},
+    )
 
 
 def markdown(rows: list[dict], minutes: float) -> str:
-    lines = ["| system | training tokens/s | " + " | ".join(f"minutes to BLEU {t}" for t in THRESHOLDS)
-             + f" | best BLEU within {minutes:g} min |", "| --- " * (3 + len(THRESHOLDS)) + "|"]
+    lines = [
+        "| system | training tokens/s | "
+        + " | ".join(f"minutes to BLEU {t}" for t in THRESHOLDS)
+        + f" | best BLEU within {minutes:g} min |",
+        "| --- " * (3 + len(THRESHOLDS)) + "|",
+    ]
     for row in rows:
         rate = f"{row['tokens_per_second']:,.0f}" if row["tokens_per_second"] else "-"
         reached = [f"{row['reached'][t]:.1f}" if row["reached"][t] is not None else "not reached" for t in THRESHOLDS]

@@ -36,10 +36,16 @@ def main(argv=None):
         if len(hypotheses) != len(references):
             raise SystemExit(f"error: {hyp} has {len(hypotheses)} lines for {len(references)} references")
         checkpoint = hyp[: -len(".hyp")]
-        written = checkpoint + ".pt" if os.path.isfile(checkpoint + ".pt") else os.path.join(checkpoint,
-                                                                                             "model.safetensors")
-        rows.append({"step": step, "minutes": (os.path.getmtime(written) - start) / 60,
-                     "bleu": sacrebleu.corpus_bleu(hypotheses, [references]).score})
+        written = (
+            checkpoint + ".pt" if os.path.isfile(checkpoint + ".pt") else os.path.join(checkpoint, "model.safetensors")
+        )
+        rows.append(
+            {
+                "step": step,
+                "minutes": (os.path.getmtime(written) - start) / 60,
+                "bleu": sacrebleu.corpus_bleu(hypotheses, [references]).score,
+            }
+        )
     rows.sort(key=lambda row: row["step"])
     with open(os.path.join(args.run, "scores.json"), "w") as f:
         json.dump({"system": args.system, "checkpoints": rows}, f, indent=1)

@@ -26,8 +26,9 @@ PROVENANCE = "averaged_from.json"  # what this command writes beside the weights
 def checkpoints(run_dir: str) -> list[str]:
     """The run's `checkpoint-STEP` directories that hold weights, oldest first."""
     if not os.path.isdir(run_dir):
-        raise FileNotFoundError(f"no such directory: {run_dir!r}" + (" (a file is there)" if os.path.exists(run_dir)
-                                                                      else "") + ".")
+        raise FileNotFoundError(
+            f"no such directory: {run_dir!r}" + (" (a file is there)" if os.path.exists(run_dir) else "") + "."
+        )
     return [path for path in run_checkpoints(run_dir) if os.path.isfile(os.path.join(path, WEIGHTS))]
 
 
@@ -40,16 +41,24 @@ def check_one_run(paths: list[str]) -> None:
         if os.path.isfile(state):
             histories[path] = log_history(state)
     newest = histories.get(paths[-1])
-    others = [path for path, history in histories.items() if newest is not None and newest[:len(history)] != history]
+    others = [path for path, history in histories.items() if newest is not None and newest[: len(history)] != history]
     if others:
-        raise ValueError(f"{', '.join(others)} belong to another run than {paths[-1]} (their trainer_state.json "
-                         "histories differ): average the checkpoints of one run, or give --last fewer.")
+        raise ValueError(
+            f"{', '.join(others)} belong to another run than {paths[-1]} (their trainer_state.json "
+            "histories differ): average the checkpoints of one run, or give --last fewer."
+        )
 
 
 # What must be equal in the checkpoints averaged: the model's config (its shapes, vocabulary size and special tokens)
 # and tokenizer files. Checkpoints of one run agree; differing ones are of different models.
-SAME_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
-              "merges.txt")
+SAME_FILES = (
+    "config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.json",
+    "merges.txt",
+)
 CONFIG_BOOKKEEPING = ("transformers_version", "_name_or_path", "dtype", "torch_dtype")
 
 
@@ -62,12 +71,19 @@ def check_same_model(paths: list[str]) -> None:
         for path in paths[:-1]:
             found = same_file_contents(os.path.join(path, name))
             if found != expected:
-                differ = ("present in one only" if None in (found, expected) else
-                          ", ".join(sorted(k for k in expected.keys() | found.keys()
-                                           if expected.get(k) != found.get(k))[:5])
-                          if isinstance(found, dict) and isinstance(expected, dict) else "contents")
-                raise ValueError(f"{os.path.join(path, name)} differs from {os.path.join(first, name)} ({differ}): "
-                                 "the checkpoints are of different models; average the checkpoints of one run.")
+                differ = (
+                    "present in one only"
+                    if None in (found, expected)
+                    else ", ".join(
+                        sorted(k for k in expected.keys() | found.keys() if expected.get(k) != found.get(k))[:5]
+                    )
+                    if isinstance(found, dict) and isinstance(expected, dict)
+                    else "contents"
+                )
+                raise ValueError(
+                    f"{os.path.join(path, name)} differs from {os.path.join(first, name)} ({differ}): "
+                    "the checkpoints are of different models; average the checkpoints of one run."
+                )
 
 
 def same_file_contents(path: str):
@@ -114,9 +130,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("run_dir", help="a training output directory with checkpoint-* subdirectories")
     parser.add_argument("--last", type=int, default=5, help="how many of the newest checkpoints to average")
     parser.add_argument("--output_dir", type=output_path, required=True)
-    parser.add_argument("--force", action="store_true",
-                        help=f"replace an earlier average in --output_dir (a directory holding its {PROVENANCE}); "
-                             "any other model there is still refused")
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help=f"replace an earlier average in --output_dir (a directory holding its {PROVENANCE}); "
+        "any other model there is still refused",
+    )
     return parser
 
 
@@ -128,19 +147,26 @@ def main(argv=None):
     if not found:
         raise ValueError(f"No checkpoint-* directory with {WEIGHTS} in {args.run_dir!r}.")
     if len(found) < args.last:
-        raise ValueError(f"--last {args.last}: {args.run_dir} holds {len(found)} checkpoint(s) with weights "
-                         f"({', '.join(os.path.basename(p) for p in found)}); pass --last {len(found)} to average "
-                         "those.")
-    paths = found[-args.last:]
+        raise ValueError(
+            f"--last {args.last}: {args.run_dir} holds {len(found)} checkpoint(s) with weights "
+            f"({', '.join(os.path.basename(p) for p in found)}); pass --last {len(found)} to average "
+            "those."
+        )
+    paths = found[-args.last :]
     # the output is never the run, one of its checkpoints, or any other finished model: it would replace its weights
     earlier_average = args.force and os.path.isfile(os.path.join(args.output_dir, PROVENANCE))
-    refuse_overwriting([args.output_dir], [args.run_dir, *run_checkpoints(args.run_dir)],
-                       model_dirs=[] if earlier_average else [args.output_dir])
+    refuse_overwriting(
+        [args.output_dir],
+        [args.run_dir, *run_checkpoints(args.run_dir)],
+        model_dirs=[] if earlier_average else [args.output_dir],
+    )
     held = sorted(os.listdir(args.output_dir)) if os.path.isdir(args.output_dir) else []
     if held and not os.path.isfile(os.path.join(args.output_dir, PROVENANCE)):  # (the user's card, tokenizer, ...)
-        raise ValueError(f"--output_dir {args.output_dir} holds files of its own ({', '.join(held[:4])}"
-                         f"{', ...' if len(held) > 4 else ''}) that the average would replace; give a new or empty "
-                         "directory.")
+        raise ValueError(
+            f"--output_dir {args.output_dir} holds files of its own ({', '.join(held[:4])}"
+            f"{', ...' if len(held) > 4 else ''}) that the average would replace; give a new or empty "
+            "directory."
+        )
     check_one_run(paths)
     check_same_model(paths)
     averaged = average(paths)
@@ -156,7 +182,9 @@ def main(argv=None):
 
     with replaced_atomically(os.path.join(args.output_dir, WEIGHTS)) as temporary:
         save_file(averaged, temporary, metadata={"format": "pt"})
-    write_text(os.path.join(args.output_dir, PROVENANCE),
-               json.dumps({"run_dir": args.run_dir, "checkpoints": [os.path.basename(p) for p in paths]}, indent=2))
+    write_text(
+        os.path.join(args.output_dir, PROVENANCE),
+        json.dumps({"run_dir": args.run_dir, "checkpoints": [os.path.basename(p) for p in paths]}, indent=2),
+    )
     print(f"Averaged {len(paths)} checkpoints ({', '.join(os.path.basename(p) for p in paths)}) -> {args.output_dir}")
     return paths

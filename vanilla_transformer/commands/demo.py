@@ -16,16 +16,24 @@ from ..console import add_device_argument, port_number
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="vanilla-transformer demo", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("model_dir", nargs="?", default=None,
-                        help="Translation model (directory or Hub id). With no model at all: outputs/demo and "
-                             "outputs/demo-ner where they exist.")
+    parser = argparse.ArgumentParser(
+        prog="vanilla-transformer demo", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "model_dir",
+        nargs="?",
+        default=None,
+        help="Translation model (directory or Hub id). With no model at all: outputs/demo and "
+        "outputs/demo-ner where they exist.",
+    )
     parser.add_argument("--translation_model", default=None, help="The same as MODEL_DIR.")
     parser.add_argument("--ner_model", default=None, help="Named-entity tagger (directory or Hub id).")
-    parser.add_argument("--ctranslate2_model", default=None,
-                        help="An export of the translation model (export-ctranslate2) for the CTranslate2 engine; "
-                             "default: converted on first use (int8) when ctranslate2 is installed.")
+    parser.add_argument(
+        "--ctranslate2_model",
+        default=None,
+        help="An export of the translation model (export-ctranslate2) for the CTranslate2 engine; "
+        "default: converted on first use (int8) when ctranslate2 is installed.",
+    )
     parser.add_argument("--host", default="127.0.0.1", help="Address to serve on (default: this machine only).")
     parser.add_argument("--port", type=port_number, default=7860)
     add_device_argument(parser)
@@ -44,8 +52,10 @@ def main(argv=None) -> int:
     if not translation_model and not ner_model:  # what `make demo` (and train-ner --output_dir outputs/demo-ner) wrote
         translation_model, ner_model = (d if os.path.isdir(d) else None for d in DEFAULT_MODELS)
         if translation_model or ner_model:
-            print(f"No model given: showing {' and '.join(filter(None, (translation_model, ner_model)))}.",
-                  file=sys.stderr)
+            print(
+                f"No model given: showing {' and '.join(filter(None, (translation_model, ner_model)))}.",
+                file=sys.stderr,
+            )
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     app = build_app(translation_model, ner_model, args.ctranslate2_model, args.device, strict=given)
     app.launch(server_name=args.host, server_port=args.port)

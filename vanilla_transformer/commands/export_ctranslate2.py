@@ -13,8 +13,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("model_dir", help="Saved translation model (save_pretrained directory or Hub id).")
     parser.add_argument("output_dir", type=output_path, help="Directory to write the CTranslate2 model to.")
-    parser.add_argument("--quantization", default=None, choices=QUANTIZATIONS,
-                        help="Weight type stored in the export (default float32); int8 is the fast CPU choice.")
+    parser.add_argument(
+        "--quantization",
+        default=None,
+        choices=QUANTIZATIONS,
+        help="Weight type stored in the export (default float32); int8 is the fast CPU choice.",
+    )
     parser.add_argument("--force", action="store_true", help="Replace output_dir if it exists.")
     return parser
 
@@ -24,5 +28,7 @@ def main(argv=None) -> None:
     from ..deploy.ctranslate2 import export_ctranslate2
 
     out = export_ctranslate2(args.model_dir, args.output_dir, quantization=args.quantization, force=args.force)
-    print(f"Exported {args.model_dir} to {out} (CTranslate2, quantization {args.quantization or 'float32'}).",
-          file=sys.stderr)
+    print(
+        f"Exported {args.model_dir} to {out} (CTranslate2, quantization {args.quantization or 'float32'}).",
+        file=sys.stderr,
+    )

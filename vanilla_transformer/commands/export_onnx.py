@@ -12,8 +12,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("model_dir", help="Saved tagger (train-ner's output directory).")
     parser.add_argument("output_dir", type=output_path, help="Directory to write the export to.")
-    parser.add_argument("--quantize", default=None, choices=["int8"],
-                        help="ONNX Runtime's dynamic int8 quantization of the weights (default: float32).")
+    parser.add_argument(
+        "--quantize",
+        default=None,
+        choices=["int8"],
+        help="ONNX Runtime's dynamic int8 quantization of the weights (default: float32).",
+    )
     parser.add_argument("--force", action="store_true", help="Replace output_dir if it exists.")
     return parser
 

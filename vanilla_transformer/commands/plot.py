@@ -30,9 +30,11 @@ def plot_curves(run_dir: str, out_dir: str) -> list[str]:
     plt = pyplot()
     history = read_log_history(run_dir)
     train = [(h["step"], h["loss"]) for h in history if number(h.get("loss"))]
-    evals = {k: [(h["step"], h[k]) for h in history if number(h.get(k))]
-             for k in {k for h in history for k in h if k.startswith("eval_") and number(h[k])}
-             if k not in ("eval_runtime", "eval_samples_per_second", "eval_steps_per_second")}
+    evals = {
+        k: [(h["step"], h[k]) for h in history if number(h.get(k))]
+        for k in {k for h in history for k in h if k.startswith("eval_") and number(h[k])}
+        if k not in ("eval_runtime", "eval_samples_per_second", "eval_steps_per_second")
+    }
     fig, axes = plt.subplots(1, 1 + bool(evals), figsize=(11 if evals else 6, 4), squeeze=False)
     ax = axes[0][0]
     if train:
@@ -74,8 +76,10 @@ def plot_quality_vs_time(run_dirs: list[str], out_dir: str, metric: str | None =
         key = metric or next((k for k in QUALITY_METRICS if any(k in h for h in history)), None)
         points = [(h["train_minutes"], h[key]) for h in history if number(h.get(key)) and number(h["train_minutes"])]
         if not points:
-            raise ValueError(f"{run_dir}: no evaluation with training minutes ({metric or ' or '.join(QUALITY_METRICS)}"
-                             ") in trainer_state.json; train with --eval_strategy epoch.")
+            raise ValueError(
+                f"{run_dir}: no evaluation with training minutes ({metric or ' or '.join(QUALITY_METRICS)}"
+                ") in trainer_state.json; train with --eval_strategy epoch."
+            )
         ax.plot(*zip(*points), "o-", label=os.path.basename(os.path.normpath(run_dir)))
         metric = key
     ax.set_xlabel("training minutes (evaluations excluded)")
@@ -104,9 +108,10 @@ def plot_attention(model_dir: str, text: str, out_dir: str) -> list[str]:
     seen, produced = (tokenizer.convert_ids_to_tokens(ids) for ids in (generated[0, :-1], generated[0, 1:]))
     plt, paths = pyplot(), []
     for name, maps, rows, cols, names in (
-            ("encoder_self", out.encoder_attentions, src, src, ("source token", "source token")),
-            ("decoder_self", out.decoder_attentions, produced, seen, ("output token", "decoder input token")),
-            ("cross", out.cross_attentions, produced, src, ("output token", "source token"))):
+        ("encoder_self", out.encoder_attentions, src, src, ("source token", "source token")),
+        ("decoder_self", out.decoder_attentions, produced, seen, ("output token", "decoder input token")),
+        ("cross", out.cross_attentions, produced, src, ("output token", "source token")),
+    ):
         fig, axes = plt.subplots(1, len(maps), figsize=(4 * len(maps), 4), squeeze=False)
         for i, attn in enumerate(maps):  # (1, H, T, S): average the heads
             draw_attention(axes[0][i], attn[0].mean(0).float().numpy(), rows, cols, f"{name} layer {i + 1}", names)
@@ -119,8 +124,10 @@ MAX_POSITION_CELLS = 10_000_000  # --length x --d_model drawn: 40 MB of table, m
 
 def plot_positions(d_model: int, length: int, out_dir: str) -> list[str]:
     if length * d_model > MAX_POSITION_CELLS:  # refused before any memory is taken
-        raise ValueError(f"--length {length} x --d_model {d_model} is {length * d_model:,} values, more than the "
-                         f"{MAX_POSITION_CELLS:,} a picture shows: give smaller ones.")
+        raise ValueError(
+            f"--length {length} x --d_model {d_model} is {length * d_model:,} values, more than the "
+            f"{MAX_POSITION_CELLS:,} a picture shows: give smaller ones."
+        )
     plt = pyplot()
     from ..model.modeling_vanilla_transformer import VanillaTransformerPositionalEmbedding
 
@@ -153,8 +160,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    out = (args.out or getattr(args, "run_dir", None) or getattr(args, "model_dir", None)
-           or (getattr(args, "run_dirs", None) or ["."])[0])
+    out = (
+        args.out
+        or getattr(args, "run_dir", None)
+        or getattr(args, "model_dir", None)
+        or (getattr(args, "run_dirs", None) or ["."])[0]
+    )
     if args.out:  # the default is an input directory: never created here (a mistyped one is named as missing)
         os.makedirs(out, exist_ok=True)
     if args.what == "curves":

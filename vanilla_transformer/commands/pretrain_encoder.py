@@ -39,15 +39,23 @@ MASK_TOKEN = "<mask>"
 
 @dataclass
 class DataTrainingArguments(TokenBudgetArguments):
-    train_file: list[str] | None = field(default=None, metadata={
-        "help": "Text files, one sentence per line, words separated by whitespace."})
-    train_conll_file: list[str] | None = field(default=None, metadata={
-        "help": "CoNLL column files (token first; the other columns are not used)."})
-    split_punctuation: bool = field(default=False, metadata={
-        "help": "Split punctuation off the words of --train_file lines ('bushes.' -> 'bushes .') as CoNLL-2003 is "
-                "tokenized: the words `tag` reads from text."})
-    validation_split_percentage: int = field(default=5, metadata={
-        "help": "Percentage of the sentences held out to report the masked-token loss and accuracy."})
+    train_file: list[str] | None = field(
+        default=None, metadata={"help": "Text files, one sentence per line, words separated by whitespace."}
+    )
+    train_conll_file: list[str] | None = field(
+        default=None, metadata={"help": "CoNLL column files (token first; the other columns are not used)."}
+    )
+    split_punctuation: bool = field(
+        default=False,
+        metadata={
+            "help": "Split punctuation off the words of --train_file lines ('bushes.' -> 'bushes .') as CoNLL-2003 is "
+            "tokenized: the words `tag` reads from text."
+        },
+    )
+    validation_split_percentage: int = field(
+        default=5,
+        metadata={"help": "Percentage of the sentences held out to report the masked-token loss and accuracy."},
+    )
     max_seq_length: int = field(default=128, metadata={"help": "Sub-tokens kept per sentence."})
     mlm_probability: float = field(default=0.15, metadata={"help": "Share of the words masked in each sentence."})
     max_train_samples: int | None = field(default=None, metadata={"help": "Use only this many training sentences."})
@@ -58,8 +66,9 @@ class DataTrainingArguments(TokenBudgetArguments):
         if not 0 < self.mlm_probability < 1:
             raise ValueError(f"--mlm_probability must lie between 0 and 1, got {self.mlm_probability}.")
         if not 0 <= self.validation_split_percentage < 100:
-            raise ValueError(f"--validation_split_percentage must lie in [0, 100), got "
-                             f"{self.validation_split_percentage}.")
+            raise ValueError(
+                f"--validation_split_percentage must lie in [0, 100), got {self.validation_split_percentage}."
+            )
 
 
 def load_sentences(data_args) -> list[list[str]]:
@@ -88,8 +97,9 @@ def parse(argv):
     parsed = parse_run_arguments(build_parser(), argv, logger)
     check_token_budget(parsed[1], parsed[2], logger)
     if not (parsed[1].train_file or parsed[1].train_conll_file):
-        raise ValueError("Give the text to pretrain on: --train_file (one sentence per line) and/or "
-                         "--train_conll_file.")
+        raise ValueError(
+            "Give the text to pretrain on: --train_file (one sentence per line) and/or --train_conll_file."
+        )
     return parsed
 
 
@@ -105,13 +115,20 @@ def build_encoder(model_args, training_args, sentences):
 
 def tokenized_splits(sentences, tokenizer, data_args, training_args) -> dict:
     """The sentences tokenized word by word (as run_ner.py does), with a held-out validation share."""
+
     def tokenize(batch):
-        return tokenizer(batch["tokens"], is_split_into_words=True, truncation=True,
-                         max_length=data_args.max_seq_length, return_token_type_ids=False)
+        return tokenizer(
+            batch["tokens"],
+            is_split_into_words=True,
+            truncation=True,
+            max_length=data_args.max_seq_length,
+            return_token_type_ids=False,
+        )
 
     with training_args.main_process_first(desc="tokenization"):
-        dataset = Dataset.from_dict({"tokens": sentences}).map(tokenize, batched=True, remove_columns=["tokens"],
-                                                               desc="Tokenizing")
+        dataset = Dataset.from_dict({"tokens": sentences}).map(
+            tokenize, batched=True, remove_columns=["tokens"], desc="Tokenizing"
+        )
     if not (data_args.validation_split_percentage and training_args.do_eval):
         return {"train": dataset}
     held_out = max(1, len(dataset) * data_args.validation_split_percentage // 100)
@@ -138,8 +155,9 @@ def main(argv=None):
         train_dataset=splits["train"] if training_args.do_train else None,
         eval_dataset=splits.get("validation") if training_args.do_eval else None,
         processing_class=tokenizer,
-        data_collator=WholeWordMaskCollator(tokenizer, mlm_probability=data_args.mlm_probability,
-                                            pad_to_multiple_of=8, seed=training_args.seed),
+        data_collator=WholeWordMaskCollator(
+            tokenizer, mlm_probability=data_args.mlm_probability, pad_to_multiple_of=8, seed=training_args.seed
+        ),
         compute_metrics=masked_accuracy,
         preprocess_logits_for_metrics=lambda logits, labels: logits.argmax(-1),  # not (tokens x vocabulary) floats
         max_tokens=data_args.max_tokens,

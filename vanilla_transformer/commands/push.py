@@ -36,8 +36,9 @@ def space_requirements() -> list[str]:
     try:
         requires = importlib.metadata.requires(PACKAGE) or []
     except importlib.metadata.PackageNotFoundError:
-        raise ValueError(f"{PACKAGE} is not installed (pip install -e '.[demo]'): its requirements pin the Space's "
-                         "requirements.txt.") from None
+        raise ValueError(
+            f"{PACKAGE} is not installed (pip install -e '.[demo]'): its requirements pin the Space's requirements.txt."
+        ) from None
     lines = []
     for text in requires:
         requirement = Requirement(text)
@@ -66,19 +67,34 @@ def write_space(directory: str, translation_model: str | None, ner_model: str | 
         f.write(SPACE_APP.format(translation=translation_model, ner=ner_model))
     with open(os.path.join(directory, "requirements.txt"), "w", encoding="utf-8") as f:
         f.write("\n".join(space_requirements()) + "\n")
-    data = SpaceCardData(title=space_id.split("/")[-1], sdk="gradio", sdk_version=gradio.__version__, app_file="app.py",
-                         models=models, license="apache-2.0", tags=["vanilla-transformer"])
-    card = SpaceCard(f"---\n{data.to_yaml()}\n---\n\n# {space_id.split('/')[-1]}\n\nThe demo page of the "
-                     f"vanilla-transformer models {', '.join(f'`{m}`' for m in models)}: translate a sentence and "
-                     "see its cross-attention; tag the entities of a text.\n")
+    data = SpaceCardData(
+        title=space_id.split("/")[-1],
+        sdk="gradio",
+        sdk_version=gradio.__version__,
+        app_file="app.py",
+        models=models,
+        license="apache-2.0",
+        tags=["vanilla-transformer"],
+    )
+    card = SpaceCard(
+        f"---\n{data.to_yaml()}\n---\n\n# {space_id.split('/')[-1]}\n\nThe demo page of the "
+        f"vanilla-transformer models {', '.join(f'`{m}`' for m in models)}: translate a sentence and "
+        "see its cross-attention; tag the entities of a text.\n"
+    )
     card.save(os.path.join(directory, "README.md"))
     source = os.path.dirname(os.path.abspath(vanilla_transformer.__file__))
-    shutil.copytree(source, os.path.join(directory, "vanilla_transformer"),
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        source, os.path.join(directory, "vanilla_transformer"), ignore=shutil.ignore_patterns("__pycache__")
+    )
 
 
-def push_space(space_id: str, translation_model: str | None = None, ner_model: str | None = None,
-               token: str | None = None, private: bool = False) -> str:
+def push_space(
+    space_id: str,
+    translation_model: str | None = None,
+    ner_model: str | None = None,
+    token: str | None = None,
+    private: bool = False,
+) -> str:
     """Create (or update) a Gradio Space showing the given Hub models; returns the new commit sha."""
     from huggingface_hub import HfApi
 
@@ -88,8 +104,9 @@ def push_space(space_id: str, translation_model: str | None = None, ner_model: s
     api.create_repo(space_id, repo_type="space", space_sdk="gradio", private=private, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="vanilla-space-") as directory:
         write_space(directory, translation_model, ner_model, space_id)
-        info = api.upload_folder(folder_path=directory, repo_id=space_id, repo_type="space",
-                                 commit_message="Upload vanilla-transformer demo")
+        info = api.upload_folder(
+            folder_path=directory, repo_id=space_id, repo_type="space", commit_message="Upload vanilla-transformer demo"
+        )
     return info.oid
 
 
@@ -103,9 +120,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--token", default=None)
     parser.add_argument("--private", action="store_true")
     parser.add_argument("--commit_message", default="Upload vanilla-transformer model")
-    parser.add_argument("--include", nargs="+", default=[], metavar="PATTERN",
-                        help="Also upload the files matching these patterns (e.g. '*.png' predictions_*.txt); by "
-                             "default a push sends what loading the model needs, its card and scores only.")
+    parser.add_argument(
+        "--include",
+        nargs="+",
+        default=[],
+        metavar="PATTERN",
+        help="Also upload the files matching these patterns (e.g. '*.png' predictions_*.txt); by "
+        "default a push sends what loading the model needs, its card and scores only.",
+    )
     return parser
 
 
@@ -118,12 +140,17 @@ def main(argv=None):
         parser.error("give MODEL_DIR and REPO_ID (or --space with --translation_model / --ner_model)")
     try:
         if args.space:
-            sha = push_space(args.space, args.translation_model, args.ner_model, token=args.token,
-                             private=args.private)
+            sha = push_space(args.space, args.translation_model, args.ner_model, token=args.token, private=args.private)
             print(f"Pushed the demo Space {args.space} at revision {sha}")
             return 0
-        sha = push_model_dir(args.model_dir, args.repo_id, token=args.token, private=args.private,
-                             commit_message=args.commit_message, include=args.include)
+        sha = push_model_dir(
+            args.model_dir,
+            args.repo_id,
+            token=args.token,
+            private=args.private,
+            commit_message=args.commit_message,
+            include=args.include,
+        )
     except (ValueError, FileNotFoundError, ImportError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

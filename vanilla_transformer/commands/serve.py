@@ -48,20 +48,36 @@ logger = logging.getLogger(__name__)
 
 BIGGEST = 2**53 - 1  # counts pass through JSON (the page's charLimit) and Redis' Lua numbers: exact up to here
 MOST_THREADS = 1024  # --threads and --workers at most (the engines' thread pools take a C int)
-COMPUTE_TYPES = ("default", "auto", "int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16",
-                 "bfloat16", "float32")  # CTranslate2's
+COMPUTE_TYPES = (
+    "default",
+    "auto",
+    "int8",
+    "int8_float32",
+    "int8_float16",
+    "int8_bfloat16",
+    "int16",
+    "float16",
+    "bfloat16",
+    "float32",
+)  # CTranslate2's
 positive_count, seconds = int_at_least(1, BIGGEST), number_between(0, 1e9, lowest_allowed=False)
 
 # Settings fields set by a flag of their own name: (name, type, help)
 LIMITS = (
-    ("max_batch_tokens", positive_count, "Source tokens per engine batch (sentences of concurrent requests "
-                                         "together)."),
-    ("max_wait_ms", number_between(0, 1e9), "How long a batch waits for more sentences after its first (default 0: "
-                                            "it starts as soon as the engine is free; what arrives meanwhile forms "
-                                            "the next batch); less than --request_timeout."),
+    ("max_batch_tokens", positive_count, "Source tokens per engine batch (sentences of concurrent requests together)."),
+    (
+        "max_wait_ms",
+        number_between(0, 1e9),
+        "How long a batch waits for more sentences after its first (default 0: "
+        "it starts as soon as the engine is free; what arrives meanwhile forms "
+        "the next batch); less than --request_timeout.",
+    ),
     ("max_queue", positive_count, "Sentences waiting at most, per model; more is answered 503 with Retry-After."),
-    ("max_sentences", positive_count, "Sentences per request at most (a text's lines and an HTML text's nodes each "
-                                      "count)."),
+    (
+        "max_sentences",
+        positive_count,
+        "Sentences per request at most (a text's lines and an HTML text's nodes each count).",
+    ),
     ("max_sentence_tokens", positive_count, "Tokens per sentence at most."),
     ("max_beams", positive_count, "num_beams (and LibreTranslate's alternatives + 1) at most."),
     ("max_request_bytes", positive_count, "Request body size at most (a file sent to /translate_file too)."),
@@ -71,15 +87,28 @@ LIMITS = (
 
 
 # Settings fields set by the LibreTranslate option of their name
-SWITCHES = ("char_limit", "batch_limit", "req_limit", "hourly_req_limit", "daily_req_limit", "req_flood_threshold",
-            "req_limit_storage", "trust_forwarded_for", "url_prefix", "metrics", "metrics_auth_token", "disable_web_ui",
-            "disable_files_translation")
+SWITCHES = (
+    "char_limit",
+    "batch_limit",
+    "req_limit",
+    "hourly_req_limit",
+    "daily_req_limit",
+    "req_flood_threshold",
+    "req_limit_storage",
+    "trust_forwarded_for",
+    "url_prefix",
+    "metrics",
+    "metrics_auth_token",
+    "disable_web_ui",
+    "disable_files_translation",
+)
 
 
 def build_parser() -> "Parser":
     defaults = Settings()
-    parser = Parser(prog="vanilla-transformer serve", description=__doc__,
-                    formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = Parser(
+        prog="vanilla-transformer serve", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     add_model_options(parser)
     add_access_options(parser)
     add_language_options(parser)
@@ -93,108 +122,223 @@ def build_parser() -> "Parser":
 
 def add_model_options(parser: "Parser") -> None:
     """The models served and the engines that run them."""
-    parser.add_argument("model_dirs", nargs="+", metavar="MODEL_DIR",
-                        help="Saved translation models or directories exported by export-ctranslate2 (each as DIR or "
-                             "DIR:SOURCE-TARGET), and at most one saved tagger (served at /v1/ner).")
-    parser.add_argument("--ner", default=None, metavar="TAGGER_DIR",
-                        help="A saved tagger to serve at /v1/ner beside the translation models.")
-    parser.add_argument("--engine", default="auto", choices=ENGINES["translation"],
-                        help="auto: CTranslate2 for an exported directory, PyTorch otherwise.")
+    parser.add_argument(
+        "model_dirs",
+        nargs="+",
+        metavar="MODEL_DIR",
+        help="Saved translation models or directories exported by export-ctranslate2 (each as DIR or "
+        "DIR:SOURCE-TARGET), and at most one saved tagger (served at /v1/ner).",
+    )
+    parser.add_argument(
+        "--ner",
+        default=None,
+        metavar="TAGGER_DIR",
+        help="A saved tagger to serve at /v1/ner beside the translation models.",
+    )
+    parser.add_argument(
+        "--engine",
+        default="auto",
+        choices=ENGINES["translation"],
+        help="auto: CTranslate2 for an exported directory, PyTorch otherwise.",
+    )
     parser.add_argument("--device", default="auto", choices=DEVICES)
-    parser.add_argument("--compute_type", default="default", choices=COMPUTE_TYPES,
-                        help="CTranslate2 only (int8, float16, ...; default: the export's).")
-    parser.add_argument("--threads", type=int_at_least(0, MOST_THREADS), default=0,
-                        help="CPU threads of each translation engine, shared by its --workers (default 0: all cores).")
-    parser.add_argument("--workers", type=int_at_least(0, MOST_THREADS), default=0,
-                        help="Engine batches each model runs at once, each on threads / workers threads (CTranslate2). "
-                             "Default 0: on a CPU one one-thread batch per thread (docs/serving.md), else 1.")
+    parser.add_argument(
+        "--compute_type",
+        default="default",
+        choices=COMPUTE_TYPES,
+        help="CTranslate2 only (int8, float16, ...; default: the export's).",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int_at_least(0, MOST_THREADS),
+        default=0,
+        help="CPU threads of each translation engine, shared by its --workers (default 0: all cores).",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int_at_least(0, MOST_THREADS),
+        default=0,
+        help="Engine batches each model runs at once, each on threads / workers threads (CTranslate2). "
+        "Default 0: on a CPU one one-thread batch per thread (docs/serving.md), else 1.",
+    )
 
 
 def add_access_options(parser: "Parser") -> None:
     """Where the server listens and the keys a caller must give."""
-    parser.add_argument("--host", default="127.0.0.1", type=host_address,
-                        help="Address to listen on (default: loopback only; 0.0.0.0 or :: for every interface).")
+    parser.add_argument(
+        "--host",
+        default="127.0.0.1",
+        type=host_address,
+        help="Address to listen on (default: loopback only; 0.0.0.0 or :: for every interface).",
+    )
     parser.add_argument("--port", type=port_number, default=5000)
-    parser.add_argument("--api_key", "--api-key", default=None, type=secret_word("the key"),
-                        help="A key every translate, detect and tagging call must carry, in the body or the X-API-Key "
-                             "header (default: $VT_API_KEY; none: no key needed unless --api-keys).")
-    parser.add_argument("--api-keys", "--api_keys", dest="api_keys", default=None, metavar="FILE", type=key_file,
-                        help="A file of API keys, one a line, each optionally followed by its own requests per minute "
-                             "(instead of --req-limit); with it every call needs a key.")
+    parser.add_argument(
+        "--api_key",
+        "--api-key",
+        default=None,
+        type=secret_word("the key"),
+        help="A key every translate, detect and tagging call must carry, in the body or the X-API-Key "
+        "header (default: $VT_API_KEY; none: no key needed unless --api-keys).",
+    )
+    parser.add_argument(
+        "--api-keys",
+        "--api_keys",
+        dest="api_keys",
+        default=None,
+        metavar="FILE",
+        type=key_file,
+        help="A file of API keys, one a line, each optionally followed by its own requests per minute "
+        "(instead of --req-limit); with it every call needs a key.",
+    )
 
 
 def add_language_options(parser: "Parser") -> None:
     """One model's language pair, where its card does not say it."""
-    parser.add_argument("--source_lang", default=None, type=language_code,
-                        help="One model only: its source language (default: the model card's first language, else "
-                             "'src').")
-    parser.add_argument("--target_lang", default=None, type=language_code,
-                        help="One model only: its target language (default: the model card's last language, else "
-                             "'tgt').")
+    parser.add_argument(
+        "--source_lang",
+        default=None,
+        type=language_code,
+        help="One model only: its source language (default: the model card's first language, else 'src').",
+    )
+    parser.add_argument(
+        "--target_lang",
+        default=None,
+        type=language_code,
+        help="One model only: its target language (default: the model card's last language, else 'tgt').",
+    )
 
 
 def add_http_options(parser: "Parser") -> None:
     """The access log and the pages of other origins that may call."""
-    parser.add_argument("--access_log", action="store_true",
-                        help="Log a line for every request (default: off; /metrics counts them).")
-    parser.add_argument("--cors", action="store_true", help="Let a page from any origin call the server "
-                                                            "(LibreTranslate's --cors).")
-    parser.add_argument("--cors_origins", nargs="*", default=[], type=cors_origin,
-                        help="Origins a browser page may call from, each SCHEME://HOST[:PORT] (default: none, CORS "
-                             "off; every origin: --cors).")
+    parser.add_argument(
+        "--access_log", action="store_true", help="Log a line for every request (default: off; /metrics counts them)."
+    )
+    parser.add_argument(
+        "--cors", action="store_true", help="Let a page from any origin call the server (LibreTranslate's --cors)."
+    )
+    parser.add_argument(
+        "--cors_origins",
+        nargs="*",
+        default=[],
+        type=cors_origin,
+        help="Origins a browser page may call from, each SCHEME://HOST[:PORT] (default: none, CORS "
+        "off; every origin: --cors).",
+    )
 
 
 def add_libretranslate_limits(parser: "Parser", defaults: Settings) -> None:
     """LibreTranslate's own limits, under its names (both spellings) and defaults."""
-    parser.add_argument("--char-limit", "--char_limit", dest="char_limit", type=int_at_least(-1, BIGGEST),
-                        default=defaults.char_limit, help="Characters per text at most (LibreTranslate's; -1: none).")
-    parser.add_argument("--batch-limit", "--batch_limit", dest="batch_limit", type=int_at_least(-1, BIGGEST),
-                        default=defaults.batch_limit, help="Texts in one /translate call at most (-1: none).")
-    parser.add_argument("--req-limit", "--req_limit", dest="req_limit", type=int_at_least(-1, BIGGEST),
-                        default=defaults.req_limit,
-                        help="Requests per minute per client (its API key, else its address) at most; more is "
-                             "answered 429 with Retry-After (0 or -1: none, as in LibreTranslate).")
-    for flag, text in (("--hourly-req-limit", "Requests per hour per client at most, besides --req-limit (0 or -1: "
-                                              "none)."),
-                       ("--daily-req-limit", "Requests per day per client at most, besides --req-limit (0 or -1: "
-                                             "none)."),
-                       ("--req-flood-threshold", "429s a client address may get before it is refused 403 (until "
-                                                 "10 minutes pass without one; 0 or -1: never).")):
+    parser.add_argument(
+        "--char-limit",
+        "--char_limit",
+        dest="char_limit",
+        type=int_at_least(-1, BIGGEST),
+        default=defaults.char_limit,
+        help="Characters per text at most (LibreTranslate's; -1: none).",
+    )
+    parser.add_argument(
+        "--batch-limit",
+        "--batch_limit",
+        dest="batch_limit",
+        type=int_at_least(-1, BIGGEST),
+        default=defaults.batch_limit,
+        help="Texts in one /translate call at most (-1: none).",
+    )
+    parser.add_argument(
+        "--req-limit",
+        "--req_limit",
+        dest="req_limit",
+        type=int_at_least(-1, BIGGEST),
+        default=defaults.req_limit,
+        help="Requests per minute per client (its API key, else its address) at most; more is "
+        "answered 429 with Retry-After (0 or -1: none, as in LibreTranslate).",
+    )
+    for flag, text in (
+        ("--hourly-req-limit", "Requests per hour per client at most, besides --req-limit (0 or -1: none)."),
+        ("--daily-req-limit", "Requests per day per client at most, besides --req-limit (0 or -1: none)."),
+        (
+            "--req-flood-threshold",
+            "429s a client address may get before it is refused 403 (until "
+            "10 minutes pass without one; 0 or -1: never).",
+        ),
+    ):
         name = flag[2:].replace("-", "_")
-        parser.add_argument(flag, flag.replace("-", "_").replace("__", "--"), dest=name,
-                            type=int_at_least(-1, BIGGEST), default=getattr(defaults, name), help=text)
-    parser.add_argument("--req-limit-storage", "--req_limit_storage", dest="req_limit_storage",
-                        default=defaults.req_limit_storage, metavar="URI",
-                        help="Where the request counts live: memory:// (this process) or redis://HOST:PORT, shared by "
-                             "every server naming it and kept across restarts.")
+        parser.add_argument(
+            flag,
+            flag.replace("-", "_").replace("__", "--"),
+            dest=name,
+            type=int_at_least(-1, BIGGEST),
+            default=getattr(defaults, name),
+            help=text,
+        )
+    parser.add_argument(
+        "--req-limit-storage",
+        "--req_limit_storage",
+        dest="req_limit_storage",
+        default=defaults.req_limit_storage,
+        metavar="URI",
+        help="Where the request counts live: memory:// (this process) or redis://HOST:PORT, shared by "
+        "every server naming it and kept across restarts.",
+    )
 
 
 def add_libretranslate_switches(parser: "Parser", defaults: Settings) -> None:
     """LibreTranslate's own switches (a proxy in front, a URL prefix, metrics, parts turned off), under its names
     (both spellings) and defaults."""
-    parser.add_argument("--trust-forwarded-for", "--trust_forwarded_for", dest="trust_forwarded_for",
-                        action="store_true",
-                        help="Behind a proxy: the client is the address the proxy adds, the LAST one of "
-                             "X-Forwarded-For (nginx: proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for); "
-                             "what the client wrote before it is never believed; a translated file's URL takes the "
-                             "scheme of the last X-Forwarded-Proto hop (http or https). Without it no header "
-                             "(X-Forwarded-For, X-Real-IP, Forwarded) changes who the client is.")
-    parser.add_argument("--allowed-hosts", "--allowed_hosts", dest="allowed_hosts", nargs="*", default=[],
-                        type=allowed_host, metavar="HOST",
-                        help="Host names (or addresses) the Host header may name, any port; * any. Default: on a "
-                             "loopback --host, localhost, 127.0.0.1 and [::1] only (besides those named here), else "
-                             "any.")
-    parser.add_argument("--url-prefix", "--url_prefix", dest="url_prefix", default=defaults.url_prefix, type=url_prefix,
-                        help="Serve every route under this path (/translate as PREFIX/translate; / redirects there).")
+    parser.add_argument(
+        "--trust-forwarded-for",
+        "--trust_forwarded_for",
+        dest="trust_forwarded_for",
+        action="store_true",
+        help="Behind a proxy: the client is the address the proxy adds, the LAST one of "
+        "X-Forwarded-For (nginx: proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for); "
+        "what the client wrote before it is never believed; a translated file's URL takes the "
+        "scheme of the last X-Forwarded-Proto hop (http or https). Without it no header "
+        "(X-Forwarded-For, X-Real-IP, Forwarded) changes who the client is.",
+    )
+    parser.add_argument(
+        "--allowed-hosts",
+        "--allowed_hosts",
+        dest="allowed_hosts",
+        nargs="*",
+        default=[],
+        type=allowed_host,
+        metavar="HOST",
+        help="Host names (or addresses) the Host header may name, any port; * any. Default: on a "
+        "loopback --host, localhost, 127.0.0.1 and [::1] only (besides those named here), else "
+        "any.",
+    )
+    parser.add_argument(
+        "--url-prefix",
+        "--url_prefix",
+        dest="url_prefix",
+        default=defaults.url_prefix,
+        type=url_prefix,
+        help="Serve every route under this path (/translate as PREFIX/translate; / redirects there).",
+    )
     parser.add_argument("--metrics", action="store_true", help="Serve Prometheus metrics at /metrics (default: off).")
-    parser.add_argument("--metrics-auth-token", "--metrics_auth_token", dest="metrics_auth_token",
-                        default=None, type=secret_word("the token"),
-                        help="/metrics only for requests with `Authorization: Bearer TOKEN`.")
-    parser.add_argument("--disable-web-ui", "--disable_web_ui", dest="disable_web_ui", action="store_true",
-                        help="No translation page at /.")
-    parser.add_argument("--disable-files-translation", "--disable_files_translation",
-                        dest="disable_files_translation", action="store_true",
-                        help="Refuse /translate_file and /download_file (403).")
+    parser.add_argument(
+        "--metrics-auth-token",
+        "--metrics_auth_token",
+        dest="metrics_auth_token",
+        default=None,
+        type=secret_word("the token"),
+        help="/metrics only for requests with `Authorization: Bearer TOKEN`.",
+    )
+    parser.add_argument(
+        "--disable-web-ui",
+        "--disable_web_ui",
+        dest="disable_web_ui",
+        action="store_true",
+        help="No translation page at /.",
+    )
+    parser.add_argument(
+        "--disable-files-translation",
+        "--disable_files_translation",
+        dest="disable_files_translation",
+        action="store_true",
+        help="Refuse /translate_file and /download_file (403).",
+    )
 
 
 UNSET = object()  # an option not given on the command line
@@ -268,11 +412,15 @@ def option_value(action, kind, name: str, raw):
 def check_together(args) -> None:
     """What two options must agree on, each named as the user set it."""
     if args.source_lang is not None and args.source_lang == args.target_lang:
-        raise ValueError(f"{named(args, 'source_lang')} and {named(args, 'target_lang')} name one language "
-                         f"({args.source_lang}): a model translates between two")
+        raise ValueError(
+            f"{named(args, 'source_lang')} and {named(args, 'target_lang')} name one language "
+            f"({args.source_lang}): a model translates between two"
+        )
     if args.max_wait_ms >= args.request_timeout * 1000:
-        raise ValueError(f"{named(args, 'max_wait_ms')} ({args.max_wait_ms:g} ms) must be less than "
-                         f"{named(args, 'request_timeout')} ({args.request_timeout:g} s): every request would time out")
+        raise ValueError(
+            f"{named(args, 'max_wait_ms')} ({args.max_wait_ms:g} ms) must be less than "
+            f"{named(args, 'request_timeout')} ({args.request_timeout:g} s): every request would time out"
+        )
 
 
 def refuse_not_taken(argv: list[str], environ) -> None:
@@ -321,11 +469,14 @@ def host_address(text: str) -> str:
             raise argparse.ArgumentTypeError(f"write the address as {address} (its one canonical form)")
         return text
     labels = (text[:-1] if text.endswith(".") else text).split(".")
-    if (len(text) > 253 or not all(re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?", label)
-                                   for label in labels)
-            or re.fullmatch(r"[0-9]+|0[xX][0-9A-Fa-f]*", labels[-1])):
-        raise argparse.ArgumentTypeError("expected an IP address (127.0.0.1, ::1, an IPv6 one without brackets) or a "
-                                         "host name")
+    if (
+        len(text) > 253
+        or not all(re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?", label) for label in labels)
+        or re.fullmatch(r"[0-9]+|0[xX][0-9A-Fa-f]*", labels[-1])
+    ):
+        raise argparse.ArgumentTypeError(
+            "expected an IP address (127.0.0.1, ::1, an IPv6 one without brackets) or a host name"
+        )
     return text
 
 
@@ -356,12 +507,14 @@ def secret_word(what: str):
     """An argparse type for a key or token: printable ASCII without spaces (it travels in an HTTP header), at most
     1,000 characters. Empty or blank is refused, never read as "none" (that would let every client in); the value is
     never part of the message."""
+
     def parse(text: str) -> str:
         if not text.strip():
             raise argparse.ArgumentTypeError(f"empty: give {what} (leave the option out for none)")
         if not re.fullmatch(r"[!-~]{1,1000}", text):
-            raise argparse.ArgumentTypeError(f"{what} must be 1-1000 printable ASCII characters without spaces (it "
-                                             "travels in an HTTP header)")
+            raise argparse.ArgumentTypeError(
+                f"{what} must be 1-1000 printable ASCII characters without spaces (it travels in an HTTP header)"
+            )
         return text
 
     parse.__name__ = "secret"
@@ -375,8 +528,9 @@ def key_file(text: str) -> str | None:
         raise argparse.ArgumentTypeError("an empty path; give the key file (one key a line)")
     if text.strip().lower() in ENV_TRUE + ENV_FALSE and not os.path.exists(text):
         if text.strip().lower() in ENV_TRUE:
-            raise argparse.ArgumentTypeError("give the key file (one key a line); LibreTranslate's key database is "
-                                             "not read")
+            raise argparse.ArgumentTypeError(
+                "give the key file (one key a line); LibreTranslate's key database is not read"
+            )
         return None
     return text
 
@@ -385,8 +539,9 @@ def language_code(text: str) -> str:
     """--source_lang / --target_lang: a code of letters, digits and _, parts joined by - (de, pt-BR, zh-Hant); "auto"
     is LibreTranslate's request for detection, not a language."""
     if not re.fullmatch(r"[A-Za-z0-9_]+(-[A-Za-z0-9_]+)*", text) or len(text) > 35:
-        raise argparse.ArgumentTypeError("expected a language code (letters, digits and _, parts joined by -: de, "
-                                         "pt-BR)")
+        raise argparse.ArgumentTypeError(
+            "expected a language code (letters, digits and _, parts joined by -: de, pt-BR)"
+        )
     if text.lower() == "auto":
         raise argparse.ArgumentTypeError("'auto' asks for language detection; name the model's language")
     return text
@@ -399,8 +554,9 @@ def cors_origin(text: str) -> str:
         raise argparse.ArgumentTypeError("'*' (every origin) is --cors; name the origins here")
     match = re.fullmatch(r"(https?)://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(?::([0-9]{1,5}))?", text, re.IGNORECASE)
     if match is None:
-        raise argparse.ArgumentTypeError("expected an origin, http(s)://HOST[:PORT], without a path (as "
-                                         "https://example.com)")
+        raise argparse.ArgumentTypeError(
+            "expected an origin, http(s)://HOST[:PORT], without a path (as https://example.com)"
+        )
     scheme, host, port = match.groups()
     if host.startswith("["):
         try:
@@ -419,10 +575,14 @@ def url_prefix(prefix: str) -> str:
     """LibreTranslate's `--url-prefix`: `/PATH` (a leading / added, a trailing one dropped); "" or "/": none. Each
     segment is letters, digits and . _ ~ -, none of dots only (/.. would send / above the server's root)."""
     prefix = "/" + prefix.strip().strip("/") if prefix.strip().strip("/") else ""
-    if (not re.fullmatch(r"(/[A-Za-z0-9._~-]+)*", prefix) or len(prefix) > 200
-            or any(set(segment) == {"."} for segment in prefix.split("/")[1:])):
-        raise argparse.ArgumentTypeError("expected a path of letters, digits and . _ ~ - (as /translator), no "
-                                         "segment of dots only")
+    if (
+        not re.fullmatch(r"(/[A-Za-z0-9._~-]+)*", prefix)
+        or len(prefix) > 200
+        or any(set(segment) == {"."} for segment in prefix.split("/")[1:])
+    ):
+        raise argparse.ArgumentTypeError(
+            "expected a path of letters, digits and . _ ~ - (as /translator), no segment of dots only"
+        )
     return prefix
 
 
@@ -465,24 +625,31 @@ def served_models(args):
         raise ValueError(f"one tagger per server: {', '.join(found.path for found in taggers)} are all taggers.")
     given = [(found, pair) for found, pair in given if found.task == "translation"]
     if (args.source_lang or args.target_lang) and len(given) > 1:
-        raise ValueError(f"{named(args, 'source_lang')} / {named(args, 'target_lang')} name one model's pair; with "
-                         "several, give each as MODEL_DIR:SOURCE-TARGET.")
+        raise ValueError(
+            f"{named(args, 'source_lang')} / {named(args, 'target_lang')} name one model's pair; with "
+            "several, give each as MODEL_DIR:SOURCE-TARGET."
+        )
     if args.compute_type != "default" and given and all(found.engine == "pytorch" for found, _ in given):
-        raise ValueError(f"{named(args, 'compute_type')} {args.compute_type!r}: the compute type is CTranslate2's (an "
-                         "exported directory, or --engine ctranslate2); the PyTorch engine runs the saved weights")
+        raise ValueError(
+            f"{named(args, 'compute_type')} {args.compute_type!r}: the compute type is CTranslate2's (an "
+            "exported directory, or --engine ctranslate2); the PyTorch engine runs the saved weights"
+        )
     translators = []
     for found, pair in given:
         pytorch = found.engine == "pytorch"
         if args.workers > 1 and pytorch:
-            raise ValueError(f"{named(args, 'workers')}: several batches at once need the CTranslate2 engine (an "
-                             "exported directory, or --engine ctranslate2); the PyTorch engine runs one.")
+            raise ValueError(
+                f"{named(args, 'workers')}: several batches at once need the CTranslate2 engine (an "
+                "exported directory, or --engine ctranslate2); the PyTorch engine runs one."
+            )
         workers = args.workers or default_workers(pytorch, args.device, args.threads)
         source, target = pair or (args.source_lang, args.target_lang)
         if not (source and target):  # the model card only where a language is not given
             card_source, card_target = found.languages or ("src", "tgt")
             source, target = source or card_source, target or card_target
-        translators.append(TranslationEngine(found, source, target, args.device, args.compute_type, args.threads,
-                                             workers))
+        translators.append(
+            TranslationEngine(found, source, target, args.device, args.compute_type, args.threads, workers)
+        )
     Pairs(translators)  # two models for one pair: an error line now
     if len({engine.source for engine in translators}) > 1:
         require("lingua", "serve")  # source "auto" and /detect choose between them
@@ -499,8 +666,9 @@ def recognise_tagger(args):
     try:
         return recognise(args.ner, task="tagging")
     except (FileNotFoundError, ValueError):
-        raise ValueError(f"{named(args, 'ner')} {args.ner!r} is not a saved tagger ({TAGGER}: a config.json naming "
-                         "it).") from None
+        raise ValueError(
+            f"{named(args, 'ner')} {args.ner!r} is not a saved tagger ({TAGGER}: a config.json naming it)."
+        ) from None
 
 
 @contextlib.contextmanager
@@ -511,7 +679,7 @@ def named_as_set(args, dest: str, flag: str):
     except (ValueError, OSError) as error:
         if named(args, dest) == flag or not str(error).startswith(flag):
             raise
-        raise type(error)(named(args, dest) + str(error)[len(flag):]) from None
+        raise type(error)(named(args, dest) + str(error)[len(flag) :]) from None
 
 
 def main(argv=None) -> int:
@@ -531,11 +699,14 @@ def limits(args) -> dict:
         raise OSError(f"{named(args, 'api_keys')}: {error}") from None
     if args.api_key is not None:  # (an empty one is refused where it enters: it is never "no key")
         keys.setdefault(args.api_key, None)
-    return dict(api_keys=keys, cors_origins=("*",) if args.cors else tuple(args.cors_origins),
-                allowed_hosts=allowed_hosts(args),
-                **{name: getattr(args, name) for name in SWITCHES if name != "metrics_auth_token"},
-                **{name: getattr(args, name) for name, *_ in LIMITS},
-                metrics_auth_token=args.metrics_auth_token or "")
+    return dict(
+        api_keys=keys,
+        cors_origins=("*",) if args.cors else tuple(args.cors_origins),
+        allowed_hosts=allowed_hosts(args),
+        **{name: getattr(args, name) for name in SWITCHES if name != "metrics_auth_token"},
+        **{name: getattr(args, name) for name, *_ in LIMITS},
+        metrics_auth_token=args.metrics_auth_token or "",
+    )
 
 
 def listen(args, translators, tagger, settings) -> int:
@@ -555,13 +726,27 @@ def listen(args, translators, tagger, settings) -> int:
     app = create_app(translators, settings, tagger)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("uvicorn.access").addFilter(RedactedKeys())  # (a key sent in a query string: never logged)
-    served = [f"{engine.model_dir} ({engine.source} -> {engine.target}, {engine.workers} engine batch(es) at once)"
-              for engine in translators]
+    served = [
+        f"{engine.model_dir} ({engine.source} -> {engine.target}, {engine.workers} engine batch(es) at once)"
+        for engine in translators
+    ]
     served += [f"the tagger {tagger.model_dir} at /v1/ner"] if tagger else []
-    logger.info("serving %s on http://%s:%d%s", " and ".join(served), args.host, args.port,
-                " with API keys" if settings.api_keys else "")
+    logger.info(
+        "serving %s on http://%s:%d%s",
+        " and ".join(served),
+        args.host,
+        args.port,
+        " with API keys" if settings.api_keys else "",
+    )
     # uvicorn reads no proxy header (its default trusts X-Forwarded-For and X-Forwarded-Proto from loopback peers, so
     # a local client could pick its own address): who the client is, is `dispatch.client_address`'s rule alone.
-    uvicorn.run(app, host=args.host, port=args.port, log_level="info", access_log=args.access_log,
-                timeout_graceful_shutdown=settings.request_timeout, proxy_headers=False)
+    uvicorn.run(
+        app,
+        host=args.host,
+        port=args.port,
+        log_level="info",
+        access_log=args.access_log,
+        timeout_graceful_shutdown=settings.request_timeout,
+        proxy_headers=False,
+    )
     return 0

@@ -27,5 +27,7 @@ def main(argv=None) -> None:
     from ..data.splits import split_documents
 
     counts = split_documents(args.train, args.output_dir, args.fraction, args.seed)
-    print(f"{counts['train_documents']} documents in {os.path.join(args.output_dir, 'train.txt')}, "
-          f"{counts['tune_documents']} in {os.path.join(args.output_dir, 'tune.txt')} (seed {args.seed}).")
+    print(
+        f"{counts['train_documents']} documents in {os.path.join(args.output_dir, 'train.txt')}, "
+        f"{counts['tune_documents']} in {os.path.join(args.output_dir, 'tune.txt')} (seed {args.seed})."
+    )

@@ -21,8 +21,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--source_lang", required=True)
     parser.add_argument("--target_lang", required=True)
-    parser.add_argument("--fraction", type=float, default=0.035,
-                        help="Share of the pairs held out (default 0.035: 1015 of Multi30k's 29000).")
+    parser.add_argument(
+        "--fraction",
+        type=float,
+        default=0.035,
+        help="Share of the pairs held out (default 0.035: 1015 of Multi30k's 29000).",
+    )
     return parser
 
 
@@ -31,5 +35,7 @@ def main(argv=None) -> None:
     from ..data.splits import split_pairs
 
     counts = split_pairs(args.train, args.output_dir, args.source_lang, args.target_lang, args.fraction, args.seed)
-    print(f"{counts['train_pairs']} pairs in {os.path.join(args.output_dir, 'train')}.*, {counts['tune_pairs']} in "
-          f"{os.path.join(args.output_dir, 'tune')}.* (seed {args.seed}).")
+    print(
+        f"{counts['train_pairs']} pairs in {os.path.join(args.output_dir, 'train')}.*, {counts['tune_pairs']} in "
+        f"{os.path.join(args.output_dir, 'tune')}.* (seed {args.seed})."
+    )

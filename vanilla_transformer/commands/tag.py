@@ -14,14 +14,23 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("model_dir", help="Saved tagger (train-ner's output directory or a Hub id).")
     add_file_arguments(parser, "tag", batch_size=32)
     parser.add_argument("--format", default="text", choices=TAG_FORMATS, help="Input and output format.")
-    parser.add_argument("--document_consistency", action="store_true",
-                        help="Make tags consistent within each document (text: paragraphs between blank lines; "
-                             "CoNLL: -DOCSTART- sections), as train-ner --document_consistency.")
-    parser.add_argument("--ensemble_with", nargs="+", default=None, metavar="TAGGER",
-                        help="More saved taggers (same labels and tokenizer): tag with the ensemble of all.")
+    parser.add_argument(
+        "--document_consistency",
+        action="store_true",
+        help="Make tags consistent within each document (text: paragraphs between blank lines; "
+        "CoNLL: -DOCSTART- sections), as train-ner --document_consistency.",
+    )
+    parser.add_argument(
+        "--ensemble_with",
+        nargs="+",
+        default=None,
+        metavar="TAGGER",
+        help="More saved taggers (same labels and tokenizer): tag with the ensemble of all.",
+    )
     add_device_argument(parser)
-    add_engine_argument(parser, "tagging", "auto: ONNX Runtime for a directory written by export-onnx, PyTorch "
-                                           "otherwise.")
+    add_engine_argument(
+        parser, "tagging", "auto: ONNX Runtime for a directory written by export-onnx, PyTorch otherwise."
+    )
     return parser
 
 
@@ -36,7 +45,16 @@ def main(argv=None) -> None:
 
     if args.quiet:
         no_progress_bars()
-    stats = tag_file(args.model_dir, args.input, args.output, form=args.format, batch_size=args.batch_size,
-                     document_consistency=args.document_consistency, ensemble_with=args.ensemble_with or (),
-                     device=args.device, progress=not args.quiet, engine=args.engine)
+    stats = tag_file(
+        args.model_dir,
+        args.input,
+        args.output,
+        form=args.format,
+        batch_size=args.batch_size,
+        document_consistency=args.document_consistency,
+        ensemble_with=args.ensemble_with or (),
+        device=args.device,
+        progress=not args.quiet,
+        engine=args.engine,
+    )
     print_file_stats(stats, args.stats)

@@ -29,12 +29,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--source", required=True, help="The tuning split's source sentences, one a line.")
     parser.add_argument("--reference", required=True, help="Their reference translations, line for line.")
     parser.add_argument("--num_beams", type=positive_int, nargs="+", default=[4], help="Beam sizes to try (default 4).")
-    parser.add_argument("--length_penalty", type=float, nargs="+", default=[0.4, 0.6, 0.8, 1.0],
-                        help="Length penalties to try (default 0.4 0.6 0.8 1.0; 1: the mean log-probability per "
-                             "token, larger favours longer translations; above 1 the PyTorch and CTranslate2 "
-                             "engines translate differently).")
-    parser.add_argument("--save", action="store_true",
-                        help="Write the choice into MODEL_DIR/generation_config.json (default: only print it).")
+    parser.add_argument(
+        "--length_penalty",
+        type=float,
+        nargs="+",
+        default=[0.4, 0.6, 0.8, 1.0],
+        help="Length penalties to try (default 0.4 0.6 0.8 1.0; 1: the mean log-probability per "
+        "token, larger favours longer translations; above 1 the PyTorch and CTranslate2 "
+        "engines translate differently).",
+    )
+    parser.add_argument(
+        "--save",
+        action="store_true",
+        help="Write the choice into MODEL_DIR/generation_config.json (default: only print it).",
+    )
     parser.add_argument("--output", type=output_path, default=None, help="Also write every score to this JSON file.")
     parser.add_argument("--batch_size", type=positive_int, default=64, help="Sentences per batch (default 64).")
     add_engine_argument(parser, "translation", "auto: CTranslate2 for an exported directory, PyTorch otherwise.")
@@ -86,21 +94,28 @@ def main(argv=None) -> dict:
         raise ValueError(f"--length_penalty {bad[0]} is not a finite number.")
     refuse_overwriting([args.output], [args.source, args.reference, args.model_dir, *files_of(args.model_dir)])
     if args.save and not is_local_dir(args.model_dir):  # (a Hub id: nothing local to write into)
-        raise ValueError(f"--save writes into the model's directory, and {args.model_dir!r} is none: download the "
-                         "model first, or leave --save out.")
+        raise ValueError(
+            f"--save writes into the model's directory, and {args.model_dir!r} is none: download the "
+            "model first, or leave --save out."
+        )
     sources, references = read_lines(args.source), read_lines(args.reference)
     if len(sources) != len(references):
-        raise ValueError(f"{args.source} has {len(sources)} lines but {args.reference} has {len(references)}: one "
-                         "reference a line.")
+        raise ValueError(
+            f"{args.source} has {len(sources)} lines but {args.reference} has {len(references)}: one reference a line."
+        )
     no_progress_bars()
     found = recognise(args.model_dir, args.engine, "translation")
     translate = make_translator(found, device=args.device)
-    settings = dict.fromkeys((beams, penalty if beams > 1 else 1.0)  # (greedy search has no length penalty)
-                             for beams, penalty in itertools.product(args.num_beams, args.length_penalty))
+    settings = dict.fromkeys(
+        (beams, penalty if beams > 1 else 1.0)  # (greedy search has no length penalty)
+        for beams, penalty in itertools.product(args.num_beams, args.length_penalty)
+    )
     scores = tune(translate, sources, references, settings, args.batch_size)
     best = max(scores, key=lambda s: s["bleu"])  # (the first of equal scores)
-    print(f"chosen: num_beams {best['num_beams']}, length_penalty {best['length_penalty']} "
-          f"(sacreBLEU {best['bleu']:.2f} on {args.source})")
+    print(
+        f"chosen: num_beams {best['num_beams']}, length_penalty {best['length_penalty']} "
+        f"(sacreBLEU {best['bleu']:.2f} on {args.source})"
+    )
     result = {"scores": scores, "chosen": best}
     if args.save:
         print(f"written into {save_decoding(found, best['num_beams'], best['length_penalty'])}")

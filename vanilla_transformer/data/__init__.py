@@ -23,8 +23,23 @@ from .translation import (
 )
 
 __all__ = [
-    "DataError", "DEMO_SOURCE_LANG", "DEMO_SYMBOLS", "DEMO_TARGET_LANG", "demo_translate", "hub_dataset",
-    "iob1_to_iob2", "load_conll", "load_ner_file", "load_ner_jsonl", "load_parallel_text", "load_translation_file",
-    "load_translation_jsonl", "load_translation_tsv", "make_demo_ner", "make_demo_translation", "stream_parallel_text",
-    "text_lines", "with_document_context",
+    "DataError",
+    "DEMO_SOURCE_LANG",
+    "DEMO_SYMBOLS",
+    "DEMO_TARGET_LANG",
+    "demo_translate",
+    "hub_dataset",
+    "iob1_to_iob2",
+    "load_conll",
+    "load_ner_file",
+    "load_ner_jsonl",
+    "load_parallel_text",
+    "load_translation_file",
+    "load_translation_jsonl",
+    "load_translation_tsv",
+    "make_demo_ner",
+    "make_demo_translation",
+    "stream_parallel_text",
+    "text_lines",
+    "with_document_context",
 ]

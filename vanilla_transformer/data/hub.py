@@ -11,6 +11,8 @@ def hub_dataset(name: str, config: str | None = None, **kwargs):
     except RuntimeError as error:
         if "scripts are no longer supported" not in str(error):
             raise
-        raise ValueError(f"--dataset_name {name}: this Hub dataset needs a loading script, which datasets 4 and newer "
-                         "refuse; give one stored as Parquet or JSON on the Hub, or its files with --train_file / "
-                         "--validation_file (docs/training.md)") from None
+        raise ValueError(
+            f"--dataset_name {name}: this Hub dataset needs a loading script, which datasets 4 and newer "
+            "refuse; give one stored as Parquet or JSON on the Hub, or its files with --train_file / "
+            "--validation_file (docs/training.md)"
+        ) from None

@@ -50,7 +50,7 @@ def conll_documents(path: str) -> list[list[str]]:
     starts = [i for i, line in enumerate(lines) if line.startswith(DOCSTART)]
     if not starts:
         raise DataError(f"{path}: no {DOCSTART} lines, so no documents to split by.")
-    if any(line.strip() for line in lines[:starts[0]]):
+    if any(line.strip() for line in lines[: starts[0]]):
         raise DataError(f"{path}, line 1: sentences before the first {DOCSTART} line belong to no document.")
     return [lines[a:b] for a, b in zip(starts, starts[1:] + [len(lines)])]
 
@@ -67,19 +67,23 @@ def split_documents(path: str, output_dir: str, fraction: float = 0.1, seed: int
     return {"documents": len(documents), "tune_documents": len(tune), "train_documents": len(documents) - len(tune)}
 
 
-def split_pairs(prefix: str, output_dir: str, source_lang: str, target_lang: str, fraction: float = 0.035,
-                seed: int = 0) -> dict:
+def split_pairs(
+    prefix: str, output_dir: str, source_lang: str, target_lang: str, fraction: float = 0.035, seed: int = 0
+) -> dict:
     """Hold out `fraction` of the line pairs of PREFIX.SRC / PREFIX.TGT (at least one, seeded) as tune.{SRC,TGT}; the
     rest is train.{SRC,TGT}. Files that do not align are a DataError naming both."""
     check_language_codes(source_lang, target_lang)
     inputs = [f"{prefix}.{lang}" for lang in (source_lang, target_lang)]
-    split_outputs(output_dir, [f"{name}.{lang}" for name in ("train", "tune") for lang in (source_lang, target_lang)],
-                  inputs)
+    split_outputs(
+        output_dir, [f"{name}.{lang}" for name in ("train", "tune") for lang in (source_lang, target_lang)], inputs
+    )
     sides = {lang: read_lines(f"{prefix}.{lang}") for lang in (source_lang, target_lang)}
     (source, target) = sides.values()
     if len(source) != len(target):
-        raise DataError(f"{prefix}.{source_lang} has {len(source)} lines but {prefix}.{target_lang} has "
-                        f"{len(target)}: parallel files must align.")
+        raise DataError(
+            f"{prefix}.{source_lang} has {len(source)} lines but {prefix}.{target_lang} has "
+            f"{len(target)}: parallel files must align."
+        )
     if len(source) < 2:
         raise DataError(f"{prefix}.{source_lang}: one pair only; a tuning split needs two or more.")
     tune = held_out(len(source), fraction, seed)

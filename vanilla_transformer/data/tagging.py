@@ -38,9 +38,11 @@ def load_conll(path: str) -> Dataset:
                 raise DataError(f"{path}, line {number + 1}: expected a token and a tag, got {' '.join(parts)!r}.")
             check_tag(parts[-1], f"{path}, line {number + 1}")
     first = sentences[0][2]  # -DOCSTART- lines before the first sentence start no document of their own
-    columns = {"tokens": [[parts[0] for parts in rows] for _, rows, _ in sentences],
-               "ner_tags": [iob1_to_iob2([parts[-1] for parts in rows]) for _, rows, _ in sentences],
-               "document": [document - first for _, _, document in sentences]}
+    columns = {
+        "tokens": [[parts[0] for parts in rows] for _, rows, _ in sentences],
+        "ner_tags": [iob1_to_iob2([parts[-1] for parts in rows]) for _, rows, _ in sentences],
+        "document": [document - first for _, _, document in sentences],
+    }
     if len(sentences[0][1][0]) > 2:
         columns["auxiliary_tags"] = [[parts[1:-1] for parts in rows] for _, rows, _ in sentences]
     return Dataset.from_dict(columns)
@@ -50,7 +52,7 @@ def around(column: list, before: int, i: int, after: int, num_words: int) -> tup
     """(row i of `column` with the last `num_words` per-word items of rows [before, i) and the first `num_words` of
     rows (i, after), how many came before)."""
     left = [x for row in column[before:i] for x in row][-num_words:] if num_words else []
-    return left + column[i] + [x for row in column[i + 1:after] for x in row][:num_words], len(left)
+    return left + column[i] + [x for row in column[i + 1 : after] for x in row][:num_words], len(left)
 
 
 def with_document_context(dataset: Dataset, num_words: int) -> Dataset:
@@ -94,7 +96,7 @@ def load_ner_jsonl(path: str) -> Dataset:
             row = json.loads(line)
             words, labels = [str(w) for w in row["tokens"]], [str(t) for t in row["ner_tags"]]
         except (json.JSONDecodeError, KeyError, TypeError) as e:
-            raise DataError(f"{path}, line {i}: expected {{\"tokens\": [...], \"ner_tags\": [...]}} ({e}).") from None
+            raise DataError(f'{path}, line {i}: expected {{"tokens": [...], "ner_tags": [...]}} ({e}).') from None
         if len(words) != len(labels) or not words:
             raise DataError(f"{path}, line {i}: {len(words)} tokens but {len(labels)} tags.")
         for tag in labels:

@@ -32,8 +32,9 @@ def text_lines(path: str, column: str, cache_dir: str | None = None) -> Dataset:
     "\r\n" or "\r"."""
     require_file(path)
     try:
-        lines = load_dataset("text", data_files=os.path.abspath(path), split="train", cache_dir=cache_dir,
-                             encoding=ENCODING)
+        lines = load_dataset(
+            "text", data_files=os.path.abspath(path), split="train", cache_dir=cache_dir, encoding=ENCODING
+        )
     except Exception:
         check_utf8(path)  # names the line when that was the problem; else the loader's own error stands
         raise
@@ -83,12 +84,23 @@ def load_parallel_text(prefix: str, source_lang: str, target_lang: str, cache_di
         for side, path in zip(sides, paths.values()):
             cache_is_stale(side, path)  # records the new signatures
     if len(sides[0]) != len(sides[1]):
-        raise DataError(f"{paths[source_lang]} has {len(sides[0])} lines but {paths[target_lang]} has "
-                        f"{len(sides[1])}: parallel files must align.")
-    return concatenate_datasets(sides, axis=1).with_format("arrow").map(
-        pair_rows, batched=True, with_indices=True, remove_columns=[source_lang, target_lang],
-        fn_kwargs={"source_lang": source_lang, "target_lang": target_lang, "paths": paths},
-        desc=f"Pairing {os.path.basename(prefix)}.{{{source_lang},{target_lang}}}").with_format(None)
+        raise DataError(
+            f"{paths[source_lang]} has {len(sides[0])} lines but {paths[target_lang]} has "
+            f"{len(sides[1])}: parallel files must align."
+        )
+    return (
+        concatenate_datasets(sides, axis=1)
+        .with_format("arrow")
+        .map(
+            pair_rows,
+            batched=True,
+            with_indices=True,
+            remove_columns=[source_lang, target_lang],
+            fn_kwargs={"source_lang": source_lang, "target_lang": target_lang, "paths": paths},
+            desc=f"Pairing {os.path.basename(prefix)}.{{{source_lang},{target_lang}}}",
+        )
+        .with_format(None)
+    )
 
 
 def stream_parallel_text(prefix: str, source_lang: str, target_lang: str) -> IterableDataset:
@@ -109,8 +121,9 @@ def parallel_pairs(paths: dict):
             for line, texts in enumerate(itertools.zip_longest(source, target), start=1):
                 if None in texts:
                     short, long = (source_path, target_path) if texts[0] is None else (target_path, source_path)
-                    raise DataError(f"{short} ends after line {line - 1} but {long} goes on: parallel files must "
-                                    "align.")
+                    raise DataError(
+                        f"{short} ends after line {line - 1} but {long} goes on: parallel files must align."
+                    )
                 texts = [text[:-1] if text.endswith("\n") else text for text in texts]
                 for text, path in zip(texts, (source_path, target_path)):
                     if not text.strip():
@@ -133,7 +146,7 @@ def load_translation_jsonl(path: str, source_lang: str, target_lang: str) -> Dat
             rows.append({source_lang: str(pair[source_lang]), target_lang: str(pair[target_lang])})
         except (json.JSONDecodeError, KeyError, TypeError) as e:
             raise DataError(
-                f"{path}, line {i}: expected {{\"translation\": {{\"{source_lang}\": ..., \"{target_lang}\": ...}}}} "
+                f'{path}, line {i}: expected {{"translation": {{"{source_lang}": ..., "{target_lang}": ...}}}} '
                 f"({type(e).__name__}: {e})."
             ) from None
     if not rows:

@@ -17,8 +17,11 @@ def nonblank_batches(texts: Sequence, blank, cut: "int | Callable[[list[int]], l
         spans = [(0, len(todo))] if todo else []
     else:
         todo.sort(key=lambda i: len(texts[i]))
-        spans = cut([len(texts[i]) for i in todo]) if callable(cut) else [
-            (start, start + cut) for start in range(0, len(todo), cut)]
+        spans = (
+            cut([len(texts[i]) for i in todo])
+            if callable(cut)
+            else [(start, start + cut) for start in range(0, len(todo), cut)]
+        )
     chunks = [todo[start:end] for start, end in spans]
 
     def scatter(outputs: list[list]) -> list:

@@ -28,8 +28,16 @@ from ..model.modeling_vanilla_transformer import VanillaTransformerPositionalEmb
 from ..model_card import copy_card
 from ..model_dirs import ModelDir, check_export_target, recognise
 
-CT2_ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "gelu_new": "GELUTanh", "gelu_pytorch_tanh": "GELUTanh",
-               "silu": "SWISH", "swish": "SWISH", "tanh": "Tanh", "sigmoid": "Sigmoid"}
+CT2_ACTIVATIONS = {
+    "relu": "RELU",
+    "gelu": "GELU",
+    "gelu_new": "GELUTanh",
+    "gelu_pytorch_tanh": "GELUTanh",
+    "silu": "SWISH",
+    "swish": "SWISH",
+    "tanh": "Tanh",
+    "sigmoid": "Sigmoid",
+}
 
 
 def unsupported_options(config) -> list[str]:
@@ -78,8 +86,10 @@ class VanillaTransformerConverter(Converter):
         if self.tokenizer is None:
             raise ValueError("Converting a loaded model needs its tokenizer (tokenizer=...).")
         if not hasattr(self.model, "lm_head"):
-            raise ValueError(f"{type(self.model).__name__} is not a translation model; only "
-                             "VanillaTransformerForConditionalGeneration exports to CTranslate2.")
+            raise ValueError(
+                f"{type(self.model).__name__} is not a translation model; only "
+                "VanillaTransformerForConditionalGeneration exports to CTranslate2."
+            )
         check_finite(self.model.state_dict().items(), self.where)
         return self.model.eval(), self.tokenizer
 
@@ -113,9 +123,11 @@ def check_converted(spec, quantization, where) -> None:
             continue  # (an alias, a string, an integer tensor)
         values = value.to("float32").numpy()
         if not np.isfinite(values).all():
-            raise ValueError(f"{where}: the tensor {name} holds values beyond the range of "
-                             f"{quantization or 'float32'} once converted (infinity or NaN); export it with another "
-                             "--quantization (float32, int8).")
+            raise ValueError(
+                f"{where}: the tensor {name} holds values beyond the range of "
+                f"{quantization or 'float32'} once converted (infinity or NaN); export it with another "
+                "--quantization (float32, int8)."
+            )
 
 
 def model_spec(model, tokenizer):
@@ -123,8 +135,10 @@ def model_spec(model, tokenizer):
     config = model.config
     refused = unsupported_options(config)
     if refused:
-        raise ValueError(f"CTranslate2 cannot run this model's options: {', '.join(refused)}. Serve it with the "
-                         "PyTorch engine (--engine pytorch) instead.")
+        raise ValueError(
+            f"CTranslate2 cannot run this model's options: {', '.join(refused)}. Serve it with the "
+            "PyTorch engine (--engine pytorch) instead."
+        )
     activation = getattr(common_spec.Activation, CT2_ACTIVATIONS[config.activation_function])
     common = dict(pre_norm=config.normalize_before, activation=activation)
     encoder = transformer_spec.TransformerEncoderSpec(config.encoder_layers, config.encoder_attention_heads, **common)
@@ -189,8 +203,11 @@ def set_stack(spec, stack, config):
 
 def set_attention(spec, attention, fused_qkv: bool):
     """Self-attention as one q/k/v projection; encoder-decoder attention as q plus one k/v projection."""
-    groups = [(attention.q_proj, attention.k_proj, attention.v_proj)] if fused_qkv else \
-        [(attention.q_proj,), (attention.k_proj, attention.v_proj)]
+    groups = (
+        [(attention.q_proj, attention.k_proj, attention.v_proj)]
+        if fused_qkv
+        else [(attention.q_proj,), (attention.k_proj, attention.v_proj)]
+    )
     for linear_spec, projections in zip(spec.linear, groups):
         linear_spec.weight = np.concatenate([array(p.weight) for p in projections])
         linear_spec.bias = np.concatenate([array(p.bias) for p in projections])

@@ -60,12 +60,15 @@ class TranslationDemo:
 
         found = recognise(model_name_or_path, task="translation")
         if found.format != "saved":  # (the attention is the saved model's)
-            raise ValueError(f"{found.path!r} is an export: the page needs the saved model (and takes an export with "
-                             "--ctranslate2_model).")
+            raise ValueError(
+                f"{found.path!r} is an export: the page needs the saved model (and takes an export with "
+                "--ctranslate2_model)."
+            )
         self.found, self.name, self.device = found, found.path, resolve_device(device, "pytorch")
         self.tokenizer = found.tokenizer()
-        self.model = found.load(VanillaTransformerForConditionalGeneration,
-                                attn_implementation="eager").to(self.device).eval()  # eager: returns the weights
+        self.model = (
+            found.load(VanillaTransformerForConditionalGeneration, attn_implementation="eager").to(self.device).eval()
+        )  # eager: returns the weights
         self.limit = input_limit(self.tokenizer, self.model.config)
         self.ctranslate2_model, self._ctranslate2 = ctranslate2_model, None
         self.engines = ["PyTorch"]
@@ -90,8 +93,9 @@ class TranslationDemo:
 
             device = "cpu" if self.device == "cpu" else resolve_device("auto", "ctranslate2")
             model = recognise(self.ctranslate2_model, task="translation") if self.ctranslate2_model else self.found
-            self._ctranslate2 = CTranslate2Translator(model, device=device,
-                                                      compute_type="int8" if device == "cpu" else "int8_float16")
+            self._ctranslate2 = CTranslate2Translator(
+                model, device=device, compute_type="int8" if device == "cpu" else "int8_float16"
+            )
         return self._ctranslate2
 
     def translate(self, text: str, num_beams: int = 1, max_new_tokens: int = 64, engine: str = "PyTorch") -> dict:
@@ -104,23 +108,28 @@ class TranslationDemo:
         with torch.inference_mode():
             enc = self.tokenizer([text.strip()], return_tensors="pt", return_token_type_ids=False).to(self.device)
             if engine == "CTranslate2":
-                ids = self.ctranslate2().translate_ids([text.strip()], beam_size=int(num_beams),
-                                                       max_decoding_length=int(max_new_tokens))[0][0]
+                ids = self.ctranslate2().translate_ids(
+                    [text.strip()], beam_size=int(num_beams), max_decoding_length=int(max_new_tokens)
+                )[0][0]
                 start = self.model.generation_config.decoder_start_token_id
                 generated = torch.tensor([[start, *ids]], device=self.device)
             else:
-                kwargs = dict(num_beams=int(num_beams), max_new_tokens=int(max_new_tokens), max_length=None,
-                              do_sample=False)  # the slider replaces max_length
+                kwargs = dict(
+                    num_beams=int(num_beams), max_new_tokens=int(max_new_tokens), max_length=None, do_sample=False
+                )  # the slider replaces max_length
                 generated = self.model.generate(**enc, **kwargs)
             # The attention of the shown translation: one teacher-forced pass; row i is where the decoder looked while
             # producing output token i (from the tokens before it).
             out = self.model(**enc, decoder_input_ids=generated[:, :-1], output_attentions=True)
             attention = torch.stack(out.cross_attentions)[:, 0]  # (L, H, T, S)
-            return {"translation": self.tokenizer.decode(generated[0], skip_special_tokens=True,
-                                                         clean_up_tokenization_spaces=False),
-                    "source_tokens": self.tokenizer.convert_ids_to_tokens(enc["input_ids"][0]),
-                    "target_tokens": self.tokenizer.convert_ids_to_tokens(generated[0, 1:]),
-                    "attention": attention.float().cpu().numpy()}
+            return {
+                "translation": self.tokenizer.decode(
+                    generated[0], skip_special_tokens=True, clean_up_tokenization_spaces=False
+                ),
+                "source_tokens": self.tokenizer.convert_ids_to_tokens(enc["input_ids"][0]),
+                "target_tokens": self.tokenizer.convert_ids_to_tokens(generated[0, 1:]),
+                "attention": attention.float().cpu().numpy(),
+            }
 
 
 def attention_figure(result: dict | None, layer: str = AVERAGE, head: str = AVERAGE):
@@ -154,8 +163,9 @@ class NerDemo:
         self.tokenizer = found.tokenizer()
         model = found.load(VanillaTransformerForTokenClassification).eval()
         self.limit = input_limit(self.tokenizer, model.config)
-        self.pipeline = pipeline("token-classification", model=model, tokenizer=self.tokenizer,
-                                 device=resolve_device(device, "pytorch"))
+        self.pipeline = pipeline(
+            "token-classification", model=model, tokenizer=self.tokenizer, device=resolve_device(device, "pytorch")
+        )
 
     def tag(self, text: str) -> dict:
         """{"entities": [{"entity", "start", "end", "word", "score"}], "tokens": [[token, label, score]]} or
@@ -165,9 +175,19 @@ class NerDemo:
             return {"message": message}
         entities = self.pipeline(text, aggregation_strategy="simple")
         tokens = self.pipeline(text, aggregation_strategy="none", ignore_labels=[])
-        return {"entities": [{"entity": e["entity_group"], "start": skip_spaces(text, int(e["start"]), int(e["end"])),
-                              "end": int(e["end"]), "word": e["word"], "score": float(e["score"])} for e in entities],
-                "tokens": [[t["word"], t["entity"], round(float(t["score"]), 3)] for t in tokens]}
+        return {
+            "entities": [
+                {
+                    "entity": e["entity_group"],
+                    "start": skip_spaces(text, int(e["start"]), int(e["end"])),
+                    "end": int(e["end"]),
+                    "word": e["word"],
+                    "score": float(e["score"]),
+                }
+                for e in entities
+            ],
+            "tokens": [[t["word"], t["entity"], round(float(t["score"]), 3)] for t in tokens],
+        }
 
 
 def skip_spaces(text: str, start: int, end: int) -> int:
@@ -192,16 +212,30 @@ def translate_tab(gr, name, ctranslate2_model=None, device="cpu", strict=False):
     if error:
         gr.Markdown(error, elem_id="translate-status")
         return
-    gr.Markdown(f"Model: `{name}`. Type a sentence in the source language; the heatmap shows which source tokens "
-                "each target token attends to (decoder cross-attention).")
+    gr.Markdown(
+        f"Model: `{name}`. Type a sentence in the source language; the heatmap shows which source tokens "
+        "each target token attends to (decoder cross-attention)."
+    )
     with gr.Row():
         with gr.Column():
             source = gr.Textbox(label="Source text", lines=3, elem_id="source")
             with gr.Row():
-                beams = gr.Slider(1, 8, value=min(8, demo.model.generation_config.num_beams or 1), step=1,
-                                  label="Beam size", elem_id="num-beams")
-                max_new = gr.Slider(1, 256, value=min(256, demo.model.generation_config.max_length or 128), step=1,
-                                    label="Maximum length (tokens)", elem_id="max-new-tokens")
+                beams = gr.Slider(
+                    1,
+                    8,
+                    value=min(8, demo.model.generation_config.num_beams or 1),
+                    step=1,
+                    label="Beam size",
+                    elem_id="num-beams",
+                )
+                max_new = gr.Slider(
+                    1,
+                    256,
+                    value=min(256, demo.model.generation_config.max_length or 128),
+                    step=1,
+                    label="Maximum length (tokens)",
+                    elem_id="max-new-tokens",
+                )
             engine = gr.Radio(demo.engines, value="PyTorch", label="Engine", elem_id="engine")
             button = gr.Button("Translate", variant="primary", elem_id="translate-button")
         with gr.Column():
@@ -241,10 +275,12 @@ def ner_tab(gr, name, device="cpu", strict=False):
             button = gr.Button("Tag entities", variant="primary", elem_id="ner-button")
         with gr.Column():
             status = gr.Markdown("", elem_id="ner-status")
-            spans = gr.HighlightedText(label="Entities", color_map=ENTITY_COLORS, combine_adjacent=False,
-                                       elem_id="entities")
-            table = gr.Dataframe(headers=["token", "label", "score"], label="Per-token labels", interactive=False,
-                                 elem_id="tokens")
+            spans = gr.HighlightedText(
+                label="Entities", color_map=ENTITY_COLORS, combine_adjacent=False, elem_id="entities"
+            )
+            table = gr.Dataframe(
+                headers=["token", "label", "score"], label="Per-token labels", interactive=False, elem_id="tokens"
+            )
 
     def run(value):
         try:
@@ -253,22 +289,31 @@ def ner_tab(gr, name, device="cpu", strict=False):
             out = {"message": failure("Tagging", error)}
         if "message" in out:
             return out["message"], None, None
-        highlighted = {"text": value, "entities": [{k: e[k] for k in ("entity", "start", "end")}
-                                                   for e in out["entities"]]}
+        highlighted = {
+            "text": value,
+            "entities": [{k: e[k] for k in ("entity", "start", "end")} for e in out["entities"]],
+        }
         return "", highlighted, out["tokens"]
 
     button.click(run, text, [status, spans, table], api_name="tag")
     text.submit(run, text, [status, spans, table], api_name=False)
 
 
-def build_app(translation_model: str | None = None, ner_model: str | None = None,
-              ctranslate2_model: str | None = None, device: str = "cpu", strict: bool = False):
+def build_app(
+    translation_model: str | None = None,
+    ner_model: str | None = None,
+    ctranslate2_model: str | None = None,
+    device: str = "cpu",
+    strict: bool = False,
+):
     """The Gradio Blocks page: a Translate tab and/or a Tag entities tab; `device` "auto" or "cuda" runs the models
     on a CUDA GPU. A model that fails to load is a message in its tab, or with `strict` an error raised here."""
     gr = require_gradio()
     if not translation_model and not ner_model:
-        raise ValueError("Give a translation model (MODEL_DIR or --translation_model) and/or --ner_model; with "
-                         "neither, outputs/demo (`make demo` trains it) is shown if it exists.")
+        raise ValueError(
+            "Give a translation model (MODEL_DIR or --translation_model) and/or --ner_model; with "
+            "neither, outputs/demo (`make demo` trains it) is shown if it exists."
+        )
     with gr.Blocks(title="vanilla-transformer") as app:
         gr.Markdown("# vanilla-transformer\nThe Transformer of *Attention Is All You Need*, trained from scratch.")
         with gr.Tabs():

@@ -95,8 +95,16 @@ class TranslationEngine(Engine):
     """A translation model (`model_dirs.recognise`'s `ModelDir`: its path and engine) for `source` -> `target`:
     `process(texts, Options(num_beams, max_new_tokens, n))` -> each text's `n` best translations, best first."""
 
-    def __init__(self, model: ModelDir, source: str, target: str, device: str = "auto",
-                 compute_type: str = "default", threads: int = 0, workers: int = 1):
+    def __init__(
+        self,
+        model: ModelDir,
+        source: str,
+        target: str,
+        device: str = "auto",
+        compute_type: str = "default",
+        threads: int = 0,
+        workers: int = 1,
+    ):
         super().__init__(f"{source}-{target}", model.path, device)
         self.model, self.source, self.target = model, source, target
         self.compute_type, self.threads, self.workers = compute_type, threads, workers
@@ -104,8 +112,9 @@ class TranslationEngine(Engine):
     def start(self):
         from .translators import make_translator
 
-        self.translator = make_translator(self.model, device=self.device, compute_type=self.compute_type,
-                                          threads=self.threads, workers=self.workers)
+        self.translator = make_translator(
+            self.model, device=self.device, compute_type=self.compute_type, threads=self.threads, workers=self.workers
+        )
         return self.translator.backend
 
     def process(self, texts: list[str], options: Options) -> list[list[str]]:

@@ -61,7 +61,6 @@ def export_onnx(model, output_dir, quantize: str | None = None, force: bool = Fa
     tokenizer = found.tokenizer()
     tagger = found.load(VanillaTransformerForTokenClassification, attn_implementation="eager").eval()
     check_finite(tagger.state_dict().items(), model_dir)
-    config = tagger.config
     encoder = tagger.model.encoder
     if encoder.char_features is not None:
         encoder.char_features = TabulatedCharacterFeatures(encoder.char_features)
@@ -72,9 +71,15 @@ def export_onnx(model, output_dir, quantize: str | None = None, force: bool = Fa
         batch, length = torch.export.Dim("batch"), torch.export.Dim("length", max=1 << 16)
         path = os.path.join(staging, "model.onnx")
         exported = os.path.join(staging, "float32.onnx") if quantize else path
-        torch.onnx.export(Emissions(tagger).eval(), (ids, mask), exported, dynamo=True,
-                          input_names=["input_ids", "attention_mask"], output_names=["logits"],
-                          dynamic_shapes=({0: batch, 1: length}, {0: batch, 1: length}))
+        torch.onnx.export(
+            Emissions(tagger).eval(),
+            (ids, mask),
+            exported,
+            dynamo=True,
+            input_names=["input_ids", "attention_mask"],
+            output_names=["logits"],
+            dynamic_shapes=({0: batch, 1: length}, {0: batch, 1: length}),
+        )
         if quantize == "int8":  # the int8 model holds its weights: the float32 files go
             from onnxruntime.quantization import QuantType, quantize_dynamic
 
@@ -83,15 +88,26 @@ def export_onnx(model, output_dir, quantize: str | None = None, force: bool = Fa
                 if name.startswith("float32.onnx"):
                     os.remove(os.path.join(staging, name))
         tokenizer.save_pretrained(staging)
-        crf = None
-        if tagger.crf is not None:
-            c = tagger.crf
-            crf = {"start": (c.start_transitions + c.start_penalty).tolist(), "end": c.end_transitions.tolist(),
-                   "transitions": (c.transitions + c.transition_penalty).tolist()}
-        meta = {"labels": [config.id2label[i] for i in range(config.num_labels)],
-                "max_position_embeddings": config.max_position_embeddings, "crf": crf,
-                "quantization": quantize or "float32", "source": os.path.basename(os.path.normpath(str(model_dir)))}
         with open(os.path.join(staging, ONNX_META), "w", encoding="utf-8") as f:
-            json.dump(meta, f, indent=1)
+            json.dump(export_meta(tagger, quantize, model_dir), f, indent=1)
         copy_card(model_dir, staging)
     return output_dir
+
+
+def export_meta(tagger, quantize: str | None, model_dir: str) -> dict:
+    """What `onnx_tagger.json` tells the engine beside the graph: the labels, the longest input, the CRF's scores."""
+    config, crf = tagger.config, None
+    if tagger.crf is not None:
+        c = tagger.crf
+        crf = {
+            "start": (c.start_transitions + c.start_penalty).tolist(),
+            "end": c.end_transitions.tolist(),
+            "transitions": (c.transitions + c.transition_penalty).tolist(),
+        }
+    return {
+        "labels": [config.id2label[i] for i in range(config.num_labels)],
+        "max_position_embeddings": config.max_position_embeddings,
+        "crf": crf,
+        "quantization": quantize or "float32",
+        "source": os.path.basename(os.path.normpath(str(model_dir))),
+    }

@@ -59,8 +59,9 @@ class OnnxTagger:
         # no busy-waiting between operators: in `serve` (the HTTP stack, another model) and in `tag` (tokenizing, the
         # CRF in numpy) spinning threads would take the cores from the rest of the process
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        weights = [os.path.join(export.path, name) for name in ("model.onnx", "model.onnx.data")
-                   if name in export.files]
+        weights = [
+            os.path.join(export.path, name) for name in ("model.onnx", "model.onnx.data") if name in export.files
+        ]
         try:
             self.session = ort.InferenceSession(weights[0], options, providers=["CPUExecutionProvider"])
         except Exception as error:  # (ONNX Runtime's own classes: InvalidProtobuf, Fail, ...; none of them public)
@@ -68,8 +69,9 @@ class OnnxTagger:
             raise OSError(f"{' or '.join(weights)} is truncated or corrupted ({reason}){export.advice}.") from None
 
     def scores(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
-        logits = self.session.run(None, {"input_ids": input_ids.astype(np.int64),
-                                         "attention_mask": attention_mask.astype(np.int64)})[0]
+        logits = self.session.run(
+            None, {"input_ids": input_ids.astype(np.int64), "attention_mask": attention_mask.astype(np.int64)}
+        )[0]
         if self.meta["crf"] is not None:
             return crf_max_marginals(logits, attention_mask, self.meta["crf"])
         return logits
@@ -157,8 +159,8 @@ class Tagger:
         attention_mask = np.zeros((len(windows), length), np.int64)
         word_ids = np.full((len(windows), length), np.nan)
         for row, e in enumerate(encodings):
-            input_ids[row, :len(e.ids)], attention_mask[row, :len(e.ids)] = e.ids, 1
-            word_ids[row, :len(e.ids)] = np.array(e.word_ids, np.float64)  # None -> NaN
+            input_ids[row, : len(e.ids)], attention_mask[row, : len(e.ids)] = e.ids, 1
+            word_ids[row, : len(e.ids)] = np.array(e.word_ids, np.float64)  # None -> NaN
         start = time.perf_counter()
         scores = self.scores(input_ids, attention_mask)  # (B, T, labels)
         self.engine_seconds += time.perf_counter() - start
@@ -170,7 +172,7 @@ class Tagger:
         out, at = [], 0
         for window, count in zip(windows, first.sum(1).tolist()):
             tags, scored = ["O"] * len(window), [1.0] * len(window)  # a word of no piece (none seen): "O"
-            for word, label, prob in zip(words[at:at + count], labels[at:at + count], probs[at:at + count]):
+            for word, label, prob in zip(words[at : at + count], labels[at : at + count], probs[at : at + count]):
                 tags[word], scored[word] = label, prob
             out.append((tags, scored))
             at += count
@@ -218,13 +220,21 @@ class Tagger:
 
 def entities(line: str, words: list[tuple[str, int, int]], tags: list[str], probs: list[float]) -> list[dict]:
     """The entities of one line: text, type, character offsets, mean probability of their words' tags."""
-    return [{"text": line[words[start][1]:words[end - 1][2]], "type": kind, "start": words[start][1],
-             "end": words[end - 1][2], "score": round(sum(probs[start:end]) / (end - start), 4)}
-            for start, end, kind in mention_spans(tags)]
+    return [
+        {
+            "text": line[words[start][1] : words[end - 1][2]],
+            "type": kind,
+            "start": words[start][1],
+            "end": words[end - 1][2],
+            "score": round(sum(probs[start:end]) / (end - start), 4),
+        }
+        for start, end, kind in mention_spans(tags)
+    ]
 
 
-def line_entities(tagger: Tagger, lines: list[str], consistent: bool = False,
-                  progress: bool = False) -> list[list[dict]]:
+def line_entities(
+    tagger: Tagger, lines: list[str], consistent: bool = False, progress: bool = False
+) -> list[list[dict]]:
     """The entities of each text line (`entities`); `consistent`: document consistency over paragraphs (blank lines
     between them)."""
     spans = [words_of(line) for line in lines]
@@ -244,8 +254,14 @@ def read_conll(lines: list[str], name: str):
     return [numbers for numbers, _, _ in sentences], words, [document for _, _, document in sentences]
 
 
-def tag_lines(tagger: Tagger, lines: list[str], form: str = "text", consistent: bool = False, progress: bool = False,
-              name: str = "<stdin>") -> list[str]:
+def tag_lines(
+    tagger: Tagger,
+    lines: list[str],
+    form: str = "text",
+    consistent: bool = False,
+    progress: bool = False,
+    name: str = "<stdin>",
+) -> list[str]:
     """The output lines for `lines` in `form` ("text": JSON lines; "conll": the lines with a tag column added).
     `consistent`: document consistency (`train-ner --document_consistency`); documents are a text's paragraphs
     (blank lines between them) or CoNLL's `-DOCSTART-` sections."""
@@ -264,15 +280,25 @@ def tag_lines(tagger: Tagger, lines: list[str], form: str = "text", consistent: 
     return out
 
 
-def tag_file(model_dir, input_path=None, output_path=None, form: str = "text", batch_size: int = 32,
-             document_consistency: bool = False, ensemble_with=(), device: str = "auto", progress: bool = True,
-             engine: str = "auto") -> dict:
+def tag_file(
+    model_dir,
+    input_path=None,
+    output_path=None,
+    form: str = "text",
+    batch_size: int = 32,
+    document_consistency: bool = False,
+    ensemble_with=(),
+    device: str = "auto",
+    progress: bool = True,
+    engine: str = "auto",
+) -> dict:
     """Tag a file (or stdin) into a file (or stdout); returns counts and speed."""
     tagger = Tagger(model_dir, ensemble_with, device, batch_size, engine)
     lines = read_lines(input_path, allow_empty=True)  # no lines in, none out
     start = time.perf_counter()
-    out = tag_lines(tagger, lines, form, document_consistency, progress and input_path not in (None, "-"),
-                    input_path or "<stdin>")
+    out = tag_lines(
+        tagger, lines, form, document_consistency, progress and input_path not in (None, "-"), input_path or "<stdin>"
+    )
     seconds = time.perf_counter() - start
     write_lines(output_path, out)
     return file_stats(tagger.sentences, len(lines), seconds, tagger.engine_seconds)

@@ -23,8 +23,15 @@ class PyTorchTranslator:
 
     workers, engine_seconds = 1, 0.0  # batches it runs at once; seconds in `generate`
 
-    def __init__(self, model: ModelDir, num_beams: int | None = None, max_new_tokens: int | None = None,
-                 device: str = "cpu", threads: int = 0, ensemble_with=()):
+    def __init__(
+        self,
+        model: ModelDir,
+        num_beams: int | None = None,
+        max_new_tokens: int | None = None,
+        device: str = "cpu",
+        threads: int = 0,
+        ensemble_with=(),
+    ):
         import torch
 
         from ..model.modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
@@ -41,9 +48,11 @@ class PyTorchTranslator:
         self.longest = config.max_position_embeddings - 1 if learned else None
         self.max_input = min(self.tokenizer.model_max_length, config.max_position_embeddings) if learned else None
         if max_new_tokens is not None and self.longest is not None and max_new_tokens > self.longest:
-            raise ValueError(f"--max_new_tokens {max_new_tokens} is over this model's limit of {self.longest} new "
-                             f"tokens (its learned position table has {config.max_position_embeddings} rows: "
-                             "max_position_embeddings).")
+            raise ValueError(
+                f"--max_new_tokens {max_new_tokens} is over this model's limit of {self.longest} new "
+                f"tokens (its learned position table has {config.max_position_embeddings} rows: "
+                "max_position_embeddings)."
+            )
         if ensemble_with:  # the models decode as one (translation_ensemble.py)
             from ..translation_ensemble import translation_ensemble
 
@@ -55,8 +64,9 @@ class PyTorchTranslator:
             # max_length=None: the limit replaces the saved generation_config.max_length (no "both set" warning)
             self.generate_kwargs.update(max_new_tokens=max_new_tokens, max_length=None)
 
-    def __call__(self, sentences: list[str], num_beams: int | None = None,
-                 max_new_tokens: int | None = None) -> list[str]:
+    def __call__(
+        self, sentences: list[str], num_beams: int | None = None, max_new_tokens: int | None = None
+    ) -> list[str]:
         """Translations of `sentences`; `num_beams` / `max_new_tokens` override the translator's for this call."""
         return [best for best, *_ in self.hypotheses(sentences, 1, num_beams, max_new_tokens)]
 
@@ -64,14 +74,21 @@ class PyTorchTranslator:
         """Decode every later call with these beams and length penalty."""
         self.generate_kwargs.update(num_beams=num_beams, length_penalty=length_penalty)
 
-    def hypotheses(self, sentences: list[str], n: int, num_beams: int | None = None,
-                   max_new_tokens: int | None = None) -> list[list[str]]:
+    def hypotheses(
+        self, sentences: list[str], n: int, num_beams: int | None = None, max_new_tokens: int | None = None
+    ) -> list[list[str]]:
         """The `n` best translations of each sentence, best first (beam search's n-best: `num_return_sequences`;
         `num_beams` at least `n`)."""
         import torch
 
-        batch = self.tokenizer(sentences, return_tensors="pt", padding=True, truncation=True, max_length=self.max_input,
-                               return_token_type_ids=False).to(self.model.device)
+        batch = self.tokenizer(
+            sentences,
+            return_tensors="pt",
+            padding=True,
+            truncation=True,
+            max_length=self.max_input,
+            return_token_type_ids=False,
+        ).to(self.model.device)
         kwargs = dict(self.generate_kwargs)
         if num_beams is not None:
             kwargs["num_beams"] = num_beams
@@ -93,7 +110,7 @@ class PyTorchTranslator:
             output = self.model.generate(**batch, **kwargs)
         self.engine_seconds += time.perf_counter() - start
         texts = self.tokenizer.batch_decode(output, skip_special_tokens=True, clean_up_tokenization_spaces=False)
-        return [texts[i:i + n] for i in range(0, len(texts), n)]
+        return [texts[i : i + n] for i in range(0, len(texts), n)]
 
 
 class CTranslate2Translator:
@@ -108,10 +125,18 @@ class CTranslate2Translator:
 
     engine_seconds = 0.0
 
-    def __init__(self, model: ModelDir, num_beams: int | None = None, max_new_tokens: int | None = None,
-                 compute_type: str = "default", threads: int = 0, device: str = "cpu", parallel: bool = False,
-                 workers: int = 1):
-        ctranslate2 = require("ctranslate2")
+    def __init__(
+        self,
+        model: ModelDir,
+        num_beams: int | None = None,
+        max_new_tokens: int | None = None,
+        compute_type: str = "default",
+        threads: int = 0,
+        device: str = "cpu",
+        parallel: bool = False,
+        workers: int = 1,
+    ):
+        require("ctranslate2")
         self._tmp = None
         if model.format != "ctranslate2":
             from .ctranslate2 import export_ctranslate2  # (torch and transformers)
@@ -124,33 +149,47 @@ class CTranslate2Translator:
         threads = threads or default_threads()
         self.split = parallel and device == "cpu"
         self.workers = threads if self.split else workers
-        try:
-            self.translator = ctranslate2.Translator(model.path, device=device, compute_type=compute_type,
-                                                     inter_threads=self.workers,
-                                                     intra_threads=max(1, threads // self.workers))
-        except RuntimeError as error:
-            if any(word in str(error).lower() for word in ("cuda", "cublas")):
-                raise  # the system's CUDA set-up, not the files
-            raise OSError(f"{os.path.join(model.path, 'model.bin')} is truncated or corrupted ({error})"
-                          f"{model.advice}.") from None
+        self.translator = self.open(model, device, compute_type, threads)
         limit = settings.get("model_max_length")  # transformers' "no limit" is a huge number
         limit = limit if isinstance(limit, int) and limit < 1e6 else 1024
         # the export's position table bounds both sides (an older export without the count: unchecked)
         positions = export_config.get("max_positions")
         self.longest = positions - 1 if isinstance(positions, int) and positions > 1 else None  # new tokens at most
         if max_new_tokens is not None and self.longest is not None and max_new_tokens > self.longest:
-            raise ValueError(f"--max_new_tokens {max_new_tokens} is over this export's limit of {self.longest} new "
-                             f"tokens (its position table has {positions} rows: the model's max_position_embeddings).")
+            raise ValueError(
+                f"--max_new_tokens {max_new_tokens} is over this export's limit of {self.longest} new "
+                f"tokens (its position table has {positions} rows: the model's max_position_embeddings)."
+            )
         decoding = decoding_options(model)
-        self.options = dict(beam_size=num_beams or decoding["beam_size"], length_penalty=decoding["length_penalty"],
-                            min_decoding_length=0,
-                            max_decoding_length=self.new_tokens(max_new_tokens or 256),
-                            max_input_length=min(limit, positions) if self.longest else limit)
+        self.options = dict(
+            beam_size=num_beams or decoding["beam_size"],
+            length_penalty=decoding["length_penalty"],
+            min_decoding_length=0,
+            max_decoding_length=self.new_tokens(max_new_tokens or 256),
+            max_input_length=min(limit, positions) if self.longest else limit,
+        )
         # straight through the Rust tokenizer, also without the Python wrapper's per-token conversions (measured:
         # docs/design.md)
         self.backend.enable_truncation(self.options["max_input_length"])
         self.vocab = self.backend.get_vocab()
         self.unk_id = special_token_id(self.backend, settings, "unk_token", "<unk>")
+
+    def open(self, export: ModelDir, device: str, compute_type: str, threads: int):
+        """CTranslate2's `Translator` on `export`: `self.workers` workers sharing `threads`; damaged files named."""
+        try:
+            return require("ctranslate2").Translator(
+                export.path,
+                device=device,
+                compute_type=compute_type,
+                inter_threads=self.workers,
+                intra_threads=max(1, threads // self.workers),
+            )
+        except RuntimeError as error:
+            if any(word in str(error).lower() for word in ("cuda", "cublas")):
+                raise  # the system's CUDA set-up, not the files
+            raise OSError(
+                f"{os.path.join(export.path, 'model.bin')} is truncated or corrupted ({error}){export.advice}."
+            ) from None
 
     def new_tokens(self, asked: int) -> int:
         """`asked` new tokens at most, within the export's position table (a decoding step past it would have no
@@ -169,8 +208,9 @@ class CTranslate2Translator:
         self.engine_seconds += time.perf_counter() - start
         return [[[self.vocab.get(token, self.unk_id) for token in tokens] for tokens in r.hypotheses] for r in results]
 
-    def __call__(self, sentences: list[str], num_beams: int | None = None,
-                 max_new_tokens: int | None = None) -> list[str]:
+    def __call__(
+        self, sentences: list[str], num_beams: int | None = None, max_new_tokens: int | None = None
+    ) -> list[str]:
         """Translations of `sentences`; `num_beams` / `max_new_tokens` override the translator's for this call."""
         return [best for best, *_ in self.hypotheses(sentences, 1, num_beams, max_new_tokens)]
 
@@ -178,16 +218,19 @@ class CTranslate2Translator:
         """Decode every later call with these beams and length penalty."""
         self.options.update(beam_size=num_beams, length_penalty=length_penalty)
 
-    def hypotheses(self, sentences: list[str], n: int, num_beams: int | None = None,
-                   max_new_tokens: int | None = None) -> list[list[str]]:
+    def hypotheses(
+        self, sentences: list[str], n: int, num_beams: int | None = None, max_new_tokens: int | None = None
+    ) -> list[list[str]]:
         """The `n` best translations of each sentence, best first (`num_hypotheses`; the beam at least `n`)."""
         options = {} if num_beams is None else dict(beam_size=num_beams)
         if max_new_tokens is not None:
             options["max_decoding_length"] = self.new_tokens(max_new_tokens)
         if self.split and self.workers > 1:  # one batch per worker, run at once
             options["max_batch_size"] = -(-len(sentences) // self.workers)
-        return [[self.backend.decode(ids, skip_special_tokens=True) for ids in hypotheses]
-                for hypotheses in self.translate_ids(sentences, n, **options)]
+        return [
+            [self.backend.decode(ids, skip_special_tokens=True) for ids in hypotheses]
+            for hypotheses in self.translate_ids(sentences, n, **options)
+        ]
 
 
 def decoding_options(export: ModelDir) -> dict:
@@ -208,8 +251,10 @@ def make_translator(model_dir, engine: str = "auto", device: str = "cpu", **kwar
     engine = found.engine
     kwargs["device"] = resolve_device(device, engine)
     if engine != "pytorch" and kwargs.pop("ensemble_with", None):
-        raise ValueError("--ensemble_with: an ensemble decodes with the PyTorch engine (--engine pytorch, saved "
-                         "models); CTranslate2 runs one model.")
+        raise ValueError(
+            "--ensemble_with: an ensemble decodes with the PyTorch engine (--engine pytorch, saved "
+            "models); CTranslate2 runs one model."
+        )
     if engine == "pytorch":
         kwargs.pop("compute_type", None)
         kwargs.pop("parallel", None)
@@ -233,8 +278,15 @@ def translate_lines(translate, lines: list[str], batch_size: int = 64, progress:
     return scatter(done)
 
 
-def translate_file(model_dir, input_path=None, output_path=None, engine: str = "auto", batch_size: int = 64,
-                   progress: bool = True, **kwargs) -> dict:
+def translate_file(
+    model_dir,
+    input_path=None,
+    output_path=None,
+    engine: str = "auto",
+    batch_size: int = 64,
+    progress: bool = True,
+    **kwargs,
+) -> dict:
     """Translate a file (or stdin) into a file (or stdout); returns counts and speed."""
     translate = make_translator(model_dir, engine, parallel=True, **kwargs)
     lines = read_lines(input_path, allow_empty=True)  # no lines in, none out

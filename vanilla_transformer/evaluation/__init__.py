@@ -10,7 +10,8 @@ def load_metric(name: str, **kwargs):
 
     path = os.path.join(METRICS_DIR, name)
     if not os.path.isfile(os.path.join(path, f"{name}.py")):
-        available = sorted(d for d in os.listdir(METRICS_DIR) if os.path.isfile(os.path.join(METRICS_DIR, d,
-                                                                                             f"{d}.py")))
+        available = sorted(
+            d for d in os.listdir(METRICS_DIR) if os.path.isfile(os.path.join(METRICS_DIR, d, f"{d}.py"))
+        )
         raise ValueError(f"Unknown metric {name!r}; shipped metrics: {available}.")
     return evaluate.load(path, **kwargs)

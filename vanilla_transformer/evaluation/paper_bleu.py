@@ -18,8 +18,9 @@ def moses_compound_split(lines: list[str], lang: str) -> list[str]:
     try:
         from sacremoses import MosesTokenizer
     except ImportError:
-        raise ImportError("The paper's tokenized BLEU needs the Moses tokenizer: pip install "
-                          "'vanilla-transformer[wmt]' (sacremoses).") from None
+        raise ImportError(
+            "The paper's tokenized BLEU needs the Moses tokenizer: pip install 'vanilla-transformer[wmt]' (sacremoses)."
+        ) from None
     tokenizer = MosesTokenizer(lang=lang)
     split = []
     for line in lines:
@@ -35,8 +36,11 @@ def score(hypotheses: list[str], references: list[str], lang: str) -> dict:
         raise ValueError(f"{len(hypotheses)} translations but {len(references)} references: one reference a line.")
     detokenized = sacrebleu.metrics.BLEU()
     sacre = detokenized.corpus_score(hypotheses, [references])
-    result = {"sacrebleu": sacre.score, "sacrebleu_signature": str(detokenized.get_signature()),
-              "sentences": len(hypotheses)}
+    result = {
+        "sacrebleu": sacre.score,
+        "sacrebleu_signature": str(detokenized.get_signature()),
+        "sentences": len(hypotheses),
+    }
     try:
         split = moses_compound_split(hypotheses, lang), [moses_compound_split(references, lang)]
     except ImportError as error:  # sacreBLEU alone; the paper's BLEU needs the wmt extra

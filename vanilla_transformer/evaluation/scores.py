@@ -22,7 +22,7 @@ class TranslationScores:
         for row in ids:
             tokens = [int(t) for t in row if t is not None and t >= 0 and t != pad]
             if eos in tokens:
-                tokens = tokens[:tokens.index(eos) + 1]
+                tokens = tokens[: tokens.index(eos) + 1]
             rows.append(tokens)
         return rows
 
@@ -34,9 +34,12 @@ class TranslationScores:
         preds = preds[0] if isinstance(preds, tuple) else preds
         hyps, refs = self.decode(preds), self.decode(labels)
         scores = self.bleu_chrf.compute(predictions=hyps, references=refs)
-        metrics = {"bleu": scores["bleu"], "chrf": scores["chrf"],
-                   "exact_match": float(np.mean([h == r for h, r in zip(hyps, refs)])),
-                   "gen_len": float(np.mean([len(row) for row in self.token_rows(preds)]))}
+        metrics = {
+            "bleu": scores["bleu"],
+            "chrf": scores["chrf"],
+            "exact_match": float(np.mean([h == r for h, r in zip(hyps, refs)])),
+            "gen_len": float(np.mean([len(row) for row in self.token_rows(preds)])),
+        }
         if self.demo:
             del metrics["bleu"]
         return metrics
@@ -52,8 +55,10 @@ class TagScores:
         """(predicted, gold) tags of the labelled positions: the words."""
         preds = predictions.argmax(-1) if predictions.ndim == 3 else predictions
         keep = labels != -100
-        return ([[self.label_list[p] for p in row[k]] for row, k in zip(preds, keep)],
-                [[self.label_list[t] for t in row[k]] for row, k in zip(labels, keep)])
+        return (
+            [[self.label_list[p] for p in row[k]] for row, k in zip(preds, keep)],
+            [[self.label_list[t] for t in row[k]] for row, k in zip(labels, keep)],
+        )
 
     def scores(self, pred_tags, gold_tags) -> dict:
         scores = self.seqeval.compute(predictions=pred_tags, references=gold_tags)

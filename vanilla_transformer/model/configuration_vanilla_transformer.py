@@ -29,12 +29,14 @@ TRANSLATION_PIPELINE = {
     "type": "text",
 }
 
+
 # Checks of one field, run by @strict on every assignment (construction, `config.x = ...`, `--config_overrides`);
 # @strict also checks each field's annotated type. Checks across fields: `validate_architecture_of_the_paper`.
 def positive_int_field(default: int):
     def check(value):
         if value <= 0:
             raise ValueError(f"must be a positive integer, got {value!r}.")
+
     return validated_field(check, default=default)
 
 
@@ -42,6 +44,7 @@ def non_negative_int_field(default: int):
     def check(value):
         if value < 0:
             raise ValueError(f"must be a non-negative integer, got {value!r}.")
+
     return validated_field(check, default=default)
 
 
@@ -49,6 +52,7 @@ def probability(default: float | None):
     def check(value):
         if value is not None and not 0.0 <= value < 1.0:
             raise ValueError(f"must be a number in [0, 1), got {value!r}.")
+
     return validated_field(check, default=default)
 
 
@@ -56,6 +60,7 @@ def one_of(choices: tuple, default: str):
     def check(value):
         if value not in choices:
             raise ValueError(f"must be one of {choices}, got {value!r}.")
+
     return validated_field(check, default=default)
 
 
@@ -71,15 +76,48 @@ def non_negative_number(value):
 
 # Table 3 of the paper: "base" and "big"; "small" fits a laptop; "tiny" is for tests.
 PRESETS = {
-    "base": dict(d_model=512, encoder_layers=6, decoder_layers=6, encoder_attention_heads=8,
-                 decoder_attention_heads=8, encoder_ffn_dim=2048, decoder_ffn_dim=2048, dropout=0.1),
-    "big": dict(d_model=1024, encoder_layers=6, decoder_layers=6, encoder_attention_heads=16,
-                decoder_attention_heads=16, encoder_ffn_dim=4096, decoder_ffn_dim=4096, dropout=0.3),
-    "small": dict(d_model=256, encoder_layers=3, decoder_layers=3, encoder_attention_heads=4,
-                  decoder_attention_heads=4, encoder_ffn_dim=1024, decoder_ffn_dim=1024, dropout=0.1),
-    "tiny": dict(vocab_size=99, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
-                 decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, dropout=0.1,
-                 max_position_embeddings=128),
+    "base": dict(
+        d_model=512,
+        encoder_layers=6,
+        decoder_layers=6,
+        encoder_attention_heads=8,
+        decoder_attention_heads=8,
+        encoder_ffn_dim=2048,
+        decoder_ffn_dim=2048,
+        dropout=0.1,
+    ),
+    "big": dict(
+        d_model=1024,
+        encoder_layers=6,
+        decoder_layers=6,
+        encoder_attention_heads=16,
+        decoder_attention_heads=16,
+        encoder_ffn_dim=4096,
+        decoder_ffn_dim=4096,
+        dropout=0.3,
+    ),
+    "small": dict(
+        d_model=256,
+        encoder_layers=3,
+        decoder_layers=3,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_ffn_dim=1024,
+        decoder_ffn_dim=1024,
+        dropout=0.1,
+    ),
+    "tiny": dict(
+        vocab_size=99,
+        d_model=32,
+        encoder_layers=2,
+        decoder_layers=2,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_ffn_dim=64,
+        decoder_ffn_dim=64,
+        dropout=0.1,
+        max_position_embeddings=128,
+    ),
 }
 
 
@@ -207,5 +245,6 @@ class VanillaTransformerConfig(PreTrainedConfig):
                 continue
             if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < self.vocab_size:
                 raise ValueError(f"{name}={value!r} is outside the vocabulary [0, {self.vocab_size}).")
+
 
 __all__ = ["VanillaTransformerConfig", "PRESETS"]

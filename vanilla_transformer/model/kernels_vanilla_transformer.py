@@ -26,7 +26,7 @@ def keep_mask(x: torch.Tensor, p: float) -> torch.Tensor:
     16 random bits per element, taken from 64-bit random integers (`F.dropout` draws one Bernoulli sample per element
     on CPUs, several times slower)."""
     dropped = round(p * 65536)
-    bits = torch.empty((x.numel() + 3) // 4, dtype=torch.int64, device=x.device).random_(-2**63, 2**63 - 1)
+    bits = torch.empty((x.numel() + 3) // 4, dtype=torch.int64, device=x.device).random_(-(2**63), 2**63 - 1)
     return bits.view(torch.int16)[: x.numel()].view(x.shape) >= dropped - 32768  # uniform over [-2^15, 2^15)
 
 
@@ -68,8 +68,13 @@ def cross_entropy(logits: torch.Tensor, labels: torch.Tensor, count, label_smoot
 
 def plain_cross_entropy(logits: torch.Tensor, labels: torch.Tensor, count, label_smoothing: float = 0.0):
     """The same loss as torch computes it (what `cross_entropy` runs off CPUs, and what the benchmark compares)."""
-    loss = F.cross_entropy(logits.float().flatten(0, -2), labels.flatten(), ignore_index=-100, reduction="sum",
-                           label_smoothing=label_smoothing)
+    loss = F.cross_entropy(
+        logits.float().flatten(0, -2),
+        labels.flatten(),
+        ignore_index=-100,
+        reduction="sum",
+        label_smoothing=label_smoothing,
+    )
     return loss / count
 
 
@@ -126,8 +131,10 @@ class FusedCrossEntropy(torch.autograd.Function):
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad_loss):
         if ctx.backward_done:
-            raise RuntimeError("Backward through the fused cross-entropy of vanilla-transformer ran twice "
-                               "(retain_graph=True); it keeps one gradient. Run the forward pass again instead.")
+            raise RuntimeError(
+                "Backward through the fused cross-entropy of vanilla-transformer ran twice "
+                "(retain_graph=True); it keeps one gradient. Run the forward pass again instead."
+            )
         ctx.backward_done = True
         (grad,) = ctx.saved_tensors
         if grad_loss.device.type != "cpu" or grad_loss.item() != 1.0:  # the usual loss.backward() needs no pass
@@ -136,8 +143,9 @@ class FusedCrossEntropy(torch.autograd.Function):
 
 
 @torch.library.custom_op(f"{NAMESPACE}::loss_and_gradient", mutates_args=(), device_types="cpu")
-def loss_and_gradient_op(logits: torch.Tensor, labels: torch.Tensor, count: torch.Tensor, label_smoothing: float,
-                         needs_grad: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def loss_and_gradient_op(
+    logits: torch.Tensor, labels: torch.Tensor, count: torch.Tensor, label_smoothing: float, needs_grad: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
     """`loss_and_gradient` as an operator the compiler does not trace into; the gradient has the logits' shape (an
     empty tensor when not needed)."""
     loss, grad = loss_and_gradient(logits, labels, count, label_smoothing, needs_grad)
@@ -175,8 +183,9 @@ def token_loss(logits: torch.Tensor, labels: torch.Tensor, num_items_in_batch=No
     each token the same as one big batch would.
     """
     if labels.shape != logits.shape[:-1]:
-        raise ValueError(f"labels have shape {tuple(labels.shape)} but the logits have shape "
-                         f"{tuple(logits.shape[:-1])}.")
+        raise ValueError(
+            f"labels have shape {tuple(labels.shape)} but the logits have shape {tuple(logits.shape[:-1])}."
+        )
     labels = labels.to(logits.device)
     return cross_entropy(logits, labels, item_count(labels, num_items_in_batch, logits.device), label_smoothing)
 

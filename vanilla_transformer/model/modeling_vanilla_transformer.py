@@ -117,8 +117,9 @@ class VanillaTransformerPositionalEmbedding(nn.Module):
 
     @staticmethod
     def sinusoids(positions: torch.Tensor, d_model: int) -> torch.Tensor:
-        inv_freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32, device=positions.device)
-                             * (-math.log(10000.0) / d_model))
+        inv_freq = torch.exp(
+            torch.arange(0, d_model, 2, dtype=torch.float32, device=positions.device) * (-math.log(10000.0) / d_model)
+        )
         angles = positions.float().unsqueeze(-1) * inv_freq  # (..., D/2)
         return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)  # (..., D): sin, cos interleaved
 
@@ -145,8 +146,9 @@ class VanillaTransformerPositionalEmbedding(nn.Module):
         return self.weight[position_ids]
 
 
-def position_ids_of(attention_mask: torch.Tensor | None, length: int, past_length: int | torch.Tensor = 0,
-                    device=None) -> torch.Tensor:
+def position_ids_of(
+    attention_mask: torch.Tensor | None, length: int, past_length: int | torch.Tensor = 0, device=None
+) -> torch.Tensor:
     """The position of every token (batch or 1, length): 0, 1, ... from each sequence's first token.
 
     A 2-D `attention_mask` may hold segment numbers instead of ones (1, 1, 1, 2, 2, 0 = two sequences packed into one
@@ -159,7 +161,8 @@ def position_ids_of(attention_mask: torch.Tensor | None, length: int, past_lengt
     starts = (attention_mask != attention_mask.roll(1, dims=1)) | (index == 0)  # (B, T): a sequence starts here
     ordinal = starts.long().cumsum(1)  # (B, T): 1 for the first sequence of a row, 2 for the next, ...
     first = index.new_zeros(attention_mask.shape[0], length + 1).scatter(  # (B, T + 1): sequence k -> its start
-        1, torch.where(starts, ordinal, 0), torch.where(starts, index, 0))
+        1, torch.where(starts, ordinal, 0), torch.where(starts, index, 0)
+    )
     return index - first.gather(1, ordinal)  # (B, T) (scatter and gather rather than cummax: ONNX has both)
 
 
@@ -171,8 +174,8 @@ def running_segments(attention_mask: torch.Tensor) -> torch.Tensor:
     nonzero = attention_mask != 0
     count = nonzero.long().cumsum(1)  # (B, S): tokens not masked so far
     numbers = count.new_zeros(attention_mask.shape[0], attention_mask.shape[1] + 1).scatter(  # (any mask dtype)
-        1, torch.where(nonzero, count, 0), torch.where(nonzero, attention_mask.long(),
-                                                       0))  # (B, S + 1): k-th unmasked's
+        1, torch.where(nonzero, count, 0), torch.where(nonzero, attention_mask.long(), 0)
+    )  # (B, S + 1): k-th unmasked's
     return numbers.gather(1, count)  # (B, S)
 
 
@@ -198,8 +201,9 @@ class VanillaTransformerEmbedding(nn.Module):
         self.dropout = config.dropout
         self.token_dropout = config.token_dropout
 
-    def forward(self, input_ids=None, inputs_embeds=None, position_ids=None, end=None,
-                word_features=None) -> torch.Tensor:
+    def forward(
+        self, input_ids=None, inputs_embeds=None, position_ids=None, end=None, word_features=None
+    ) -> torch.Tensor:
         if inputs_embeds is None:
             inputs_embeds = self.embed_tokens(input_ids)
         if position_ids is None:
@@ -227,8 +231,9 @@ def numbers_sequences(attention_mask: torch.Tensor | None) -> bool:
     return not may_read_values(attention_mask) or bool((attention_mask > 1).any())
 
 
-def mask_arguments(attention_mask: torch.Tensor | None, key_segments: torch.Tensor | None,
-                   query_segments: torch.Tensor | None = None) -> dict:
+def mask_arguments(
+    attention_mask: torch.Tensor | None, key_segments: torch.Tensor | None, query_segments: torch.Tensor | None = None
+) -> dict:
     """What transformers' `masking_utils` builds each backend's mask from, for a 2-D `attention_mask` (batch, keys):
     the mask itself where it marks padding alone (masking_utils builds its own padding mask: faster, no `vmap`), else,
     where it numbers packed sequences (`numbers_sequences`), a rule (its `and_mask_function`): a key of segment 0
@@ -256,9 +261,11 @@ def check_backend(implementation: str, query: torch.Tensor) -> None:
     heads narrower than `FLEX_ON_CPU_MIN_HEAD_DIM`."""
     head_dim = query.shape[-1]
     if implementation == "flex_attention" and query.device.type == "cpu" and head_dim < FLEX_ON_CPU_MIN_HEAD_DIM:
-        raise ValueError(f"flex_attention on a CPU needs heads of at least {FLEX_ON_CPU_MIN_HEAD_DIM} dimensions "
-                         f"(d_model / attention heads); this model's have {head_dim}, for which torch's CPU kernel "
-                         f"returns wrong values: use attn_implementation 'sdpa' or 'eager'.")
+        raise ValueError(
+            f"flex_attention on a CPU needs heads of at least {FLEX_ON_CPU_MIN_HEAD_DIM} dimensions "
+            f"(d_model / attention heads); this model's have {head_dim}, for which torch's CPU kernel "
+            f"returns wrong values: use attn_implementation 'sdpa' or 'eager'."
+        )
 
 
 def eager_attention_forward(
@@ -298,8 +305,14 @@ class VanillaTransformerAttention(nn.Module):
     Deviation, off by default: `config.scale_attention=False` drops the 1 / sqrt(d_k) (TENER's sharper attention).
     """
 
-    def __init__(self, config: VanillaTransformerConfig, layer_idx: int, num_heads: int, is_causal: bool = False,
-                 is_cross_attention: bool = False):
+    def __init__(
+        self,
+        config: VanillaTransformerConfig,
+        layer_idx: int,
+        num_heads: int,
+        is_causal: bool = False,
+        is_cross_attention: bool = False,
+    ):
         super().__init__()
         self.config = config
         self.layer_idx = layer_idx
@@ -341,8 +354,17 @@ class VanillaTransformerAttention(nn.Module):
                     cache.is_updated[self.layer_idx] = True
         check_backend(self.config._attn_implementation, query)
         attention = ALL_ATTENTION_FUNCTIONS.get_interface(self.config._attn_implementation, eager_attention_forward)
-        out, weights = attention(self, query, key, value, attention_mask, scaling=self.scaling,
-                                 dropout=self.dropout if self.training else 0.0, position_bias=position_bias, **kwargs)
+        out, weights = attention(
+            self,
+            query,
+            key,
+            value,
+            attention_mask,
+            scaling=self.scaling,
+            dropout=self.dropout if self.training else 0.0,
+            position_bias=position_bias,
+            **kwargs,
+        )
         out = out.reshape(*hidden_states.shape[:-1], -1)  # (B, T, D)
         return self.out_proj(out), weights
 
@@ -391,8 +413,9 @@ class VanillaTransformerFeedForward(nn.Module):
 # Files name each layer norm after its sub-layer (`self_attn_sublayer.layer_norm`), as checkpoint files always have:
 # transformers renames them on loading and back on saving, so a file written by any release loads in any other.
 SAVED_LAYER_NORMS = (r"\.(self_attn|encoder_attn|ffn)_sublayer\.layer_norm\.", r".\1_layer_norm.")  # (file, module)
-register_checkpoint_conversion_mapping(VanillaTransformerConfig.model_type, [WeightRenaming(*SAVED_LAYER_NORMS)],
-                                       overwrite=True)
+register_checkpoint_conversion_mapping(
+    VanillaTransformerConfig.model_type, [WeightRenaming(*SAVED_LAYER_NORMS)], overwrite=True
+)
 
 
 class VanillaTransformerLayer(GradientCheckpointingLayer):
@@ -432,10 +455,19 @@ class VanillaTransformerEncoderLayer(VanillaTransformerLayer):
         self.ffn = VanillaTransformerFeedForward(config, config.encoder_ffn_dim)
         self.ffn_layer_norm = nn.LayerNorm(config.d_model)
 
-    def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                position_bias: torch.Tensor | None = None, **kwargs: Unpack[TransformersKwargs]) -> torch.Tensor:
-        out, _ = self.self_attn(self.norm_input(self.self_attn_layer_norm, hidden_states),
-                                attention_mask=attention_mask, position_bias=position_bias, **kwargs)
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        position_bias: torch.Tensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> torch.Tensor:
+        out, _ = self.self_attn(
+            self.norm_input(self.self_attn_layer_norm, hidden_states),
+            attention_mask=attention_mask,
+            position_bias=position_bias,
+            **kwargs,
+        )
         hidden_states = self.add_and_norm(self.self_attn_layer_norm, hidden_states, out)
         out = self.ffn(self.norm_input(self.ffn_layer_norm, hidden_states))
         return self.add_and_norm(self.ffn_layer_norm, hidden_states, out)
@@ -454,16 +486,31 @@ class VanillaTransformerDecoderLayer(VanillaTransformerLayer):
         self.ffn = VanillaTransformerFeedForward(config, config.decoder_ffn_dim)
         self.ffn_layer_norm = nn.LayerNorm(config.d_model)
 
-    def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                position_bias: torch.Tensor | None = None, encoder_hidden_states: torch.Tensor | None = None,
-                encoder_attention_mask: torch.Tensor | None = None, cache: EncoderDecoderCache | None = None,
-                **kwargs: Unpack[TransformersKwargs]) -> torch.Tensor:
-        out, _ = self.self_attn(self.norm_input(self.self_attn_layer_norm, hidden_states),
-                                attention_mask=attention_mask, position_bias=position_bias, cache=cache, **kwargs)
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        position_bias: torch.Tensor | None = None,
+        encoder_hidden_states: torch.Tensor | None = None,
+        encoder_attention_mask: torch.Tensor | None = None,
+        cache: EncoderDecoderCache | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> torch.Tensor:
+        out, _ = self.self_attn(
+            self.norm_input(self.self_attn_layer_norm, hidden_states),
+            attention_mask=attention_mask,
+            position_bias=position_bias,
+            cache=cache,
+            **kwargs,
+        )
         hidden_states = self.add_and_norm(self.self_attn_layer_norm, hidden_states, out)
-        out, _ = self.encoder_attn(self.norm_input(self.encoder_attn_layer_norm, hidden_states),
-                                   attention_mask=encoder_attention_mask, key_value_states=encoder_hidden_states,
-                                   cache=cache, **kwargs)
+        out, _ = self.encoder_attn(
+            self.norm_input(self.encoder_attn_layer_norm, hidden_states),
+            attention_mask=encoder_attention_mask,
+            key_value_states=encoder_hidden_states,
+            cache=cache,
+            **kwargs,
+        )
         hidden_states = self.add_and_norm(self.encoder_attn_layer_norm, hidden_states, out)
         out = self.ffn(self.norm_input(self.ffn_layer_norm, hidden_states))
         return self.add_and_norm(self.ffn_layer_norm, hidden_states, out)
@@ -508,8 +555,10 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
         elif isinstance(module, VanillaTransformerCRF):
             for param in module.parameters():
                 init.zeros_(param)
-            for buffer, value in zip((module.start_penalty, module.transition_penalty),
-                                     iob2_penalties(self.config.id2label, self.config.num_labels)):
+            for buffer, value in zip(
+                (module.start_penalty, module.transition_penalty),
+                iob2_penalties(self.config.id2label, self.config.num_labels),
+            ):
                 init.copy_(buffer, value)
         elif isinstance(module, VanillaTransformerRelativePositionBias):
             init.zeros_(module.weight)
@@ -544,8 +593,11 @@ class VanillaTransformerStack(VanillaTransformerPreTrainedModel):
         self.embed = VanillaTransformerEmbedding(config)
         self.layers = nn.ModuleList([layer_cls(config, i) for i in range(num_layers)])
         self.layer_norm = nn.LayerNorm(config.d_model) if config.normalize_before else None
-        self.relative_bias = (VanillaTransformerRelativePositionBias(config, self.layers[0].self_attn.num_heads)
-                              if config.relative_attention_max_distance else None)
+        self.relative_bias = (
+            VanillaTransformerRelativePositionBias(config, self.layers[0].self_attn.num_heads)
+            if config.relative_attention_max_distance
+            else None
+        )
 
     @property
     def embed_tokens(self) -> nn.Embedding:
@@ -563,8 +615,13 @@ class VanillaTransformerEncoder(VanillaTransformerStack):
 
     @merge_with_config_defaults
     @capture_outputs
-    def forward(self, input_ids: torch.LongTensor | None = None, attention_mask: torch.Tensor | None = None,
-                inputs_embeds: torch.Tensor | None = None, **kwargs: Unpack[TransformersKwargs]) -> BaseModelOutput:
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> BaseModelOutput:
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("Pass exactly one of input_ids or inputs_embeds to the encoder.")
         if input_ids is not None:
@@ -574,16 +631,19 @@ class VanillaTransformerEncoder(VanillaTransformerStack):
         word_features = None
         if self.char_features is not None:
             if input_ids is None:
-                raise ValueError("char_cnn_dim > 0: the character features are computed from input_ids; pass "
-                                 "input_ids instead of inputs_embeds.")
+                raise ValueError(
+                    "char_cnn_dim > 0: the character features are computed from input_ids; pass "
+                    "input_ids instead of inputs_embeds."
+                )
             word_features = self.char_features(input_ids)
         length = shape[1]
         device = (input_ids if input_ids is not None else inputs_embeds).device
         positions = position_ids_of(attention_mask, length, device=device)
         hidden = self.embed(input_ids, inputs_embeds, positions, length, word_features=word_features)
         # (attention_mask checked above: (batch, length))
-        mask = create_bidirectional_mask(self.config, hidden, **mask_arguments(attention_mask, attention_mask,
-                                                                                attention_mask))
+        mask = create_bidirectional_mask(
+            self.config, hidden, **mask_arguments(attention_mask, attention_mask, attention_mask)
+        )
         bias = self.relative_bias(hidden, length) if self.relative_bias is not None else None
         for layer in self.layers:
             hidden = layer(hidden, mask, bias, **kwargs)  # tensors positional (reentrant gradient checkpointing)
@@ -626,8 +686,9 @@ class VanillaTransformerDecoder(VanillaTransformerStack):
             raise ValueError("Pass exactly one of decoder_input_ids or decoder_inputs_embeds to the decoder.")
         check_model_kwargs(self, kwargs)
         if cache is not None and not isinstance(cache, EncoderDecoderCache):
-            raise TypeError(f"cache must be an EncoderDecoderCache (self-attention + cross-attention), got "
-                            f"{type(cache).__name__}.")
+            raise TypeError(
+                f"cache must be an EncoderDecoderCache (self-attention + cross-attention), got {type(cache).__name__}."
+            )
         if encoder_hidden_states is None:
             raise ValueError("The decoder needs encoder_hidden_states (pass input_ids or encoder_outputs).")
         if use_cache and cache is None:
@@ -650,20 +711,23 @@ class VanillaTransformerDecoder(VanillaTransformerStack):
             segments = running_segments(attention_mask)
             positions = position_ids_of(segments, segments.shape[-1], device=device)[:, -length:]
         hidden = self.embed(input_ids, inputs_embeds, positions, past_length + length)
-        self_mask = create_causal_mask(self.config, hidden, cache=self_cache,
-                                       **mask_arguments(attention_mask, segments, segments))
+        self_mask = create_causal_mask(
+            self.config, hidden, cache=self_cache, **mask_arguments(attention_mask, segments, segments)
+        )
         query_segments = segments[:, -length:] if segments is not None else None
-        cross_mask = create_bidirectional_mask(self.config, hidden, encoder_hidden_states=encoder_hidden_states,
-                                               **mask_arguments(encoder_attention_mask, encoder_attention_mask,
-                                                                query_segments))
+        cross_mask = create_bidirectional_mask(
+            self.config,
+            hidden,
+            encoder_hidden_states=encoder_hidden_states,
+            **mask_arguments(encoder_attention_mask, encoder_attention_mask, query_segments),
+        )
         key_length = self_cache.get_mask_sizes(length, 0)[0] if self_cache is not None else length
         bias = self.relative_bias(hidden, key_length, past_length) if self.relative_bias is not None else None
         for layer in self.layers:  # tensors positional (reentrant gradient checkpointing)
             hidden = layer(hidden, self_mask, bias, encoder_hidden_states, cross_mask, cache=cache, **kwargs)
         if self.layer_norm is not None:
             hidden = self.layer_norm(hidden)
-        return BaseModelOutputWithPastAndCrossAttentions(last_hidden_state=hidden,
-                                                         cache=cache if use_cache else None)
+        return BaseModelOutputWithPastAndCrossAttentions(last_hidden_state=hidden, cache=cache if use_cache else None)
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -714,18 +778,32 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
         if decoder_input_ids is None and decoder_inputs_embeds is None:
             raise ValueError("The seq2seq model needs decoder_input_ids (or decoder_inputs_embeds, or labels).")
         if encoder_outputs is None:
-            encoder_outputs = self.encoder(input_ids=input_ids, attention_mask=attention_mask,
-                                           inputs_embeds=inputs_embeds, return_dict=True, **kwargs)
+            encoder_outputs = self.encoder(
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                inputs_embeds=inputs_embeds,
+                return_dict=True,
+                **kwargs,
+            )
         elif not isinstance(encoder_outputs, BaseModelOutput):
             encoder_outputs = BaseModelOutput(*encoder_outputs)
         decoder_batch = (decoder_input_ids if decoder_input_ids is not None else decoder_inputs_embeds).shape[0]
         if decoder_batch != encoder_outputs.last_hidden_state.shape[0]:
-            raise ValueError(f"The decoder inputs have batch size {decoder_batch} but the encoder inputs have "
-                             f"{encoder_outputs.last_hidden_state.shape[0]}.")
+            raise ValueError(
+                f"The decoder inputs have batch size {decoder_batch} but the encoder inputs have "
+                f"{encoder_outputs.last_hidden_state.shape[0]}."
+            )
         decoder_outputs = self.decoder(
-            input_ids=decoder_input_ids, attention_mask=decoder_attention_mask, inputs_embeds=decoder_inputs_embeds,
-            encoder_hidden_states=encoder_outputs.last_hidden_state, encoder_attention_mask=attention_mask, cache=cache,
-            use_cache=use_cache, return_dict=True, **kwargs)
+            input_ids=decoder_input_ids,
+            attention_mask=decoder_attention_mask,
+            inputs_embeds=decoder_inputs_embeds,
+            encoder_hidden_states=encoder_outputs.last_hidden_state,
+            encoder_attention_mask=attention_mask,
+            cache=cache,
+            use_cache=use_cache,
+            return_dict=True,
+            **kwargs,
+        )
         return Seq2SeqModelOutput(
             last_hidden_state=decoder_outputs.last_hidden_state,
             cache=decoder_outputs.cache,
@@ -756,8 +834,13 @@ def beam_search_cache(model, **generate_kwargs) -> dict:
     def setting(name):
         return generate_kwargs.get(name, getattr(config, name))
 
-    if ((setting("num_beams") or 1) <= 1 or setting("use_cache") is False or setting("cache_implementation")
-            or generate_kwargs.get("cache") is not None or generate_kwargs.get("past_key_values") is not None):
+    if (
+        (setting("num_beams") or 1) <= 1
+        or setting("use_cache") is False
+        or setting("cache_implementation")
+        or generate_kwargs.get("cache") is not None
+        or generate_kwargs.get("past_key_values") is not None
+    ):
         return {}
     decoder = model.config.get_text_config(decoder=True)  # what generate's own cache is built from
     return {"cache": BeamSearchCache(DynamicCache(config=decoder), DynamicCache(config=decoder))}
@@ -771,9 +854,11 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
     def __init__(self, config: VanillaTransformerConfig):
         encoder_only = {"VanillaTransformerForTokenClassification", "VanillaTransformerForMaskedLM"}
         if config.architectures and set(config.architectures) <= encoder_only:  # its decoder would be random
-            raise ValueError(f"This config is of a {', '.join(config.architectures)}, which has no decoder: load it "
-                             "with AutoModelForTokenClassification (or AutoModelForMaskedLM), not as a translation "
-                             "model.")
+            raise ValueError(
+                f"This config is of a {', '.join(config.architectures)}, which has no decoder: load it "
+                "with AutoModelForTokenClassification (or AutoModelForMaskedLM), not as a translation "
+                "model."
+            )
         super().__init__(config)
         self.model = VanillaTransformerModel(config)
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
@@ -873,11 +958,17 @@ class VanillaTransformerEncoderModel(VanillaTransformerPreTrainedModel):
         self.encoder.embed.embed_tokens = value
 
     @can_return_tuple
-    def forward(self, input_ids: torch.LongTensor | None = None, attention_mask: torch.Tensor | None = None,
-                inputs_embeds: torch.Tensor | None = None, **kwargs: Unpack[TransformersKwargs]) -> BaseModelOutput:
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> BaseModelOutput:
         check_model_kwargs(self, kwargs)
-        return self.encoder(input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds,
-                            return_dict=True, **kwargs)
+        return self.encoder(
+            input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds, return_dict=True, **kwargs
+        )
 
 
 class VanillaTransformerForTokenClassification(VanillaTransformerPreTrainedModel):
@@ -900,7 +991,8 @@ class VanillaTransformerForTokenClassification(VanillaTransformerPreTrainedModel
         self.crf = VanillaTransformerCRF(config) if config.use_crf else None
         # Multi-task learning (not in the paper): auxiliary taggers trained beside the main one, unused in prediction.
         self.auxiliary_classifiers = nn.ModuleList(
-            VanillaTransformerClassifier(config.d_model, n) for n in (config.auxiliary_num_labels or ()))
+            VanillaTransformerClassifier(config.d_model, n) for n in (config.auxiliary_num_labels or ())
+        )
         self.post_init()
 
     def get_input_embeddings(self):
@@ -910,26 +1002,42 @@ class VanillaTransformerForTokenClassification(VanillaTransformerPreTrainedModel
         self.model.set_input_embeddings(value)
 
     @can_return_tuple
-    def forward(self, input_ids: torch.LongTensor | None = None, attention_mask: torch.Tensor | None = None,
-                inputs_embeds: torch.Tensor | None = None, labels: torch.LongTensor | None = None,
-                num_items_in_batch: torch.Tensor | int | None = None, auxiliary_targets: torch.LongTensor | None = None,
-                **kwargs: Unpack[TransformersKwargs]) -> TokenClassifierOutput:
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.LongTensor | None = None,
+        num_items_in_batch: torch.Tensor | int | None = None,
+        auxiliary_targets: torch.LongTensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> TokenClassifierOutput:
         """`labels` (batch, length): tag ids, -100 = ignored (padding and non-first sub-tokens).
         `auxiliary_targets` (batch, length, len(config.auxiliary_num_labels)): the auxiliary tasks' tag ids, -100 =
         ignored; their cross-entropies, each divided by the main loss's token count, are added to the loss with weight
         `config.auxiliary_loss_weight`. (Not named `*labels`: Trainer would then expect them at evaluation too.)"""
         check_model_kwargs(self, kwargs)
-        outputs = self.model(input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds,
-                             return_dict=True, **kwargs)
+        outputs = self.model(
+            input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds, return_dict=True, **kwargs
+        )
         hidden = apply_dropout(outputs.last_hidden_state, self.dropout, self.training)
         logits = self.classifier(hidden)  # (B, T, num_labels)
-        loss, logits = tagging_loss_and_scores(logits, labels, attention_mask, self.crf, self.training,
-                                               num_items_in_batch)
+        loss, logits = tagging_loss_and_scores(
+            logits, labels, attention_mask, self.crf, self.training, num_items_in_batch
+        )
         if auxiliary_targets is not None:
-            loss = auxiliary_loss(self.auxiliary_classifiers, hidden, auxiliary_targets, labels, num_items_in_batch,
-                                  self.config.auxiliary_loss_weight, loss)
-        return TokenClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
-                                     attentions=outputs.attentions)
+            loss = auxiliary_loss(
+                self.auxiliary_classifiers,
+                hidden,
+                auxiliary_targets,
+                labels,
+                num_items_in_batch,
+                self.config.auxiliary_loss_weight,
+                loss,
+            )
+        return TokenClassifierOutput(
+            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
+        )
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -963,20 +1071,27 @@ class VanillaTransformerForMaskedLM(VanillaTransformerPreTrainedModel):
         self.lm_head = new_embeddings
 
     @can_return_tuple
-    def forward(self, input_ids: torch.LongTensor | None = None, attention_mask: torch.Tensor | None = None,
-                inputs_embeds: torch.Tensor | None = None, labels: torch.LongTensor | None = None,
-                num_items_in_batch: torch.Tensor | int | None = None,
-                **kwargs: Unpack[TransformersKwargs]) -> MaskedLMOutput:
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.LongTensor | None = None,
+        num_items_in_batch: torch.Tensor | int | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> MaskedLMOutput:
         """`labels` (batch, length): the original ids at masked positions, -100 elsewhere."""
         check_model_kwargs(self, kwargs)
         if labels is not None:
             check_token_ids("labels", labels.masked_fill(labels == -100, 0), self.config.vocab_size)
-        outputs = self.model(input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds,
-                             return_dict=True, **kwargs)
+        outputs = self.model(
+            input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds, return_dict=True, **kwargs
+        )
         logits = self.lm_head(outputs.last_hidden_state)  # (B, T, V)
         loss = None if labels is None else token_loss(logits, labels, num_items_in_batch, self.config.label_smoothing)
-        return MaskedLMOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
-                              attentions=outputs.attentions)
+        return MaskedLMOutput(
+            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
+        )
 
 
 __all__ = [

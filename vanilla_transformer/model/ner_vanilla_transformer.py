@@ -49,8 +49,9 @@ class VanillaTransformerCharacterFeatures(nn.Module):
     def set_token_characters(self, tokens: list[str], special_ids) -> None:
         """Fill the table from the vocabulary (`tokens[i]` is the string of id i)."""
         if len(tokens) > self.token_chars.shape[0]:
-            raise ValueError(f"The vocabulary has {len(tokens)} tokens but the model's vocab_size is "
-                             f"{self.token_chars.shape[0]}.")
+            raise ValueError(
+                f"The vocabulary has {len(tokens)} tokens but the model's vocab_size is {self.token_chars.shape[0]}."
+            )
         table = torch.zeros_like(self.token_chars)
         for i, token in enumerate(tokens):
             codes = self.encode(token, i in special_ids)
@@ -64,13 +65,17 @@ class VanillaTransformerCharacterFeatures(nn.Module):
         else:
             ids, inverse = input_ids.unique(return_inverse=True)  # each distinct token once; sorted
             if ids[-1] >= self.token_chars.shape[0]:
-                raise ValueError(f"Token id {ids[-1].item()} has no row in the character table of "
-                                 f"{self.token_chars.shape[0]} tokens; call model.set_token_characters(tokenizer).")
+                raise ValueError(
+                    f"Token id {ids[-1].item()} has no row in the character table of "
+                    f"{self.token_chars.shape[0]} tokens; call model.set_token_characters(tokenizer)."
+                )
             empty = (self.token_chars[ids] == 0).all(1)  # (uint8: `any` would not give bools)
             if empty.any():
-                raise ValueError(f"Token ids {ids[empty][:5].tolist()} have no characters in the table (char_cnn_dim "
-                                 "> 0 needs it): call model.set_token_characters(tokenizer) before training or "
-                                 "inference.")
+                raise ValueError(
+                    f"Token ids {ids[empty][:5].tolist()} have no characters in the table (char_cnn_dim "
+                    "> 0 needs it): call model.set_token_characters(tokenizer) before training or "
+                    "inference."
+                )
         return self.pool_words(self.token_features(ids)[inverse], input_ids)
 
     def token_features(self, ids: torch.Tensor) -> torch.Tensor:
@@ -146,16 +151,22 @@ class VanillaTransformerCRF(nn.Module):
         allowed = (labels == -100).unsqueeze(-1) | F.one_hot(labels.clamp(min=0), emissions.shape[-1]).bool()
         constrained = emissions.masked_fill(~allowed, -1e4)
         # one pass over both: all paths (log Z) and the paths that agree with the labels
-        _, both = self._forward_scores(torch.cat([emissions, constrained]), mask.repeat(2, 1), torch.logsumexp,
-                                       self.start_transitions, self.transitions)
+        _, both = self._forward_scores(
+            torch.cat([emissions, constrained]),
+            mask.repeat(2, 1),
+            torch.logsumexp,
+            self.start_transitions,
+            self.transitions,
+        )
         log_z, gold = both.chunk(2)
         return (log_z - gold).sum()  # a row without real tokens scores log Z = gold: it adds 0
 
     def max_marginals(self, emissions, mask):
         """(B, T, L): the best path score through each tag at each position (forward max + backward max)."""
         transitions = self.transitions + self.transition_penalty
-        alpha, _ = self._forward_scores(emissions, mask, torch.amax, self.start_transitions + self.start_penalty,
-                                        transitions)
+        alpha, _ = self._forward_scores(
+            emissions, mask, torch.amax, self.start_transitions + self.start_penalty, transitions
+        )
         carry = self.end_transitions.expand(emissions.shape[0], -1)  # best continuation after the last real token
         beta = []
         for t in reversed(range(emissions.shape[1])):
@@ -189,8 +200,9 @@ def tagging_loss_and_scores(logits, labels, attention_mask, crf, training: bool,
     with a `crf` its sequence likelihood, and in eval mode its max-marginals as `logits` (argmax = the Viterbi path)."""
     if labels is not None:
         if labels.shape != logits.shape[:-1]:
-            raise ValueError(f"labels have shape {tuple(labels.shape)} but the logits have shape "
-                             f"{tuple(logits.shape[:-1])}.")
+            raise ValueError(
+                f"labels have shape {tuple(labels.shape)} but the logits have shape {tuple(logits.shape[:-1])}."
+            )
         check_label_ids(labels, logits.shape[-1], "labels")
     loss = None
     if crf is None:
@@ -198,8 +210,11 @@ def tagging_loss_and_scores(logits, labels, attention_mask, crf, training: bool,
             loss = token_loss(logits, labels, num_items_in_batch)
         return loss, logits
     emissions = logits.float()
-    mask = torch.ones(logits.shape[:2], dtype=torch.bool, device=logits.device) if attention_mask is None \
+    mask = (
+        torch.ones(logits.shape[:2], dtype=torch.bool, device=logits.device)
+        if attention_mask is None
         else attention_mask.bool()
+    )
     if labels is not None:
         nll = crf.neg_log_likelihood(emissions, labels, mask)
         loss = nll / item_count(labels, num_items_in_batch, nll.device)
@@ -214,11 +229,14 @@ def auxiliary_loss(heads, hidden, targets, labels, num_items_in_batch, weight: f
     tasks), each divided by the main loss's token count (multi-task learning, not in the paper)."""
     tasks = len(heads)
     if not tasks:
-        raise ValueError("auxiliary_targets were given but the model has no auxiliary heads "
-                         "(config.auxiliary_num_labels is None).")
+        raise ValueError(
+            "auxiliary_targets were given but the model has no auxiliary heads (config.auxiliary_num_labels is None)."
+        )
     if targets.shape != (*hidden.shape[:2], tasks):
-        raise ValueError(f"auxiliary_targets have shape {tuple(targets.shape)}; expected "
-                         f"{(*hidden.shape[:2], tasks)} (batch, length, auxiliary tasks).")
+        raise ValueError(
+            f"auxiliary_targets have shape {tuple(targets.shape)}; expected "
+            f"{(*hidden.shape[:2], tasks)} (batch, length, auxiliary tasks)."
+        )
     if num_items_in_batch is None and labels is not None:
         num_items_in_batch = item_count(labels)
     for k, head in enumerate(heads):

@@ -33,8 +33,11 @@ class VanillaTranslationPipeline(Pipeline):
 
     def postprocess(self, model_outputs):
         return [
-            {"translation_text": self.tokenizer.decode(ids, skip_special_tokens=True,
-                                                       clean_up_tokenization_spaces=False)}
+            {
+                "translation_text": self.tokenizer.decode(
+                    ids, skip_special_tokens=True, clean_up_tokenization_spaces=False
+                )
+            }
             for ids in model_outputs["output_ids"][0]
         ]
 

@@ -14,8 +14,9 @@ def read_predictions(path: str) -> list[tuple[list[str], list[str], list[str]]]:
     from ..data import iob1_to_iob2  # data.py imports `datasets`, a second: not for --help
 
     sentences = conll_sentences(read_lines(path), path, columns=3)  # token gold predicted
-    return [([p[0] for p in rows], iob1_to_iob2([p[1] for p in rows]), [p[2] for p in rows])
-            for _, rows, _ in sentences]
+    return [
+        ([p[0] for p in rows], iob1_to_iob2([p[1] for p in rows]), [p[2] for p in rows]) for _, rows, _ in sentences
+    ]
 
 
 def strict_spans(tags: list[str]) -> list[tuple[int, int, str]]:
@@ -65,11 +66,15 @@ def seen_unseen_report(predictions_path: str, train_path: str) -> dict:
 
 
 def format_report(report: dict) -> str:
-    lines = ["| entities | type | precision | recall | F1 | gold | predicted |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        "| entities | type | precision | recall | F1 | gold | predicted |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for group in ("all", "seen", "unseen"):
         for kind, s in sorted(report.get(group, {}).items(), key=lambda item: (item[0] != "ALL", item[0])):
-            lines.append(f"| {group} | {kind} | {s['precision']:.4f} | {s['recall']:.4f} | {s['f1']:.4f} | "
-                         f"{s['gold']} | {s['predicted']} |")
+            lines.append(
+                f"| {group} | {kind} | {s['precision']:.4f} | {s['recall']:.4f} | {s['f1']:.4f} | "
+                f"{s['gold']} | {s['predicted']} |"
+            )
     lines.append(f"\nGold entities with a word never seen in training: {report['unseen_share']:.1%}")
     return "\n".join(lines)

@@ -21,7 +21,7 @@ class MentionReplacement:
         self.pool = {}  # type -> [(words, their auxiliary tags or None)]
         for row in dataset:
             tokens, first, aux = row["tokens"], row.get("first", 0), row.get("auxiliary_tags")
-            for start, end, kind in mention_spans(row["ner_tags"][first:row.get("last", len(tokens))]):
+            for start, end, kind in mention_spans(row["ner_tags"][first : row.get("last", len(tokens))]):
                 span = slice(first + start, first + end)
                 self.pool.setdefault(kind, []).append((tokens[span], aux[span] if aux else None))
 

@@ -28,14 +28,17 @@ class TokenClassificationEnsemble(nn.Module):
             raise ValueError("An ensemble needs at least one tagger, got none.")
         for i, tagger in enumerate(taggers):
             if not isinstance(tagger, VanillaTransformerForTokenClassification):
-                raise TypeError(f"Ensemble member {i} is a {type(tagger).__name__}, not a "
-                                "VanillaTransformerForTokenClassification.")
+                raise TypeError(
+                    f"Ensemble member {i} is a {type(tagger).__name__}, not a VanillaTransformerForTokenClassification."
+                )
         config = taggers[0].config
         for i, tagger in enumerate(taggers[1:], 1):
             for name in ("id2label", "vocab_size", "use_crf"):
                 if getattr(tagger.config, name) != getattr(config, name):
-                    raise ValueError(f"Ensemble member {i} has {name}={getattr(tagger.config, name)!r} but member 0 "
-                                     f"has {getattr(config, name)!r}; members must share labels and tokenizer.")
+                    raise ValueError(
+                        f"Ensemble member {i} has {name}={getattr(tagger.config, name)!r} but member 0 "
+                        f"has {getattr(config, name)!r}; members must share labels and tokenizer."
+                    )
         self.config = config
         self.taggers = nn.ModuleList(taggers)
         self.crf = None
@@ -46,21 +49,24 @@ class TokenClassificationEnsemble(nn.Module):
                     param.copy_(torch.stack([tagger.crf.get_parameter(name) for tagger in taggers]).mean(0))
         self.eval()  # built for evaluation and prediction
 
-    def forward(self, input_ids=None, attention_mask=None, inputs_embeds=None, labels=None, num_items_in_batch=None,
-                **kwargs):
+    def forward(
+        self, input_ids=None, attention_mask=None, inputs_embeds=None, labels=None, num_items_in_batch=None, **kwargs
+    ):
         scores = []
         for tagger in self.taggers:
             hidden = tagger.model(input_ids, attention_mask, inputs_embeds, return_dict=True).last_hidden_state
             hidden = apply_dropout(hidden, tagger.dropout, tagger.training)
             logits = tagger.classifier(hidden).float()  # (B, T, num_labels)
             scores.append(logits if self.crf is not None else logits.log_softmax(-1))
-        loss, logits = tagging_loss_and_scores(torch.stack(scores).mean(0), labels, attention_mask, self.crf,
-                                               self.training, num_items_in_batch)
+        loss, logits = tagging_loss_and_scores(
+            torch.stack(scores).mean(0), labels, attention_mask, self.crf, self.training, num_items_in_batch
+        )
         return TokenClassifierOutput(loss=loss, logits=logits)
 
 
 def ensemble_of(model, tokenizer, paths, **kwargs) -> TokenClassificationEnsemble:
     """`model` (whose tokenizer is `tokenizer`) and the taggers saved at `paths` as one ensemble; `kwargs` go to
     `from_pretrained` of the tokenizers and models. Members must share the tokenizer."""
-    return TokenClassificationEnsemble(ensemble_members(model, tokenizer, paths, AutoModelForTokenClassification,
-                                                        "tagger", task="tagging", **kwargs))
+    return TokenClassificationEnsemble(
+        ensemble_members(model, tokenizer, paths, AutoModelForTokenClassification, "tagger", task="tagging", **kwargs)
+    )

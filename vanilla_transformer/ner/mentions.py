@@ -50,10 +50,16 @@ def document_consistency(tokens: list[list[str]], tags: list[list[str]], documen
             for sequence in longest_first:
                 n = len(sequence)
                 for start in range(len(row) - n + 1):
-                    if tuple(words[start:start + n]) == sequence and all(t == "O" for t in row[start:start + n]):
-                        row[start:start + n] = mention_tags(majority[sequence], n)
-        names = {word: kind for i in rows for start, end, kind in mention_spans(tags[i])
-                 if kind in PERSON_TYPES and end - start > 1 for word in tokens[i][start:end] if word[:1].isupper()}
+                    if tuple(words[start : start + n]) == sequence and all(t == "O" for t in row[start : start + n]):
+                        row[start : start + n] = mention_tags(majority[sequence], n)
+        names = {
+            word: kind
+            for i in rows
+            for start, end, kind in mention_spans(tags[i])
+            if kind in PERSON_TYPES and end - start > 1
+            for word in tokens[i][start:end]
+            if word[:1].isupper()
+        }
         for i in rows:
             for start, end, _ in mention_spans(tags[i]):
                 if end - start == 1 and tokens[i][start] in names:

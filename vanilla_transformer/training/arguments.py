@@ -22,24 +22,39 @@ logger = logging.getLogger(__name__)
 @dataclass
 class ModelArguments:
     model_name_or_path: str | None = field(
-        default=None, metadata={"help": "A saved model (directory or Hub id) to continue from."})
+        default=None, metadata={"help": "A saved model (directory or Hub id) to continue from."}
+    )
     config_name: str | None = field(
-        default=None, metadata={"help": f"A preset name {sorted(PRESETS)}, or a config file or directory."})
+        default=None, metadata={"help": f"A preset name {sorted(PRESETS)}, or a config file or directory."}
+    )
     config_overrides: str | None = field(
-        default=None, metadata={"help": "Comma-separated config fields, e.g. 'd_model=256,encoder_layers=3'."})
+        default=None, metadata={"help": "Comma-separated config fields, e.g. 'd_model=256,encoder_layers=3'."}
+    )
     tokenizer_name: str | None = field(
-        default=None, metadata={"help": "A saved tokenizer; when absent a BPE is trained on the training split."})
+        default=None, metadata={"help": "A saved tokenizer; when absent a BPE is trained on the training split."}
+    )
     vocab_size: int | None = field(
-        default=None, metadata={"help": "Size of the BPE trained when no tokenizer is given (default 8000)."})
-    tokenizer_train_samples: int = field(default=500_000, metadata={
-        "help": "At most this many training examples, evenly spaced over the split, train that BPE."})
-    attn_implementation: str | None = field(default=None, metadata={
-        "help": "'sdpa', 'eager' or 'flex_attention' (block-sparse kernels compiled from the masks; trains on GPUs "
-                "only). Default: eager when training in bf16 on a CPU (torch's SDPA backward in bf16 is slow "
-                "there: docs/design.md), sdpa elsewhere."})
+        default=None, metadata={"help": "Size of the BPE trained when no tokenizer is given (default 8000)."}
+    )
+    tokenizer_train_samples: int = field(
+        default=500_000,
+        metadata={"help": "At most this many training examples, evenly spaced over the split, train that BPE."},
+    )
+    attn_implementation: str | None = field(
+        default=None,
+        metadata={
+            "help": "'sdpa', 'eager' or 'flex_attention' (block-sparse kernels compiled from the masks; trains on GPUs "
+            "only). Default: eager when training in bf16 on a CPU (torch's SDPA backward in bf16 is slow "
+            "there: docs/design.md), sdpa elsewhere."
+        },
+    )
     trust_remote_code: bool = field(default=False, metadata={"help": "Allow code from the model's Hub repository."})
-    cache_dir: str | None = field(default=None, metadata={
-        "help": "Where to cache Hub downloads and the Arrow files of local data (default: HF_HOME's caches)."})
+    cache_dir: str | None = field(
+        default=None,
+        metadata={
+            "help": "Where to cache Hub downloads and the Arrow files of local data (default: HF_HOME's caches)."
+        },
+    )
 
     def __post_init__(self):
         check_ranges(self, positive=("vocab_size", "tokenizer_train_samples"))
@@ -121,10 +136,14 @@ class PaperTrainingArguments(TrainingArguments):  # the types are TrainingArgume
     save_total_limit: int | None = trainer_default("save_total_limit", 2)
     report_to: None | str | list[str] = trainer_default("report_to", "none")
     logging_nan_inf_filter: bool = trainer_default("logging_nan_inf_filter", False)
-    overwrite_output_dir: bool = field(default=False, metadata={
-        "help": "Train into an --output_dir that holds a finished model or checkpoints, replacing them (the old "
-                "checkpoint-* directories are deleted first, so the directory holds one run). Without it such a "
-                "directory is refused unless --resume_from_checkpoint continues the run there."})
+    overwrite_output_dir: bool = field(
+        default=False,
+        metadata={
+            "help": "Train into an --output_dir that holds a finished model or checkpoints, replacing them (the old "
+            "checkpoint-* directories are deleted first, so the directory holds one run). Without it such a "
+            "directory is refused unless --resume_from_checkpoint continues the run there."
+        },
+    )
 
 
 @dataclass
@@ -154,22 +173,38 @@ class TokenBudgetArguments:
     """Batches by a token budget instead of a number of examples (fairseq's --max-tokens), for every training
     command: the argument classes of the data derive from it."""
 
-    max_tokens: int | None = field(default=None, metadata={
-        "help": "Training batches by a token budget instead of --per_device_train_batch_size: at most this many padded "
-                "input tokens, and as many label tokens, per batch and process (fairseq's --max-tokens); examples "
-                "of similar length together, batch order shuffled every epoch."})
-    eval_max_tokens: int | None = field(default=None, metadata={
-        "help": "Evaluation and prediction batches by a token budget instead of --per_device_eval_batch_size: at most "
-                "this many padded input tokens, and as many label tokens, per batch and process."})
-    packing: bool = field(default=False, metadata={
-        "help": "With --max_tokens (train-translation): every training batch has one shape, --max_tokens / "
-                "--packing_length rows of --packing_length tokens, each row holding several pairs (sources in the "
-                "encoder's rows, targets in the decoder's); each pair attends only to itself and its positions "
-                "start at 0. Little padding, and one shape for --torch_compile."})
-    packing_length: int | None = field(default=None, metadata={
-        "help": "The length of a packed row (--packing). Default: d_model / 2, at most 256 (longer rows: less "
-                "padding, more attention between the pairs of a row), or the longest training example (input or "
-                "label tokens) rounded up to a multiple of 8 when longer, at most --max_tokens."})
+    max_tokens: int | None = field(
+        default=None,
+        metadata={
+            "help": "Training batches by a token budget instead of --per_device_train_batch_size: at most this many "
+            "padded input tokens, and as many label tokens, per batch and process (fairseq's --max-tokens); examples "
+            "of similar length together, batch order shuffled every epoch."
+        },
+    )
+    eval_max_tokens: int | None = field(
+        default=None,
+        metadata={
+            "help": "Evaluation and prediction batches by a token budget instead of --per_device_eval_batch_size: at "
+            "most this many padded input tokens, and as many label tokens, per batch and process."
+        },
+    )
+    packing: bool = field(
+        default=False,
+        metadata={
+            "help": "With --max_tokens (train-translation): every training batch has one shape, --max_tokens / "
+            "--packing_length rows of --packing_length tokens, each row holding several pairs (sources in the "
+            "encoder's rows, targets in the decoder's); each pair attends only to itself and its positions "
+            "start at 0. Little padding, and one shape for --torch_compile."
+        },
+    )
+    packing_length: int | None = field(
+        default=None,
+        metadata={
+            "help": "The length of a packed row (--packing). Default: d_model / 2, at most 256 (longer rows: less "
+            "padding, more attention between the pairs of a row), or the longest training example (input or "
+            "label tokens) rounded up to a multiple of 8 when longer, at most --max_tokens."
+        },
+    )
 
     def __post_init__(self):
         check_ranges(self, positive=("max_tokens", "eval_max_tokens", "packing_length"))
@@ -246,13 +281,20 @@ def check_run(model_args, training_args) -> None:
     """What the parsed arguments cannot do together on this device, said before anything loads."""
     sharding = training_args.fsdp or os.environ.get("ACCELERATE_USE_FSDP", "").lower() == "true"
     if sharding and training_args.device.type == "cpu":  # accelerate would train unsharded, saying nothing
-        raise ValueError("--fsdp shards the model only on GPUs: accelerate runs FSDP on accelerators and trains an "
-                         "unsharded copy per process on CPUs. Drop --fsdp (or the accelerate config's FSDP section) "
-                         "to train data-parallel on CPUs (torchrun), or run on GPUs.")
-    if (model_args.attn_implementation == "flex_attention" and training_args.device.type == "cpu"
-            and training_args.do_train):
-        raise ValueError("--attn_implementation flex_attention trains on GPUs only (torch has no flex attention "
-                         "backward on CPUs); train with sdpa or eager, and evaluate or serve with flex_attention.")
+        raise ValueError(
+            "--fsdp shards the model only on GPUs: accelerate runs FSDP on accelerators and trains an "
+            "unsharded copy per process on CPUs. Drop --fsdp (or the accelerate config's FSDP section) "
+            "to train data-parallel on CPUs (torchrun), or run on GPUs."
+        )
+    if (
+        model_args.attn_implementation == "flex_attention"
+        and training_args.device.type == "cpu"
+        and training_args.do_train
+    ):
+        raise ValueError(
+            "--attn_implementation flex_attention trains on GPUs only (torch has no flex attention "
+            "backward on CPUs); train with sdpa or eager, and evaluate or serve with flex_attention."
+        )
 
 
 def default_attention(training_args) -> str:
@@ -290,14 +332,21 @@ def parse_run_arguments(parser, argv=None, logger=None, defaults_for=None):
         refuse_unknown(unknown)
         model_args, data_args, training_args = parsed
     log = logger or logging.getLogger(__name__)
-    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO,
-                        handlers=[logging.StreamHandler(sys.stdout)])
+    logging.basicConfig(
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        level=logging.INFO,
+        handlers=[logging.StreamHandler(sys.stdout)],
+    )
     if logger is not None and training_args.process_index != 0:
         logger.setLevel(logging.WARNING)
     check_run(model_args, training_args)
     precision.warn_if_slow_bf16(training_args, logger)
-    log.info("Device: %s x %d process(es), %s", training_args.device, training_args.world_size,
-             "bf16 autocast" if training_args.bf16 else "fp16 autocast" if training_args.fp16 else "fp32")
+    log.info(
+        "Device: %s x %d process(es), %s",
+        training_args.device,
+        training_args.world_size,
+        "bf16 autocast" if training_args.bf16 else "fp16 autocast" if training_args.fp16 else "fp32",
+    )
     if model_args.attn_implementation is None:
         model_args = replace(model_args, attn_implementation=default_attention(training_args))
     log.info("Attention: %s", model_args.attn_implementation)

@@ -13,28 +13,42 @@ def check_token_budget(data_args, training_args, logger=None, packs: bool = Fals
     """The combinations of flags that --max_tokens (and --packing) rule out, or warn about; `packs`: the command
     can pack."""
     if data_args.max_tokens and str(training_args.train_sampling_strategy) == "group_by_length":
-        raise ValueError("--max_tokens batches examples of similar length itself: drop --train_sampling_strategy "
-                         "group_by_length.")
+        raise ValueError(
+            "--max_tokens batches examples of similar length itself: drop --train_sampling_strategy group_by_length."
+        )
     if data_args.packing and not packs:
-        raise ValueError("--packing is offered by train-translation only (a tagger's CRF would chain the tags of "
-                         "the sentences packed into a row); drop --packing.")
+        raise ValueError(
+            "--packing is offered by train-translation only (a tagger's CRF would chain the tags of "
+            "the sentences packed into a row); drop --packing."
+        )
     if data_args.packing and not data_args.max_tokens:
-        raise ValueError("--packing fills rows up to a token budget: give --max_tokens too (rows per batch = "
-                         "--max_tokens / --packing_length).")
+        raise ValueError(
+            "--packing fills rows up to a token budget: give --max_tokens too (rows per batch = "
+            "--max_tokens / --packing_length)."
+        )
     if data_args.packing_length and not data_args.packing:
         raise ValueError("--packing_length sets the length of packed rows: give --packing true too.")
     if data_args.packing and data_args.packing_length and data_args.packing_length > data_args.max_tokens:
-        raise ValueError(f"--packing_length {data_args.packing_length} is above --max_tokens {data_args.max_tokens}: "
-                         "a batch holds at least one row.")
+        raise ValueError(
+            f"--packing_length {data_args.packing_length} is above --max_tokens {data_args.max_tokens}: "
+            "a batch holds at least one row."
+        )
     if data_args.max_tokens and training_args.torch_compile and not data_args.packing:
         (logger or logging.getLogger(__name__)).warning(
             "--torch_compile with --max_tokens: batch shapes change from step to step, which the compiler meets with "
             "dynamic shapes, slower than eager (docs/gpu.md). Add --packing true (one shape for every batch), or "
-            "leave --torch_compile off.")
+            "leave --torch_compile off."
+        )
 
 
-def padded_lengths(source_lengths, target_lengths, max_tokens: int, pad_to_multiple_of: int = 1,
-                   flag: str = "--max_tokens", split: str = "training"):
+def padded_lengths(
+    source_lengths,
+    target_lengths,
+    max_tokens: int,
+    pad_to_multiple_of: int = 1,
+    flag: str = "--max_tokens",
+    split: str = "training",
+):
     """Input and label lengths rounded up to the collator's multiple; an example longer than the budget is a
     ValueError naming the flag, the example and its length."""
     source = -(-np.asarray(source_lengths, dtype=np.int64) // pad_to_multiple_of) * pad_to_multiple_of
@@ -42,10 +56,12 @@ def padded_lengths(source_lengths, target_lengths, max_tokens: int, pad_to_multi
     too_long = np.flatnonzero(np.maximum(source, target) > max_tokens)
     if too_long.size:
         i = int(too_long[0])
-        raise ValueError(f"{flag} {max_tokens} is below {split} example {i}'s length ({source[i]} input, "
-                         f"{target[i]} label tokens after padding); {too_long.size} example(s) that long. Raise "
-                         f"{flag} or lower the maximum lengths (--max_source_length / --max_target_length, "
-                         "--max_seq_length).")
+        raise ValueError(
+            f"{flag} {max_tokens} is below {split} example {i}'s length ({source[i]} input, "
+            f"{target[i]} label tokens after padding); {too_long.size} example(s) that long. Raise "
+            f"{flag} or lower the maximum lengths (--max_source_length / --max_target_length, "
+            "--max_seq_length)."
+        )
     return source, target
 
 
@@ -57,8 +73,9 @@ class EpochBatches:
         self.epoch = int(epoch)
 
     def __iter__(self):
-        order = (np.random.default_rng([self.seed, self.epoch]).permutation(len(self)) if self.shuffle
-                 else range(len(self)))
+        order = (
+            np.random.default_rng([self.seed, self.epoch]).permutation(len(self)) if self.shuffle else range(len(self))
+        )
         for i in order:
             yield self.batch(i)
 
@@ -71,8 +88,15 @@ class TokenBudgetBatchSampler(EpochBatches):
     (seed, epoch) (`set_epoch`, which the Trainer calls). Under several processes accelerate deals the batches out in
     turn, every process the same number."""
 
-    def __init__(self, source_lengths, target_lengths, max_tokens: int, seed: int = 0, shuffle: bool = True,
-                 pad_to_multiple_of: int = 1):
+    def __init__(
+        self,
+        source_lengths,
+        target_lengths,
+        max_tokens: int,
+        seed: int = 0,
+        shuffle: bool = True,
+        pad_to_multiple_of: int = 1,
+    ):
         source, target = padded_lengths(source_lengths, target_lengths, max_tokens, pad_to_multiple_of)
         ties = np.random.default_rng([seed, 2**31]).random(len(source))
         self.order = np.lexsort((ties, target, source))  # by source length, then target length
@@ -81,7 +105,7 @@ class TokenBudgetBatchSampler(EpochBatches):
         while starts[-1] < len(source):  # batch after batch: as many examples as fit, in this order
             first, end = starts[-1], starts[-1] + max_tokens
             widest = np.maximum(source[first:end], np.maximum.accumulate(target[first:end]))  # sources ascend
-            fits = window[:len(widest)] * widest <= max_tokens  # (n examples) x (longest so far), which only grows
+            fits = window[: len(widest)] * widest <= max_tokens  # (n examples) x (longest so far), which only grows
             starts.append(first + (int(np.argmin(fits)) if not fits.all() else len(fits)))
         self.starts = np.asarray(starts, dtype=np.int64)  # numpy, not lists: small also for 10M pairs
         self.seed, self.shuffle, self.epoch = seed, shuffle, 0
@@ -90,7 +114,7 @@ class TokenBudgetBatchSampler(EpochBatches):
         return len(self.starts) - 1
 
     def batch(self, i: int) -> list[int]:
-        return self.order[self.starts[i]:self.starts[i + 1]].tolist()
+        return self.order[self.starts[i] : self.starts[i + 1]].tolist()
 
 
 def pack_rows(source_lengths, target_lengths, length: int, seed: int = 0, open_rows: int = 1024):
@@ -146,8 +170,8 @@ class PackedBatchSampler(EpochBatches):
 
     def batch(self, i: int) -> list[tuple[int, int]]:
         keys = []
-        for slot, row in enumerate(self.row_order[i * self.rows:(i + 1) * self.rows]):
-            keys += [(slot, int(e)) for e in self.members[self.starts[row]:self.starts[row + 1]]]
+        for slot, row in enumerate(self.row_order[i * self.rows : (i + 1) * self.rows]):
+            keys += [(slot, int(e)) for e in self.members[self.starts[row] : self.starts[row + 1]]]
         return keys
 
 
@@ -183,22 +207,29 @@ class PackedSeq2SeqCollator:
     def __call__(self, features):
         shape = (self.rows, self.length)
         pad, empty = torch.full(shape, self.pad_token_id), torch.zeros(shape, dtype=torch.long)
-        batch = {"input_ids": pad, "decoder_input_ids": pad.clone(), "labels": torch.full(shape, -100),
-                 "attention_mask": empty, "decoder_attention_mask": empty.clone()}
+        batch = {
+            "input_ids": pad,
+            "decoder_input_ids": pad.clone(),
+            "labels": torch.full(shape, -100),
+            "attention_mask": empty,
+            "decoder_attention_mask": empty.clone(),
+        }
         used = [[0, 0, 0] for _ in range(self.rows)]  # per row: pairs, source tokens, target tokens
         for feature in features:
             row = feature["row"]
             source, target = feature["input_ids"], feature["labels"]
             pair, s, t = used[row][0] + 1, used[row][1], used[row][2]
             if s + len(source) > self.length or t + len(target) > self.length:
-                raise ValueError(f"A pair of {len(source)} source and {len(target)} target tokens overflows packed row "
-                                 f"{row} (length {self.length}).")
-            batch["input_ids"][row, s:s + len(source)] = torch.as_tensor(source)
-            batch["attention_mask"][row, s:s + len(source)] = pair
-            batch["labels"][row, t:t + len(target)] = torch.as_tensor(target)
+                raise ValueError(
+                    f"A pair of {len(source)} source and {len(target)} target tokens overflows packed row "
+                    f"{row} (length {self.length})."
+                )
+            batch["input_ids"][row, s : s + len(source)] = torch.as_tensor(source)
+            batch["attention_mask"][row, s : s + len(source)] = pair
+            batch["labels"][row, t : t + len(target)] = torch.as_tensor(target)
             batch["decoder_input_ids"][row, t] = self.decoder_start_token_id
-            batch["decoder_input_ids"][row, t + 1:t + len(target)] = torch.as_tensor(target[:-1])
-            batch["decoder_attention_mask"][row, t:t + len(target)] = pair
+            batch["decoder_input_ids"][row, t + 1 : t + len(target)] = torch.as_tensor(target[:-1])
+            batch["decoder_attention_mask"][row, t : t + len(target)] = pair
             used[row] = [pair, s + len(source), t + len(target)]
         return batch
 
@@ -211,8 +242,18 @@ class TokenBudgetStream(torch.utils.data.IterableDataset):
     leaving out the few batches a buffer has past a multiple of n: all readers take the same number of batches.
     Resuming reads the stream again from its start, skipping the batches already trained."""
 
-    def __init__(self, examples, max_tokens: int, collate_fn, seed: int = 0, buffer: int = 100_000,
-                 pad_to_multiple_of: int = 1, rank: int = 0, processes: int = 1, packing_length: int | None = None):
+    def __init__(
+        self,
+        examples,
+        max_tokens: int,
+        collate_fn,
+        seed: int = 0,
+        buffer: int = 100_000,
+        pad_to_multiple_of: int = 1,
+        rank: int = 0,
+        processes: int = 1,
+        packing_length: int | None = None,
+    ):
         self.examples, self.max_tokens, self.collate_fn, self.seed = examples, max_tokens, collate_fn, seed
         self.buffer, self.pad_to_multiple_of, self.rank, self.processes = buffer, pad_to_multiple_of, rank, processes
         self.packing_length = packing_length  # packed rows of this length (PackedBatchSampler) instead
@@ -220,10 +261,12 @@ class TokenBudgetStream(torch.utils.data.IterableDataset):
     def batches(self, chunk):
         lengths = [len(e["input_ids"]) for e in chunk], [len(e.get("labels", e["input_ids"])) for e in chunk]
         if self.packing_length:
-            return PackedBatchSampler(*lengths, self.packing_length, self.max_tokens // self.packing_length,
-                                      seed=self.seed)
-        return TokenBudgetBatchSampler(*lengths, self.max_tokens, seed=self.seed,
-                                       pad_to_multiple_of=self.pad_to_multiple_of)
+            return PackedBatchSampler(
+                *lengths, self.packing_length, self.max_tokens // self.packing_length, seed=self.seed
+            )
+        return TokenBudgetBatchSampler(
+            *lengths, self.max_tokens, seed=self.seed, pad_to_multiple_of=self.pad_to_multiple_of
+        )
 
     def buffers(self):
         """Lists of `buffer` examples (the last one shorter), the stream read again and again."""
@@ -245,8 +288,9 @@ class TokenBudgetStream(torch.utils.data.IterableDataset):
             kept = len(batches) // readers * readers
             for i, keys in enumerate(batches):
                 if i < kept and i % readers == reader:
-                    yield self.collate_fn([chunk[key] if isinstance(key, int) else dict(chunk[key[1]], row=key[0])
-                                           for key in keys])
+                    yield self.collate_fn(
+                        [chunk[key] if isinstance(key, int) else dict(chunk[key[1]], row=key[0]) for key in keys]
+                    )
 
 
 class EvaluationBatches:
@@ -255,21 +299,23 @@ class EvaluationBatches:
     gather into one tensor per step, in the dataset's order. The last round is topped up with repeats of its last
     example; `real_examples` says how many of the gathered outputs to keep."""
 
-    def __init__(self, source_lengths, target_lengths, max_tokens: int, processes: int = 1,
-                 pad_to_multiple_of: int = 1):
-        source, target = padded_lengths(source_lengths, target_lengths, max_tokens, pad_to_multiple_of,
-                                        "--eval_max_tokens", "evaluation")
+    def __init__(
+        self, source_lengths, target_lengths, max_tokens: int, processes: int = 1, pad_to_multiple_of: int = 1
+    ):
+        source, target = padded_lengths(
+            source_lengths, target_lengths, max_tokens, pad_to_multiple_of, "--eval_max_tokens", "evaluation"
+        )
         widest, n = np.maximum(source, target), len(source)
         self.real_examples, self.batches, first = n, [], 0
         while first < n:
-            longest = np.maximum.accumulate(widest[first:first + max_tokens * processes])
+            longest = np.maximum.accumulate(widest[first : first + max_tokens * processes])
             sizes = np.arange(1, -(-len(longest) // processes) + 1)  # examples per process
             fits = sizes * longest[np.minimum(sizes * processes, len(longest)) - 1] <= max_tokens
             size = int(np.argmin(fits)) if not fits.all() else len(fits)  # the round's longest x size fits
             size = min(size, -(-(n - first) // processes))
             take = min(size * processes, n - first)
             rows = list(range(first, first + take)) + [first + take - 1] * (size * processes - take)
-            self.batches += [rows[p * size:(p + 1) * size] for p in range(processes)]
+            self.batches += [rows[p * size : (p + 1) * size] for p in range(processes)]
             first += take
 
     def __len__(self) -> int:

@@ -19,10 +19,12 @@ def merge_parts(tokenizer) -> np.ndarray:
     the tokenizer's list), -1 for tokens no merge made (characters, special and added tokens)."""
     model = json.loads(tokenizer.backend_tokenizer.to_str())["model"]
     if model["type"] != "BPE" or model.get("continuing_subword_prefix") or model.get("end_of_word_suffix"):
-        raise ValueError(f"--bpe_dropout splits the merges of a BPE tokenizer without subword prefixes or suffixes; "
-                         f"this tokenizer's model is {model['type']} (continuing_subword_prefix "
-                         f"{model.get('continuing_subword_prefix')!r}, end_of_word_suffix "
-                         f"{model.get('end_of_word_suffix')!r}).")
+        raise ValueError(
+            f"--bpe_dropout splits the merges of a BPE tokenizer without subword prefixes or suffixes; "
+            f"this tokenizer's model is {model['type']} (continuing_subword_prefix "
+            f"{model.get('continuing_subword_prefix')!r}, end_of_word_suffix "
+            f"{model.get('end_of_word_suffix')!r})."
+        )
     vocab = model["vocab"]
     parts = np.full((max(len(tokenizer), len(vocab)), 2), -1, dtype=np.int64)
     for merge in model["merges"]:
@@ -68,8 +70,10 @@ class BpeDropout:
         return self
 
     def __call__(self, batch: dict) -> dict:
-        return {column: [self.split(row, column) for row in rows] if column in self.max_lengths else rows
-                for column, rows in batch.items()}
+        return {
+            column: [self.split(row, column) for row in rows] if column in self.max_lengths else rows
+            for column, rows in batch.items()
+        }
 
     def split(self, row, column: str) -> list[int]:
         ids = np.asarray(row, dtype=np.int64)

@@ -29,8 +29,17 @@ def last_checkpoint(training_args):
 
 # The arguments of the training commands that name something the run reads: a saved model, a tokenizer, a config, data
 # files (a parallel-text prefix too), a local dataset directory, ensemble members.
-INPUT_FIELDS = ("model_name_or_path", "tokenizer_name", "config_name", "dataset_name", "train_file", "validation_file",
-                "test_file", "train_conll_file", "ensemble_with")
+INPUT_FIELDS = (
+    "model_name_or_path",
+    "tokenizer_name",
+    "config_name",
+    "dataset_name",
+    "train_file",
+    "validation_file",
+    "test_file",
+    "train_conll_file",
+    "ensemble_with",
+)
 MODEL_FIELDS = ("model_name_or_path", "tokenizer_name", "config_name", "ensemble_with")
 
 
@@ -85,17 +94,23 @@ def check_output_dir(training_args, resume_from, *argument_sets) -> None:
     if not training_args.overwrite_output_dir:
         names = found + [os.path.basename(c) for c in checkpoints]
         what = ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
-        raise ValueError(f"--output_dir {output_dir} holds a finished model or checkpoints of another run ({what}): "
-                         "pass --overwrite_output_dir true to replace them, --resume_from_checkpoint true to continue "
-                         "that run, or another --output_dir.")
+        raise ValueError(
+            f"--output_dir {output_dir} holds a finished model or checkpoints of another run ({what}): "
+            "pass --overwrite_output_dir true to replace them, --resume_from_checkpoint true to continue "
+            "that run, or another --output_dir."
+        )
     for checkpoint in checkpoints:
         if not os.path.isfile(os.path.join(checkpoint, "trainer_state.json")):
-            raise ValueError(f"--overwrite_output_dir deletes the checkpoints of an earlier run, and {checkpoint} is "
-                             "none (it holds no trainer_state.json): move it out of --output_dir first.")
+            raise ValueError(
+                f"--overwrite_output_dir deletes the checkpoints of an earlier run, and {checkpoint} is "
+                "none (it holds no trainer_state.json): move it out of --output_dir first."
+            )
         for path in models + data:
             if is_within(path, checkpoint) or same_path(path, checkpoint):
-                raise ValueError(f"--overwrite_output_dir would delete {checkpoint}, which holds what this run reads "
-                                 f"({path}): copy it out of --output_dir first, or give another --output_dir.")
+                raise ValueError(
+                    f"--overwrite_output_dir would delete {checkpoint}, which holds what this run reads "
+                    f"({path}): copy it out of --output_dir first, or give another --output_dir."
+                )
     if training_args.should_save:  # (the main process)
         for checkpoint in checkpoints:
             shutil.rmtree(checkpoint)
@@ -110,9 +125,11 @@ def refuse_other_model(output_dir, loaded) -> None:
     held = finished_model(output_dir)
     if held and not any(path and same_path(output_dir, path) for path in loaded):
         what = ", ".join(held[:4]) + (", ..." if len(held) > 4 else "")
-        raise ValueError(f"--output_dir {output_dir} holds another finished model or checkpoints ({what}): this run "
-                         "would write its results among them; give another --output_dir, or the model's own "
-                         "directory as --model_name_or_path.")
+        raise ValueError(
+            f"--output_dir {output_dir} holds another finished model or checkpoints ({what}): this run "
+            "would write its results among them; give another --output_dir, or the model's own "
+            "directory as --model_name_or_path."
+        )
 
 
 def check_checkpoint_files(checkpoint: str) -> None:
@@ -190,8 +207,12 @@ class AtomicCheckpoints(TrainerCallback):
             os.replace(os.path.join(staging, name), final)  # the atomic step
             if state.best_model_checkpoint:
                 state.best_model_checkpoint = state.best_model_checkpoint.replace(staging, run_dir)
-            rotate_checkpoints(output_dir=run_dir, save_total_limit=args.save_total_limit,
-                               best_model_checkpoint=state.best_model_checkpoint, use_mtime=False)
+            rotate_checkpoints(
+                output_dir=run_dir,
+                save_total_limit=args.save_total_limit,
+                best_model_checkpoint=state.best_model_checkpoint,
+                use_mtime=False,
+            )
         self.accelerator.wait_for_everyone()
 
 
@@ -205,8 +226,11 @@ class FiniteWeights(TrainerCallback):
         from ..loading import check_finite
 
         if model is not None:
-            check_finite(model.state_dict().items(), f"the weights after step {state.global_step} (nothing saved at "
-                                                     "this step: lower --learning_rate or clip gradients)")
+            check_finite(
+                model.state_dict().items(),
+                f"the weights after step {state.global_step} (nothing saved at "
+                "this step: lower --learning_rate or clip gradients)",
+            )
 
     def on_step_end(self, args, state, control, model=None, **kwargs):
         if control.should_save:

@@ -38,9 +38,9 @@ class TaggingDataCollator(DataCollatorForTokenClassification):
         padded = torch.full((len(targets), length, targets[0].shape[-1]), -100, dtype=torch.long)
         for row, target in zip(padded, targets):
             if self.tokenizer.padding_side == "left":
-                row[length - len(target):] = target
+                row[length - len(target) :] = target
             else:
-                row[:len(target)] = target
+                row[: len(target)] = target
         batch["auxiliary_targets"] = padded  # (B, T, tasks)
         return batch
 
@@ -65,8 +65,9 @@ def tokenizer_cache_path(rows, vocab_size: int, samples: int) -> str | None:
 
     from .. import __version__
 
-    key = Hasher.hash([[f, os.path.getsize(f), os.path.getmtime(f)] for f in files] + [vocab_size, samples,
-                                                                                       __version__])
+    key = Hasher.hash(
+        [[f, os.path.getsize(f), os.path.getmtime(f)] for f in files] + [vocab_size, samples, __version__]
+    )
     return os.path.join(os.path.dirname(files[0]), f"vanilla-transformer-bpe-{key}")
 
 
@@ -79,20 +80,26 @@ def get_tokenizer(model_args: ModelArguments, texts_for_training, rows, default_
     if name:
         return load_tokenizer(name, cache_dir=model_args.cache_dir, trust_remote_code=model_args.trust_remote_code)
     if rows is None:
-        raise ValueError("No tokenizer given (--tokenizer_name or --model_name_or_path) and no training split to train "
-                         "one on.")
+        raise ValueError(
+            "No tokenizer given (--tokenizer_name or --model_name_or_path) and no training split to train one on."
+        )
     vocab_size, samples = model_args.vocab_size or default_vocab_size, model_args.tokenizer_train_samples
     if not hasattr(rows, "__len__"):  # a stream: its first examples, the tokenizer trained again by each run
-        logger.info("Training a BPE tokenizer of %d tokens on the first %s training examples", vocab_size,
-                    f"{samples:,}")
+        logger.info(
+            "Training a BPE tokenizer of %d tokens on the first %s training examples", vocab_size, f"{samples:,}"
+        )
         return train_tokenizer(texts_for_training(rows.take(samples)), vocab_size=vocab_size, show_progress=True)
     cached = tokenizer_cache_path(rows, vocab_size, samples)
     if cached and os.path.isfile(os.path.join(cached, "tokenizer.json")):
         logger.info("Tokenizer: %s (trained by an earlier run on the same data)", cached)
         return load_tokenizer(cached)
     sample = evenly_spaced(rows, samples)
-    logger.info("Training a BPE tokenizer of %d tokens on %s of %s training examples", vocab_size, f"{len(sample):,}",
-                f"{len(rows):,}")
+    logger.info(
+        "Training a BPE tokenizer of %d tokens on %s of %s training examples",
+        vocab_size,
+        f"{len(sample):,}",
+        f"{len(rows):,}",
+    )
     tokenizer = train_tokenizer(texts_for_training(sample), vocab_size=vocab_size, show_progress=len(sample) > 100_000)
     if not cached:
         return tokenizer
@@ -109,16 +116,20 @@ def build_config(model_args: ModelArguments, tokenizer, default_preset: str = "s
     """Config from `--config_name` (preset, file or directory) + `--config_overrides`; vocabulary and special tokens
     from the tokenizer."""
     overrides = parse_config_overrides(model_args.config_overrides)
-    special = dict(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
-                   bos_token_id=tokenizer.bos_token_id,
-                   decoder_start_token_id=tokenizer.bos_token_id if tokenizer.bos_token_id is not None
-                   else tokenizer.pad_token_id)
+    special = dict(
+        vocab_size=len(tokenizer),
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        decoder_start_token_id=tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.pad_token_id,
+    )
     name = model_args.config_name or default_preset
     if name in PRESETS:
         return VanillaTransformerConfig.from_preset(name, **{**special, **task_fields, **overrides})
     if not os.path.exists(name):
-        raise ValueError(f"--config_name {name!r} is neither a preset {sorted(PRESETS)} nor an existing file or "
-                         "directory.")
+        raise ValueError(
+            f"--config_name {name!r} is neither a preset {sorted(PRESETS)} nor an existing file or directory."
+        )
     config = VanillaTransformerConfig.from_pretrained(name)
     return VanillaTransformerConfig(**{**config.to_dict(), **special, **task_fields, **overrides})
 
@@ -126,19 +137,31 @@ def build_config(model_args: ModelArguments, tokenizer, default_preset: str = "s
 def build_model(model_args: ModelArguments, tokenizer, task: str, **task_fields):
     """`task` is "seq2seq", "token_classification" or "masked_lm". A saved model is loaded (its tokenizer must agree
     with it); otherwise a new one is built from the config."""
-    auto = {"seq2seq": AutoModelForSeq2SeqLM, "token_classification": AutoModelForTokenClassification,
-            "masked_lm": AutoModelForMaskedLM}[task]
+    auto = {
+        "seq2seq": AutoModelForSeq2SeqLM,
+        "token_classification": AutoModelForTokenClassification,
+        "masked_lm": AutoModelForMaskedLM,
+    }[task]
     if model_args.model_name_or_path:
         with local_or_hub(model_args.model_name_or_path):
-            config = AutoConfig.from_pretrained(model_args.model_name_or_path, cache_dir=model_args.cache_dir,
-                                                trust_remote_code=model_args.trust_remote_code, **task_fields)
+            config = AutoConfig.from_pretrained(
+                model_args.model_name_or_path,
+                cache_dir=model_args.cache_dir,
+                trust_remote_code=model_args.trust_remote_code,
+                **task_fields,
+            )
         for key, value in parse_config_overrides(model_args.config_overrides).items():
             setattr(config, key, value)  # each field's own checks run here (@strict)
         if hasattr(config, "validate"):
             config.validate()  # and the checks across fields
-        model = load_model(auto, model_args.model_name_or_path, config=config, cache_dir=model_args.cache_dir,
-                                     trust_remote_code=model_args.trust_remote_code,
-                                     attn_implementation=model_args.attn_implementation)
+        model = load_model(
+            auto,
+            model_args.model_name_or_path,
+            config=config,
+            cache_dir=model_args.cache_dir,
+            trust_remote_code=model_args.trust_remote_code,
+            attn_implementation=model_args.attn_implementation,
+        )
     else:
         config = build_config(model_args, tokenizer, **task_fields)
         model = auto.from_config(config, attn_implementation=model_args.attn_implementation)
@@ -172,6 +195,7 @@ class WholeWordMaskCollator(DataCollatorForLanguageModeling):
         action = torch.rand(inputs.shape, generator=self.generator)
         inputs[masked & (action < 0.8)] = self.tokenizer.mask_token_id
         random_tokens = masked & (action >= 0.8) & (action < 0.9)
-        inputs[random_tokens] = torch.randint(len(self.tokenizer), inputs.shape,
-                                              generator=self.generator)[random_tokens]
+        inputs[random_tokens] = torch.randint(len(self.tokenizer), inputs.shape, generator=self.generator)[
+            random_tokens
+        ]
         return inputs, labels

@@ -61,16 +61,20 @@ def warn_if_slow_bf16(training_args, logger=None) -> None:
     if not (training_args.bf16 and training_args.device.type == "cpu") or fast_bf16("cpu"):
         return
     if native_bf16("cpu"):
-        why = (f"a bf16 matrix product runs {bf16_matmul_speedup():.2f}x as fast as fp32 here, so bf16 autocast "
-               "(which adds casts) gains nothing")
+        why = (
+            f"a bf16 matrix product runs {bf16_matmul_speedup():.2f}x as fast as fp32 here, so bf16 autocast "
+            "(which adds casts) gains nothing"
+        )
     else:
-        why = ("this CPU has no native bf16 matrix products (no AVX-512/AMX), so bf16 autocast runs many times slower "
-               "than fp32 here")
+        why = (
+            "this CPU has no native bf16 matrix products (no AVX-512/AMX), so bf16 autocast runs many times slower "
+            "than fp32 here"
+        )
     (logger or logging.getLogger(__name__)).warning(f"--bf16 true: {why}; pass --bf16 false.")
 
 
 def accelerator_type() -> str | None:
-    """"cuda" or "mps" when this process can use one, else None (decided when a command starts, not at import)."""
+    """ "cuda" or "mps" when this process can use one, else None (decided when a command starts, not at import)."""
     if torch.cuda.is_available():
         return "cuda"
     if torch.backends.mps.is_available():

@@ -11,8 +11,18 @@ from .arguments import dataset_label
 from .trainers import TokenCountMixin, TrainingClock
 
 
-def write_card_and_push(trainer, training_args, model, task: str, dataset_name: str, train_samples, languages=None,
-                        labels=None, wall_seconds=None, argv=None) -> None:
+def write_card_and_push(
+    trainer,
+    training_args,
+    model,
+    task: str,
+    dataset_name: str,
+    train_samples,
+    languages=None,
+    labels=None,
+    wall_seconds=None,
+    argv=None,
+) -> None:
     """End of a run (main process): record what the run knows, render README.md next to the model, and with
     `--push_to_hub` upload the directory (`--hub_model_id`, default: the output directory's name)."""
     if not trainer.is_world_process_zero():
@@ -21,14 +31,27 @@ def write_card_and_push(trainer, training_args, model, task: str, dataset_name: 
     from ..upload import push_model_dir
 
     command = invoked_command(argv, {"HUB_TOKEN": training_args.hub_token})  # (however its flag was spelled)
-    write_card_info(training_args.output_dir, task, dataset_name, train_samples, command, training_args,
-                    languages=languages, labels=labels, wall_seconds=wall_seconds,
-                    label_smoothing=model.config.label_smoothing)
+    write_card_info(
+        training_args.output_dir,
+        task,
+        dataset_name,
+        train_samples,
+        command,
+        training_args,
+        languages=languages,
+        labels=labels,
+        wall_seconds=wall_seconds,
+        label_smoothing=model.config.label_smoothing,
+    )
     repo_id = training_args.hub_model_id or os.path.basename(os.path.abspath(training_args.output_dir))
     render_card(training_args.output_dir, repo_id)
     if training_args.push_to_hub:
-        push_model_dir(training_args.output_dir, repo_id, token=training_args.hub_token,
-                       private=bool(training_args.hub_private_repo))
+        push_model_dir(
+            training_args.output_dir,
+            repo_id,
+            token=training_args.hub_token,
+            private=bool(training_args.hub_private_repo),
+        )
 
 
 def predict_split(trainer, dataset, prefix: str, compute_metrics=None):
@@ -69,8 +92,12 @@ def train_and_save(trainer, train_dataset, resume_from=None) -> dict:
 
 def limit_splits(raw, data_args) -> dict:
     """The splits a run uses (train, validation, test), each cut to its --max_*_samples."""
-    limits = {"train": data_args.max_train_samples, "validation": data_args.max_eval_samples,
-              "test": data_args.max_predict_samples}
+    limits = {
+        "train": data_args.max_train_samples,
+        "validation": data_args.max_eval_samples,
+        "test": data_args.max_predict_samples,
+    }
+
     def cut(ds, limit):
         if limit is None:
             return ds
@@ -84,8 +111,10 @@ def evaluate_splits(trainer, training_args, tokenized, compute_metrics, after=No
     splits there are; `after(split, prefix, predictions, label_ids, metrics)` may add metrics and write the
     predictions before the metrics are logged and saved."""
     all_metrics = {}
-    for split, prefix, enabled in (("validation", "eval", training_args.do_eval),
-                                   ("test", "predict", training_args.do_predict)):
+    for split, prefix, enabled in (
+        ("validation", "eval", training_args.do_eval),
+        ("test", "predict", training_args.do_predict),
+    ):
         if not enabled or split not in tokenized:
             continue
         predictions, label_ids, metrics = predict_split(trainer, tokenized[split], prefix, compute_metrics)
@@ -97,13 +126,23 @@ def evaluate_splits(trainer, training_args, tokenized, compute_metrics, after=No
     return all_metrics
 
 
-def finish_run(trainer, training_args, model, task: str, data_args, train_samples, metrics: dict, argv=None,
-               **card) -> None:
+def finish_run(
+    trainer, training_args, model, task: str, data_args, train_samples, metrics: dict, argv=None, **card
+) -> None:
     """The end of every training command: after training, the model card (and the upload with --push_to_hub); then
     the run's metrics printed."""
     if training_args.do_train:
-        write_card_and_push(trainer, training_args, model, task, dataset_label(data_args), train_samples,
-                            wall_seconds=metrics.get("train_wall_seconds"), argv=argv, **card)
+        write_card_and_push(
+            trainer,
+            training_args,
+            model,
+            task,
+            dataset_label(data_args),
+            train_samples,
+            wall_seconds=metrics.get("train_wall_seconds"),
+            argv=argv,
+            **card,
+        )
     if trainer.is_world_process_zero():
         print("\nMetrics:", {k: round(v, 4) if isinstance(v, float) else v for k, v in metrics.items()})
     close_process_group(trainer)
@@ -128,8 +167,12 @@ def ensemble_loading(model_args, training_args, what: str) -> dict:
     """The `from_pretrained` arguments of `--ensemble_with`'s members. An ensemble combines trained models (`what`)
     for evaluation and prediction: a run that trains, or names no `--model_name_or_path`, is refused."""
     if training_args.do_train or not model_args.model_name_or_path:
-        raise ValueError(f"--ensemble_with combines trained {what}: give --model_name_or_path and --do_eval and/or "
-                         "--do_predict, without --do_train.")
-    return dict(cache_dir=model_args.cache_dir, trust_remote_code=model_args.trust_remote_code,
-                attn_implementation=model_args.attn_implementation)
-
+        raise ValueError(
+            f"--ensemble_with combines trained {what}: give --model_name_or_path and --do_eval and/or "
+            "--do_predict, without --do_train."
+        )
+    return dict(
+        cache_dir=model_args.cache_dir,
+        trust_remote_code=model_args.trust_remote_code,
+        attn_implementation=model_args.attn_implementation,
+    )

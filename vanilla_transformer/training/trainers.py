@@ -29,8 +29,15 @@ class TokenBudgetMixin:
     the shuffle, but the predictions files would pair each prediction with another sentence's source.) The dataset's
     `input_ids` and `labels` (else `input_ids` again) give the lengths."""
 
-    def __init__(self, *args, max_tokens: int | None = None, eval_max_tokens: int | None = None,
-                 packing: bool = False, packing_length: int | None = None, **kwargs):
+    def __init__(
+        self,
+        *args,
+        max_tokens: int | None = None,
+        eval_max_tokens: int | None = None,
+        packing: bool = False,
+        packing_length: int | None = None,
+        **kwargs,
+    ):
         super().__init__(*args, **kwargs)
         self.max_tokens, self.eval_max_tokens, self.evaluated_examples = max_tokens, eval_max_tokens, None
         self.packing, self.packing_length = packing, packing_length
@@ -45,48 +52,74 @@ class TokenBudgetMixin:
         return getattr(self.data_collator, "pad_to_multiple_of", None) or 1
 
     def loader(self, dataset, batch_sampler, collate_fn=None):
-        return self.accelerator.prepare(DataLoader(
-            dataset, batch_sampler=batch_sampler, collate_fn=collate_fn or self.data_collator,
-            num_workers=self.args.dataloader_num_workers, pin_memory=self.args.dataloader_pin_memory))
+        return self.accelerator.prepare(
+            DataLoader(
+                dataset,
+                batch_sampler=batch_sampler,
+                collate_fn=collate_fn or self.data_collator,
+                num_workers=self.args.dataloader_num_workers,
+                pin_memory=self.args.dataloader_pin_memory,
+            )
+        )
 
     def packed_collator(self, length: int):
         config = self.model.config
-        return PackedSeq2SeqCollator(config.pad_token_id, config.decoder_start_token_id, self.max_tokens // length,
-                                     length)
+        return PackedSeq2SeqCollator(
+            config.pad_token_id, config.decoder_start_token_id, self.max_tokens // length, length
+        )
 
     def get_train_dataloader(self):
         if not self.max_tokens:
             return super().get_train_dataloader()
         if not hasattr(self.train_dataset, "__len__"):  # a stream: its own batches on each process (not dispatched)
             length = self.packing_length if self.packing else None  # (the command sets it for a stream)
-            stream = TokenBudgetStream(self.train_dataset, self.max_tokens,
-                                       self.packed_collator(length) if length else self.data_collator,
-                                       seed=self.args.seed, pad_to_multiple_of=self.pad_to_multiple_of(),
-                                       rank=self.args.process_index, processes=self.args.world_size,
-                                       packing_length=length)
-            return DataLoader(stream, batch_size=None, num_workers=self.args.dataloader_num_workers,
-                              pin_memory=self.args.dataloader_pin_memory)
+            stream = TokenBudgetStream(
+                self.train_dataset,
+                self.max_tokens,
+                self.packed_collator(length) if length else self.data_collator,
+                seed=self.args.seed,
+                pad_to_multiple_of=self.pad_to_multiple_of(),
+                rank=self.args.process_index,
+                processes=self.args.world_size,
+                packing_length=length,
+            )
+            return DataLoader(
+                stream,
+                batch_size=None,
+                num_workers=self.args.dataloader_num_workers,
+                pin_memory=self.args.dataloader_pin_memory,
+            )
         if self.packing:
             source, target = self.lengths(self.train_dataset)
-            length = self.packing_length or default_packing_length(max(source.max(), target.max()), self.max_tokens,
-                                                                   self.model.config.d_model)
+            length = self.packing_length or default_packing_length(
+                max(source.max(), target.max()), self.max_tokens, self.model.config.d_model
+            )
             sampler = PackedBatchSampler(source, target, length, self.max_tokens // length, seed=self.args.seed)
             self.add_callback(EpochOfSampler(sampler))
             return self.loader(RowsOf(self.train_dataset), sampler, self.packed_collator(length))
-        sampler = TokenBudgetBatchSampler(*self.lengths(self.train_dataset), self.max_tokens, seed=self.args.seed,
-                                          pad_to_multiple_of=self.pad_to_multiple_of())
+        sampler = TokenBudgetBatchSampler(
+            *self.lengths(self.train_dataset),
+            self.max_tokens,
+            seed=self.args.seed,
+            pad_to_multiple_of=self.pad_to_multiple_of(),
+        )
         self.add_callback(EpochOfSampler(sampler))
         return self.loader(self.train_dataset, sampler)
 
     def evaluation_loader(self, dataset):
         """Batches of `dataset` in its order (the processes take turns by batch, as accelerate shards them)."""
         if self.eval_max_tokens:
-            batches = EvaluationBatches(*self.lengths(dataset), self.eval_max_tokens, processes=self.args.world_size,
-                                        pad_to_multiple_of=self.pad_to_multiple_of())
+            batches = EvaluationBatches(
+                *self.lengths(dataset),
+                self.eval_max_tokens,
+                processes=self.args.world_size,
+                pad_to_multiple_of=self.pad_to_multiple_of(),
+            )
             self.evaluated_examples = batches.real_examples
         else:
-            batches = BatchSampler(SequentialSampler(dataset), self.args.eval_batch_size,
-                                   drop_last=self.args.dataloader_drop_last)
+            batches = BatchSampler(
+                SequentialSampler(dataset), self.args.eval_batch_size, drop_last=self.args.dataloader_drop_last
+            )
         return self.loader(dataset, batches)
 
     def get_eval_dataloader(self, eval_dataset=None):
@@ -104,12 +137,15 @@ class TokenBudgetMixin:
     def on_real_examples(self, compute_metrics):
         """`compute_metrics` on the evaluated examples only, without the repeats that top up the last round of
         evaluation batches under several processes."""
+
         def cut(x):
-            return tuple(cut(y) for y in x) if isinstance(x, tuple) else x[:self.evaluated_examples]
+            return tuple(cut(y) for y in x) if isinstance(x, tuple) else x[: self.evaluated_examples]
 
         def metrics(eval_preds):
-            return compute_metrics(EvalPrediction(predictions=cut(eval_preds.predictions),
-                                                  label_ids=cut(eval_preds.label_ids)))
+            return compute_metrics(
+                EvalPrediction(predictions=cut(eval_preds.predictions), label_ids=cut(eval_preds.label_ids))
+            )
+
         return metrics
 
 
@@ -160,8 +196,9 @@ class TokenCountMixin:
 
     def training_step(self, model, inputs, num_items_in_batch=None):
         if "attention_mask" in inputs and "labels" in inputs:
-            self.tokens_trained = (self.tokens_trained + (inputs["attention_mask"] != 0).sum()
-                                   + (inputs["labels"] >= 0).sum())
+            self.tokens_trained = (
+                self.tokens_trained + (inputs["attention_mask"] != 0).sum() + (inputs["labels"] >= 0).sum()
+            )
             self.token_slots += inputs["attention_mask"].numel() + inputs["labels"].numel()
         return super().training_step(model, inputs, num_items_in_batch)
 

@@ -49,18 +49,21 @@ def read_api_keys(path) -> dict[str, int | None]:
     keys: dict[str, int | None] = {}
     for number, line in enumerate(read_lines(path, allow_empty=True), 1):
         if re.search(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]", line):  # (tabs separate a key from its limit)
-            raise ValueError(f"{path}, line {number}: a control character; a line is `KEY` or `KEY "
-                             "REQUESTS_PER_MINUTE`")
+            raise ValueError(
+                f"{path}, line {number}: a control character; a line is `KEY` or `KEY REQUESTS_PER_MINUTE`"
+            )
         words = re.split(r"(?:^|(?<=\s))#", line, maxsplit=1)[0].split()  # (a `#` inside a key is the key's)
         if not words:
             continue
-        if len(words) > 2 or (len(words) == 2 and not (re.fullmatch(r"[0-9]{1,15}", words[1])
-                                                       and int(words[1]) > 0)):
-            raise ValueError(f"{path}, line {number}: expected `KEY` or `KEY REQUESTS_PER_MINUTE` (a positive "
-                             "whole number)")
+        if len(words) > 2 or (len(words) == 2 and not (re.fullmatch(r"[0-9]{1,15}", words[1]) and int(words[1]) > 0)):
+            raise ValueError(
+                f"{path}, line {number}: expected `KEY` or `KEY REQUESTS_PER_MINUTE` (a positive whole number)"
+            )
         if not KEY_FORM.fullmatch(words[0]):
-            raise ValueError(f"{path}, line {number}: a key is 1-1000 printable ASCII characters without spaces (it "
-                             "travels in an HTTP header)")
+            raise ValueError(
+                f"{path}, line {number}: a key is 1-1000 printable ASCII characters without spaces (it "
+                "travels in an HTTP header)"
+            )
         if words[0] in keys:
             raise ValueError(f"{path}, line {number}: this key is already on an earlier line")
         keys[words[0]] = int(words[1]) if len(words) == 2 else None
@@ -71,9 +74,19 @@ def read_api_keys(path) -> dict[str, int | None]:
 
 # A Redis URL's query arguments whose values are never secret (numbers and switches redis-py reads); every other
 # value (`?password=`, `?username=`, ...) is hidden like the URL's user and password
-PLAIN_QUERY = ("db", "socket_timeout", "socket_connect_timeout", "socket_read_size", "socket_keepalive",
-               "retry_on_timeout", "max_connections", "health_check_interval", "ssl_check_hostname", "timeout",
-               "protocol")
+PLAIN_QUERY = (
+    "db",
+    "socket_timeout",
+    "socket_connect_timeout",
+    "socket_read_size",
+    "socket_keepalive",
+    "retry_on_timeout",
+    "max_connections",
+    "health_check_interval",
+    "ssl_check_hostname",
+    "timeout",
+    "protocol",
+)
 ENCODE = "percent-encode a password's @ as %40, : as %3A, / as %2F, ? as %3F, # as %23, & as %26"
 
 
@@ -88,16 +101,22 @@ def redis_url(uri: str) -> tuple[str, set[str]]:
 
     scheme, sep, _ = uri.partition("://")
     if not sep or f"{scheme.lower()}://" not in STORAGE_SCHEMES[1:]:
-        raise ValueError("expected memory://, redis://HOST:PORT[/DB], rediss://HOST:PORT[/DB] or unix:///SOCKET[?db=DB]")
+        raise ValueError(
+            "expected memory://, redis://HOST:PORT[/DB], rediss://HOST:PORT[/DB] or unix:///SOCKET[?db=DB]"
+        )
     if not uri.isprintable() or any(character.isspace() for character in uri):
         raise ValueError(f"a space or control character in the URL ({ENCODE}, a space as %20)")
     try:
         parts = urlsplit(uri)
         parts.port  # noqa: B018 (read: a port that is not a number is a ValueError now)
     except ValueError as error:  # (its text may quote the password: never shown)
-        problem = ("an IPv6 host without its closing ]" if "IPv6" in str(error) else
-                   "a character Unicode normalisation changes" if "NFKC" in str(error) else
-                   "the port is not a number from 0 to 65535")
+        problem = (
+            "an IPv6 host without its closing ]"
+            if "IPv6" in str(error)
+            else "a character Unicode normalisation changes"
+            if "NFKC" in str(error)
+            else "the port is not a number from 0 to 65535"
+        )
         raise ValueError(f"not a URL redis-py can read: {problem} ({ENCODE})") from None
     if "@" in parts.path + parts.query or "#" in uri or parts.netloc.count("@") > 1:
         raise ValueError(f"an '@' or '#' in the user, password or after the host ({ENCODE})")
@@ -143,8 +162,10 @@ def check_storage_uri(uri: str) -> str:
     except (ValueError, redis.RedisError) as error:  # (its text may quote a value: a secret one shown as ***)
         raise ValueError(f"--req-limit-storage {storage_name(uri)}: {without_secrets(str(error), hidden)}") from None
     except TypeError:  # (its text names the argument, which may be the middle of a password holding an '&')
-        raise ValueError(f"--req-limit-storage {storage_name(uri)}: a query argument redis-py does not take (such "
-                         f"as {', '.join(PLAIN_QUERY[:3])}, password, username; {ENCODE})") from None
+        raise ValueError(
+            f"--req-limit-storage {storage_name(uri)}: a query argument redis-py does not take (such "
+            f"as {', '.join(PLAIN_QUERY[:3])}, password, username; {ENCODE})"
+        ) from None
     return uri
 
 
@@ -185,9 +206,10 @@ class MemoryCounts:
                 self.times[key].append(now)
                 self.windows[key] = window
             if len(self.times) > 10_000 and now - self.swept > 60:  # clients gone quiet are forgotten (once a minute)
-                self.swept = now                                       # after their window: many do not grow the table
-                for key in [key for key, times in self.times.items()
-                            if not times or times[-1] <= now - self.windows.get(key, 0)]:
+                self.swept = now  # after their window: many do not grow the table
+                for key in [
+                    key for key, times in self.times.items() if not times or times[-1] <= now - self.windows.get(key, 0)
+                ]:
                     del self.times[key]
                     self.windows.pop(key, None)
                 for key in [key for key, (_, until) in self.offence_counts.items() if until <= now]:
@@ -243,10 +265,12 @@ def redis_client(uri: str, asynchronous: bool = True):
     import redis.backoff
     import redis.retry
 
-    retry = (redis.asyncio.retry.Retry if asynchronous else redis.retry.Retry)(redis.backoff.NoBackoff(), 1,
-                                                                             (redis.ConnectionError,))
-    return (redis.asyncio.Redis if asynchronous else redis.Redis).from_url(uri, socket_timeout=5,
-                                                                         socket_connect_timeout=5, retry=retry)
+    retry = (redis.asyncio.retry.Retry if asynchronous else redis.retry.Retry)(
+        redis.backoff.NoBackoff(), 1, (redis.ConnectionError,)
+    )
+    return (redis.asyncio.Redis if asynchronous else redis.Redis).from_url(
+        uri, socket_timeout=5, socket_connect_timeout=5, retry=retry
+    )
 
 
 UNREACHABLE = "cannot be reached"
@@ -257,13 +281,16 @@ def redis_fault(error: Exception) -> str:
     import redis.exceptions as failed
 
     if isinstance(error, (failed.AuthenticationError, failed.NoPermissionError)) or str(error).startswith(
-            ("NOAUTH", "WRONGPASS")):
+        ("NOAUTH", "WRONGPASS")
+    ):
         return "refuses this server (a wrong or missing password or user, or a command not allowed)"
-    for kind, words in ((failed.ReadOnlyError, "is read-only (a replica)"),
-                        (failed.OutOfMemoryError, "is out of memory (maxmemory, no eviction)"),
-                        (failed.TimeoutError, "did not answer in time (the URL's socket_timeout, 5 s by default)"),
-                        (failed.BusyLoadingError, "is loading its data"),
-                        ((failed.ConnectionError, OSError), UNREACHABLE)):
+    for kind, words in (
+        (failed.ReadOnlyError, "is read-only (a replica)"),
+        (failed.OutOfMemoryError, "is out of memory (maxmemory, no eviction)"),
+        (failed.TimeoutError, "did not answer in time (the URL's socket_timeout, 5 s by default)"),
+        (failed.BusyLoadingError, "is loading its data"),
+        ((failed.ConnectionError, OSError), UNREACHABLE),
+    ):
         if isinstance(error, kind):
             return words
     return "answered with an error or a reply of the wrong type"
@@ -291,12 +318,17 @@ class RedisCounts:
         except (redis.RedisError, OSError, ValueError, TypeError, IndexError) as error:
             fault = redis_fault(error)
             if fault != self.fault:
-                logger.error("request limits: the Redis at %s %s (%s: %s); limited requests are answered 503 until it "
-                             "is back", self.name, fault, type(error).__name__,
-                             without_secrets(" ".join(str(error).split()), self.hidden))
+                logger.error(
+                    "request limits: the Redis at %s %s (%s: %s); limited requests are answered 503 until it is back",
+                    self.name,
+                    fault,
+                    type(error).__name__,
+                    without_secrets(" ".join(str(error).split()), self.hidden),
+                )
             self.fault = fault
-            raise ServeError(503, "the request limit storage is unavailable; try again shortly",
-                             {"Retry-After": "5"}) from None
+            raise ServeError(
+                503, "the request limit storage is unavailable; try again shortly", {"Retry-After": "5"}
+            ) from None
         if self.fault is not None:
             logger.warning("request limits: the Redis at %s is back", self.name)
             self.fault = None
@@ -311,8 +343,9 @@ class RedisCounts:
                 raise ValueError(f"the script answered {over}, {wait_ms}")
             return over, wait_ms / 1000
 
-        return await self.call(self.script(keys=[key for key, *_ in counters], args=[*args, secrets.token_hex(8)]),
-                               read)
+        return await self.call(
+            self.script(keys=[key for key, *_ in counters], args=[*args, secrets.token_hex(8)]), read
+        )
 
     async def offend(self, key: str, ttl: float) -> None:
         pipe = self.client.pipeline(transaction=True)
@@ -349,9 +382,11 @@ def ping(uri: str) -> None:
         client.register_script(HIT)(keys=["vt:probe"], args=[1_000_000, 1000, secrets.token_hex(8)])
     except (redis.RedisError, OSError) as error:
         fault = redis_fault(error)
-        raise OSError(f"--req-limit-storage {name}: " + ("cannot reach Redis" if fault == UNREACHABLE else
-                                                         f"the Redis {fault}") +
-                      f" ({type(error).__name__}: {without_secrets(str(error), hidden)})") from None
+        raise OSError(
+            f"--req-limit-storage {name}: "
+            + ("cannot reach Redis" if fault == UNREACHABLE else f"the Redis {fault}")
+            + f" ({type(error).__name__}: {without_secrets(str(error), hidden)})"
+        ) from None
     finally:
         client.close()
 
@@ -363,8 +398,13 @@ class Access:
     Each 429 is an offence of the address; with `flood_threshold` > 0 an address with that many, none forgiven yet
     (`FORGIVE_AFTER` seconds after its last), is refused 403."""
 
-    def __init__(self, keys: dict[str, int | None], limits: dict[str, int] | None = None, flood_threshold: int = -1,
-                 storage: str = "memory://"):
+    def __init__(
+        self,
+        keys: dict[str, int | None],
+        limits: dict[str, int] | None = None,
+        flood_threshold: int = -1,
+        storage: str = "memory://",
+    ):
         self.keys, self.flood_threshold, self.storage = keys, flood_threshold, storage
         # 0 and -1 are no limit, as in LibreTranslate (which builds no limiter for a 0, and adds no hourly or daily
         # limit unless it is over 0)

@@ -88,8 +88,9 @@ class HostAndOrigin:
         if origin is None or scope["method"] in ("GET", "HEAD", "OPTIONS") or "*" in self.origins:
             return None
         scheme, sep, authority = origin.strip().lower().partition("://")
-        if origin.strip().lower() in self.origins or (sep and scheme in ("http", "https")
-                                                      and authority == host.strip().lower()):
+        if origin.strip().lower() in self.origins or (
+            sep and scheme in ("http", "https") and authority == host.strip().lower()
+        ):
             return None
         return 403, "a page of another origin may not call this server (allow its origin with --cors_origins)"
 
@@ -131,9 +132,14 @@ def lifespan_of(state: ServerState):
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         for name, served in state.engines.items():
-            batcher = DynamicBatcher(served.process, state.settings.max_batch_tokens,
-                                     state.settings.max_wait_ms / 1000, state.settings.max_queue, state.metrics,
-                                     served.workers)
+            batcher = DynamicBatcher(
+                served.process,
+                state.settings.max_batch_tokens,
+                state.settings.max_wait_ms / 1000,
+                state.settings.max_queue,
+                state.metrics,
+                served.workers,
+            )
             batcher.start()
             state.batchers[name] = batcher
             if not served.ready.is_set():  # (the command loads before it listens)
@@ -153,12 +159,15 @@ def shared_state(translators: list[ServedTranslator], settings: Settings, tagger
     pairs, batchers = Pairs(translators), {}
     limits = {"minute": settings.req_limit, "hour": settings.hourly_req_limit, "day": settings.daily_req_limit}
     return ServerState(
-        settings=settings, pairs=pairs, batchers=batchers,
+        settings=settings,
+        pairs=pairs,
+        batchers=batchers,
         engines={engine.name: engine for engine in [*translators, *([tagger] if tagger else [])]},
         detector=Detector(pairs.sources(), pairs.languages()),
         access=Access(settings.api_keys, limits, settings.req_flood_threshold, settings.req_limit_storage),
         files=TranslatedFiles(settings.file_ttl, settings.max_file_store_bytes),
-        metrics=Metrics(queue_length=lambda: sum(b.waiting() for b in batchers.values())))
+        metrics=Metrics(queue_length=lambda: sum(b.waiting() for b in batchers.values())),
+    )
 
 
 def create_app(translators: list[ServedTranslator], settings: Settings, tagger: ServedEngine | None = None) -> FastAPI:
@@ -167,14 +176,24 @@ def create_app(translators: list[ServedTranslator], settings: Settings, tagger: 
     if not translators and tagger is None:
         raise ValueError("serve needs a translation model, a tagger, or both.")
     state = shared_state(translators, settings, tagger)
-    app = FastAPI(title="vanilla-transformer", version=__version__, lifespan=lifespan_of(state), docs_url=None,
-                  redoc_url=None, openapi_url=None)  # (the document is `/spec`, its page `/docs`: under the url prefix)
+    app = FastAPI(
+        title="vanilla-transformer",
+        version=__version__,
+        lifespan=lifespan_of(state),
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )  # (the document is `/spec`, its page `/docs`: under the url prefix)
     app.state.server = state  # (read by the routes' dependency alone: `state.server_state`)
     if settings.cors_origins:
         from fastapi.middleware.cors import CORSMiddleware
 
-        app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins), allow_methods=["GET", "POST"],
-                           allow_headers=["*"])
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(settings.cors_origins),
+            allow_methods=["GET", "POST"],
+            allow_headers=["*"],
+        )
     app.add_exception_handler(ServeError, serve_error)
     app.add_exception_handler(StarletteHTTPException, routing_error)
     app.add_exception_handler(Exception, unexpected)
@@ -185,15 +204,21 @@ def create_app(translators: list[ServedTranslator], settings: Settings, tagger: 
     if prefix:  # LibreTranslate's: the root sends a browser to the prefix
         app.add_api_route("/", lambda: RedirectResponse(prefix + "/", status_code=301), include_in_schema=False)
     app.add_middleware(HostAndOrigin, settings=settings)  # (inside LimitsAndMetrics: its refusals are counted too)
-    app.add_middleware(LimitsAndMetrics, max_request_bytes=settings.max_request_bytes, metrics=state.metrics,
-                       label=route_label({prefix + route.path for router in (libretranslate.router, v1.router)
-                                          for route in router.routes}, prefix))
+    app.add_middleware(
+        LimitsAndMetrics,
+        max_request_bytes=settings.max_request_bytes,
+        metrics=state.metrics,
+        label=route_label(
+            {prefix + route.path for router in (libretranslate.router, v1.router) for route in router.routes}, prefix
+        ),
+    )
     return app
 
 
 def route_label(paths: set[str], prefix: str = ""):
     """The metrics label of a request path: the route's own path ("/download_file/{filename}" for every download),
     "other" where no route matches."""
+
     def label(path: str) -> str:
         if path in paths:
             return path

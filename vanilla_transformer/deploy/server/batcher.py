@@ -28,8 +28,9 @@ class DynamicBatcher:
     fails that batch's sentences only. At most `max_queue` sentences wait: more is `ServeError(503)` with
     Retry-After."""
 
-    def __init__(self, process, max_batch_tokens: int, max_wait: float, max_queue: int, metrics: Metrics,
-                 workers: int = 1):
+    def __init__(
+        self, process, max_batch_tokens: int, max_wait: float, max_queue: int, metrics: Metrics, workers: int = 1
+    ):
         self.process, self.max_batch_tokens, self.max_wait = process, max_batch_tokens, max_wait
         self.max_queue, self.metrics = max_queue, metrics
         self.queue: asyncio.Queue[Item] = asyncio.Queue()
@@ -54,8 +55,11 @@ class DynamicBatcher:
     async def submit(self, texts: list[str], tokens: list[int], options: Options) -> list:
         if self.waiting() + len(texts) > self.max_queue:
             self.metrics.count("vt_rejected_total")
-            raise ServeError(503, f"the queue is full ({self.max_queue} sentences, --max_queue); try again shortly",
-                             {"Retry-After": "1"})
+            raise ServeError(
+                503,
+                f"the queue is full ({self.max_queue} sentences, --max_queue); try again shortly",
+                {"Retry-After": "1"},
+            )
         loop = asyncio.get_running_loop()
         items = [Item(t, n, options, loop.create_future()) for t, n in zip(texts, tokens)]
         for item in items:
@@ -111,7 +115,8 @@ class DynamicBatcher:
         self.metrics.batch(len(batch))
         try:
             outputs = await asyncio.get_running_loop().run_in_executor(
-                self.executor, self.process, [i.text for i in batch], batch[0].options)
+                self.executor, self.process, [i.text for i in batch], batch[0].options
+            )
             if len(outputs) != len(batch):
                 raise RuntimeError(f"the engine returned {len(outputs)} outputs for {len(batch)} sentences")
         except Exception as error:  # noqa: BLE001 - this batch's requests fail with 500, the server goes on

@@ -149,21 +149,30 @@ async def submit_batch(server: ServerState, engine: ServedEngine, texts: list[st
     """`texts` (none blank) through `engine`'s batcher under the limits: each one's output, in order."""
     settings = server.settings
     if len(texts) > settings.max_sentences:
-        raise ServeError(413, f"{len(texts)} sentences in one request; at most {settings.max_sentences} "
-                              "(--max_sentences)")
+        raise ServeError(
+            413, f"{len(texts)} sentences in one request; at most {settings.max_sentences} (--max_sentences)"
+        )
     if not texts:
         return []
     tokens = await off_loop(sum(map(len, texts)), engine.count_tokens, texts)
     for i, n in enumerate(tokens):
         if n > settings.max_sentence_tokens:
-            raise ServeError(400, f"sentence {i} has {n} tokens; at most {settings.max_sentence_tokens} "
-                                  "(--max_sentence_tokens)")
+            raise ServeError(
+                400, f"sentence {i} has {n} tokens; at most {settings.max_sentence_tokens} (--max_sentence_tokens)"
+            )
     # (no timeout of its own: the route's deadline, `within_deadline`, bounds the request as a whole)
     return await server.batchers[engine.name].submit(texts, tokens, options)
 
 
-async def translate(server: ServerState, source: str, target: str, texts: list[str], n: int = 1,
-                    num_beams: int | None = None, max_new_tokens: int | None = None) -> list[list[str]]:
+async def translate(
+    server: ServerState,
+    source: str,
+    target: str,
+    texts: list[str],
+    n: int = 1,
+    num_beams: int | None = None,
+    max_new_tokens: int | None = None,
+) -> list[list[str]]:
     """The `n` best translations of each text (its surrounding whitespace left out), best first, from `source` into
     `target`: through the pair's model, or through a pivot language (the first model's best translation is the
     second one's input). A blank text (or a pivot's empty translation) is `n` empty translations, sent to no model.
@@ -179,8 +188,9 @@ async def translate(server: ServerState, source: str, target: str, texts: list[s
     engines = [engine_of(server, engine.name) for engine in route]  # every leg ready before the first runs
     for leg, engine in enumerate(engines, 1):
         k = n if leg == len(engines) else 1  # (a pivot's first model: its best translation)
-        done = await submit(server, engine, [text.strip() for text in texts], Options(num_beams, max_new_tokens, k),
-                            [""] * k)
+        done = await submit(
+            server, engine, [text.strip() for text in texts], Options(num_beams, max_new_tokens, k), [""] * k
+        )
         done = [[hypothesis.replace("\n", " ") for hypothesis in hypotheses] for hypotheses in done]
         texts = [best for best, *_ in done]
     return done

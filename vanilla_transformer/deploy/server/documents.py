@@ -45,14 +45,38 @@ ARCHIVE_FORMATS = {
     ".pptx": (r"ppt/(slides/slide|notesSlides/notesSlide)\d+\.xml", {A + "p"}, {A + "t"}),
     ".odt": (r"content\.xml", {TEXT + "p", TEXT + "h"}, None),
     ".odp": (r"content\.xml", {TEXT + "p", TEXT + "h"}, None),
-    ".epub": (r".+\.(xhtml|html|htm)", {XHTML + tag for tag in ("p", "h1", "h2", "h3", "h4", "h5", "h6", "li", "td",
-                                                                  "th", "dt", "dd", "caption", "figcaption", "title")},
-              None),
+    ".epub": (
+        r".+\.(xhtml|html|htm)",
+        {
+            XHTML + tag
+            for tag in (
+                "p",
+                "h1",
+                "h2",
+                "h3",
+                "h4",
+                "h5",
+                "h6",
+                "li",
+                "td",
+                "th",
+                "dt",
+                "dd",
+                "caption",
+                "figcaption",
+                "title",
+            )
+        },
+        None,
+    ),
 }
 SKIPPED = {XHTML + "script", XHTML + "style", TEXT + "note", TEXT + "tracked-changes"}
 MACROS = re.compile(r"(^|/)vbaProject\.bin$|^(Basic|Scripts)/", re.IGNORECASE)
-MIMETYPES = {".odt": "application/vnd.oasis.opendocument.text",  # the `mimetype` part (a template's ends "-template")
-             ".odp": "application/vnd.oasis.opendocument.presentation", ".epub": "application/epub+zip"}
+MIMETYPES = {
+    ".odt": "application/vnd.oasis.opendocument.text",  # the `mimetype` part (a template's ends "-template")
+    ".odp": "application/vnd.oasis.opendocument.presentation",
+    ".epub": "application/epub+zip",
+}
 NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
@@ -67,6 +91,7 @@ def sentence_lines(paragraph: str) -> str:
     longer than a sentence it was trained on): a break after . ! ? or … (and closing quotes) before a capital, except
     after a single period ending a number, a word of one or two letters or a common abbreviation ("3.", "z.B.",
     "Dr.")."""
+
     def cut(match):
         word, end = match.group(1), match.group(2)
         if end.rstrip("\"'»”)") == "." and (word.isdigit() or len(word) <= 2 or word in ABBREVIATIONS):
@@ -124,7 +149,7 @@ class Paragraph:
         texts = self.texts()
         filled = [i for i, text in enumerate(texts) if text.strip()]
         first, last = texts[filled[0]], texts[filled[-1]]
-        lead, trail = first[:len(first) - len(first.lstrip())], last[len(last.rstrip()):]  # kept around the text
+        lead, trail = first[: len(first) - len(first.lstrip())], last[len(last.rstrip()) :]  # kept around the text
         pieces = distribute(translation.strip(), [len(texts[i].strip()) for i in filled])
         for i in range(filled[0] + 1, filled[-1]):  # blanks between the runs: the pieces carry their spaces
             if not texts[i].strip() and texts[i]:
@@ -157,8 +182,9 @@ def parse_xml(name: str, data: bytes):
         raise ValueError(f"{name}: not well-formed XML ({' '.join(str(error).split())})") from None
     dtd = tree.docinfo.internalDTD  # a <!DOCTYPE html> is fine; declarations in the part itself are not
     if dtd is not None and (any(True for _ in dtd.iterentities()) or any(True for _ in dtd.iterelements())):
-        raise ValueError(f"{name}: refused: it declares entities or elements in a DTD of its own; documents' parts "
-                         f"do not")
+        raise ValueError(
+            f"{name}: refused: it declares entities or elements in a DTD of its own; documents' parts do not"
+        )
     return tree
 
 
@@ -187,8 +213,14 @@ ZIP64_LOCATOR = struct.Struct("<4sLQL")  # signature, disk, offset of the zip64 
 ZIP64_END = struct.Struct("<4sQ2H2L4Q")  # signature, size, versions, disks, entries here / all, directory size, offset
 KNOWN_FLAGS = 0x0002 | 0x0004 | 0x0008 | 0x0800  # deflate options, a data descriptor, UTF-8 names
 MAX_NESTING = 2  # archives inside the document's archive, inside each other
-SIGNATURES = {b"%PDF": "a PDF document", OLE_MAGIC: None, b"{\\rtf": "an RTF document", b"\x1f\x8b": "a gzip file",
-              b"Rar!": "a RAR archive", b"7z\xbc\xaf": "a 7-Zip archive"}
+SIGNATURES = {
+    b"%PDF": "a PDF document",
+    OLE_MAGIC: None,
+    b"{\\rtf": "an RTF document",
+    b"\x1f\x8b": "a gzip file",
+    b"Rar!": "a RAR archive",
+    b"7z\xbc\xaf": "a 7-Zip archive",
+}
 
 
 class Budget:
@@ -198,8 +230,10 @@ class Budget:
         self.size, self.parts = MAX_UNPACKED, MAX_ENTRIES
 
     def refuse(self, unpacked: int, parts: int) -> ValueError:
-        return ValueError(f"refused: it would unpack to {unpacked} bytes in {parts} parts (at most {MAX_UNPACKED} "
-                          f"bytes, {MAX_ENTRIES} parts, {MAX_RATIO} times packed; a zip bomb?)")
+        return ValueError(
+            f"refused: it would unpack to {unpacked} bytes in {parts} parts (at most {MAX_UNPACKED} "
+            f"bytes, {MAX_ENTRIES} parts, {MAX_RATIO} times packed; a zip bomb?)"
+        )
 
 
 def damaged(what: str) -> ValueError:
@@ -214,8 +248,10 @@ def not_a_zip(data: bytes, kind: str) -> str | None:
     for magic, what in SIGNATURES.items():
         if data.startswith(magic):
             if what is None:
-                return (f"an encrypted (password-protected) document, or an old binary format (.doc, .ppt); save it "
-                        f"unencrypted as {kind}")
+                return (
+                    f"an encrypted (password-protected) document, or an old binary format (.doc, .ppt); save it "
+                    f"unencrypted as {kind}"
+                )
             return f"{what}, not a {kind} file"
     junk = data.find(b"PK\x03\x04")
     if junk > 0 and b"PK\x05\x06" in data[-0x10015:]:
@@ -233,13 +269,16 @@ def end_record(data: bytes) -> tuple[int, int, int]:
         raise damaged("cut short: no ZIP directory at its end")
     _, disk, cd_disk, here, entries, cd_size, cd_offset, comment = END_RECORD.unpack_from(data, at)
     if at + END_RECORD.size + comment != len(data):
-        raise damaged(f"{len(data) - at - END_RECORD.size - comment} bytes after the end of the ZIP archive"
-                      if at + END_RECORD.size + comment < len(data) else "cut short inside the ZIP end record")
+        raise damaged(
+            f"{len(data) - at - END_RECORD.size - comment} bytes after the end of the ZIP archive"
+            if at + END_RECORD.size + comment < len(data)
+            else "cut short inside the ZIP end record"
+        )
     end = at
     locator = at - ZIP64_LOCATOR.size
-    if locator >= 0 and data[locator:locator + 4] == b"PK\x06\x07":
+    if locator >= 0 and data[locator : locator + 4] == b"PK\x06\x07":
         _, _, zip64_at, _ = ZIP64_LOCATOR.unpack_from(data, locator)
-        if zip64_at + ZIP64_END.size > locator or data[zip64_at:zip64_at + 4] != b"PK\x06\x06":
+        if zip64_at + ZIP64_END.size > locator or data[zip64_at : zip64_at + 4] != b"PK\x06\x06":
             raise damaged("its zip64 end record")
         _, size, _, _, disk, cd_disk, here, entries, cd_size, cd_offset = ZIP64_END.unpack_from(data, zip64_at)
         if zip64_at + 12 + size != locator:
@@ -248,8 +287,9 @@ def end_record(data: bytes) -> tuple[int, int, int]:
     if disk or cd_disk or here != entries:
         raise damaged("an archive split over several disks")
     if cd_offset + cd_size != end:
-        raise damaged("the ZIP directory is not where the end record says: bytes before the archive, or a damaged "
-                      "directory")
+        raise damaged(
+            "the ZIP directory is not where the end record says: bytes before the archive, or a damaged directory"
+        )
     return entries, cd_offset, end
 
 
@@ -257,7 +297,7 @@ def check_directory(data: bytes, infos: list, start: int, end: int) -> None:
     """The directory's entries, as their own lengths say, fill it exactly; each on the first disk."""
     at = start
     for info in infos:
-        if data[at:at + 4] != b"PK\x01\x02" or at + 46 > end or info.volume:
+        if data[at : at + 4] != b"PK\x01\x02" or at + 46 > end or info.volume:
             raise damaged(f"its ZIP directory, at {info.filename}")
         at += 46 + sum(struct.unpack_from("<3H", data, at + 28))
     if at != end:
@@ -270,8 +310,14 @@ def check_names(infos: list, kind: str) -> None:
     seen = set()
     for info in infos:
         name = info.orig_filename
-        if (not name or name.startswith("/") or "\\" in name or re.match(r"[A-Za-z]:", name)
-                or ".." in name.split("/") or any(ord(ch) < 32 or ord(ch) == 127 for ch in name)):
+        if (
+            not name
+            or name.startswith("/")
+            or "\\" in name
+            or re.match(r"[A-Za-z]:", name)
+            or ".." in name.split("/")
+            or any(ord(ch) < 32 or ord(ch) == 127 for ch in name)
+        ):
             raise ValueError(f"{name!r}: a part name that is not a relative path inside the archive")
         key = name.casefold() if kind in (".docx", ".pptx") else name
         if key in seen:
@@ -281,21 +327,23 @@ def check_names(infos: list, kind: str) -> None:
             what = "encrypted (password-protected)" if info.flag_bits & 0x2041 else "flags this reader does not know"
             raise ValueError(f"{name}: {what} (flags {info.flag_bits:#06x}); save the document unencrypted")
         if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
-            raise ValueError(f"{name}: compressed with method {info.compress_type}, which documents do not use (only "
-                             f"stored or deflated)")
+            raise ValueError(
+                f"{name}: compressed with method {info.compress_type}, which documents do not use (only "
+                f"stored or deflated)"
+            )
 
 
 def local_sizes(data: bytes, at: int, header: tuple) -> tuple[int, int, int]:
     """(CRC-32, compressed size, size) of a local header, the zip64 extra field's sizes where it holds them."""
     crc, packed, size, name_length, extra_length = header[6:]
-    extra = data[at + LOCAL_HEADER.size + name_length:at + LOCAL_HEADER.size + name_length + extra_length]
+    extra = data[at + LOCAL_HEADER.size + name_length : at + LOCAL_HEADER.size + name_length + extra_length]
     while len(extra) >= 4 and 0xFFFFFFFF in (packed, size):
         tag, length = struct.unpack_from("<2H", extra)
         if tag == 1 and len(extra) >= 4 + length:
             values = list(struct.unpack_from(f"<{min(length, 16) // 8}Q", extra, 4))
             size = values.pop(0) if size == 0xFFFFFFFF and values else size
             packed = values.pop(0) if packed == 0xFFFFFFFF and values else packed
-        extra = extra[4 + length:]
+        extra = extra[4 + length :]
     return crc, packed, size
 
 
@@ -315,8 +363,10 @@ def inflate(name: str, info, packed: bytes) -> bytes:
     if info.compress_type == zipfile.ZIP_STORED or not info.compress_size and not info.file_size:
         content = packed  # (an empty part may come with no compressed data at all)
         if info.compress_size != info.file_size:
-            raise ValueError(f"{name}: a damaged part (stored, {info.compress_size} bytes, but its header says "
-                             f"{info.file_size} unpacked)")
+            raise ValueError(
+                f"{name}: a damaged part (stored, {info.compress_size} bytes, but its header says "
+                f"{info.file_size} unpacked)"
+            )
     else:
         inflater = zlib.decompressobj(-15)
         try:
@@ -324,15 +374,17 @@ def inflate(name: str, info, packed: bytes) -> bytes:
         except zlib.error as error:
             raise ValueError(f"{name}: a damaged part (its compressed data: {error})") from None
         if len(content) > info.file_size:
-            raise ValueError(f"{name}: a damaged part (it unpacks to more than the {info.file_size} bytes its "
-                             f"header says)")
+            raise ValueError(
+                f"{name}: a damaged part (it unpacks to more than the {info.file_size} bytes its header says)"
+            )
         if not inflater.eof:
             raise ValueError(f"{name}: a damaged part (its compressed data is cut short)")
         if inflater.unused_data:
             raise ValueError(f"{name}: a damaged part ({len(inflater.unused_data)} bytes after its compressed data)")
         if len(content) < info.file_size:
-            raise ValueError(f"{name}: a damaged part (it unpacks to {len(content)} bytes, its header says "
-                             f"{info.file_size})")
+            raise ValueError(
+                f"{name}: a damaged part (it unpacks to {len(content)} bytes, its header says {info.file_size})"
+            )
     if zlib.crc32(content) != info.CRC:
         raise ValueError(f"{name}: a damaged part (its CRC-32 checksum does not match its data)")
     return content
@@ -352,8 +404,11 @@ def verify_archive(data: bytes, kind: str, budget: Budget, depth: int = 0) -> li
     check_directory(data, infos, cd_offset, cd_end)
     unpacked = sum(info.file_size for info in infos)
     ratios = [(unpacked, len(data))] + [(info.file_size, info.compress_size) for info in infos]
-    if (len(infos) > budget.parts or unpacked > budget.size
-            or any(size > (1 << 20) and size > MAX_RATIO * max(1, packed) for size, packed in ratios)):
+    if (
+        len(infos) > budget.parts
+        or unpacked > budget.size
+        or any(size > (1 << 20) and size > MAX_RATIO * max(1, packed) for size, packed in ratios)
+    ):
         raise budget.refuse(MAX_UNPACKED - budget.size + unpacked, MAX_ENTRIES - budget.parts + len(infos))
     budget.size, budget.parts = budget.size - unpacked, budget.parts - len(infos)
     check_names(infos, kind)
@@ -364,8 +419,10 @@ def verify_archive(data: bytes, kind: str, budget: Budget, depth: int = 0) -> li
     starts = {}
     for info in infos:  # parts sharing their bytes: one deflated stream counted many times (a zip bomb)
         if starts.setdefault(info.header_offset, info) is not info:
-            raise ValueError(f"{info.filename}: a damaged part (it starts where {starts[info.header_offset].filename} "
-                             f"does: overlapping parts)")
+            raise ValueError(
+                f"{info.filename}: a damaged part (it starts where {starts[info.header_offset].filename} "
+                f"does: overlapping parts)"
+            )
     contents = {}
     for info, bound in zip(ordered, bounds, strict=True):
         contents[id(info)] = verify_part(data, info, bound, budget, depth)
@@ -381,26 +438,32 @@ def verify_part(data: bytes, info, bound: int, budget: Budget, depth: int) -> by
         raise ValueError(f"{name}: a damaged part (no local header where the ZIP directory says)")
     start = at + LOCAL_HEADER.size + header[9] + header[10]
     raw_name = info.orig_filename.encode("utf-8" if info.flag_bits & 0x800 else "cp437", "replace")
-    if data[at + LOCAL_HEADER.size:at + LOCAL_HEADER.size + header[9]] != raw_name:
+    if data[at + LOCAL_HEADER.size : at + LOCAL_HEADER.size + header[9]] != raw_name:
         raise ValueError(f"{name}: a damaged part (its local header names another part)")
     if (header[2], header[3]) != (info.flag_bits, info.compress_type):
-        raise ValueError(f"{name}: a damaged part (its local header and the ZIP directory disagree on its flags or "
-                         f"compression)")
+        raise ValueError(
+            f"{name}: a damaged part (its local header and the ZIP directory disagree on its flags or compression)"
+        )
     declared = (info.CRC, info.compress_size, info.file_size)
     if start + info.compress_size > bound:
-        raise ValueError(f"{name}: a damaged part (its {info.compress_size} compressed bytes run past the next part "
-                         f"or are cut short)")
+        raise ValueError(
+            f"{name}: a damaged part (its {info.compress_size} compressed bytes run past the next part "
+            f"or are cut short)"
+        )
     if info.flag_bits & 0x8:
-        after = descriptor(data[start + info.compress_size:bound])
+        after = descriptor(data[start + info.compress_size : bound])
         if after != declared:
-            raise ValueError(f"{name}: a damaged part (its data descriptor disagrees with the ZIP directory, or "
-                             f"unexplained bytes follow it)")
+            raise ValueError(
+                f"{name}: a damaged part (its data descriptor disagrees with the ZIP directory, or "
+                f"unexplained bytes follow it)"
+            )
     elif local_sizes(data, at, header) != declared:
-        raise ValueError(f"{name}: a damaged part (its local header and the ZIP directory disagree on its checksum "
-                         f"or sizes)")
+        raise ValueError(
+            f"{name}: a damaged part (its local header and the ZIP directory disagree on its checksum or sizes)"
+        )
     elif start + info.compress_size != bound:
         raise ValueError(f"{name}: a damaged part ({bound - start - info.compress_size} unexplained bytes after it)")
-    content = inflate(name, info, data[start:start + info.compress_size])
+    content = inflate(name, info, data[start : start + info.compress_size])
     if info.is_dir() and content:
         raise ValueError(f"{name}: a folder entry holding data")
     if content.startswith(b"PK\x03\x04"):  # an archive inside: checked as the document's own, against the same caps
@@ -487,8 +550,9 @@ def timing(number: int, line: str) -> None:
     match = TIMING.fullmatch(line.strip())
     if not match:
         raise ValueError(f"line {number}: expected a timing (00:00:01,000 --> 00:00:02,000)")
-    h1, m1, s1, ms1, h2, m2, s2, ms2 = (int(group.ljust(3, "0")) if i % 4 == 3 else int(group)
-                                        for i, group in enumerate(match.groups()))
+    h1, m1, s1, ms1, h2, m2, s2, ms2 = (
+        int(group.ljust(3, "0")) if i % 4 == 3 else int(group) for i, group in enumerate(match.groups())
+    )
     if max(m1, s1, m2, s2) > 59:
         raise ValueError(f"line {number}: a timing with minutes or seconds over 59 ({line.strip()[:40]!r})")
     if (h1, m1, s1, ms1) > (h2, m2, s2, ms2):
@@ -510,8 +574,9 @@ def cue_blocks(lines: list[str]) -> list[tuple[int, int]]:
                 raise ValueError(f"line {index + 1}: a timing among a subtitle's text (its number missing?)")
         if line.strip() and start is None:
             if not CUE_NUMBER.fullmatch(line.strip()):
-                raise ValueError(f"line {index + 1}: expected a subtitle number (digits 0-9, at most 9), got "
-                                 f"{line.strip()[:40]!r}")
+                raise ValueError(
+                    f"line {index + 1}: expected a subtitle number (digits 0-9, at most 9), got {line.strip()[:40]!r}"
+                )
             timing(index + 2, lines[index + 1] if index + 1 < len(lines) else "")
             start = index + 2
     return blocks
@@ -523,9 +588,9 @@ def markup_around(line: str) -> tuple[str, str, str]:
     to the text's end), so every tag is still written, each tag its end."""
     tags = list(SUBRIP_TAG.finditer(line))
     i, j, start, end = 0, len(tags), 0, len(line)
-    while i < j and not line[start:tags[i].start()].strip():
+    while i < j and not line[start : tags[i].start()].strip():
         start, i = tags[i].end(), i + 1
-    while j > i and not line[tags[j - 1].end():end].strip():
+    while j > i and not line[tags[j - 1].end() : end].strip():
         end, j = tags[j - 1].start(), j - 1
     inner = [tag.group() for tag in tags[i:j]]
     lead = line[:start].strip() + "".join(tag for tag in inner if not tag.startswith("</"))

@@ -26,8 +26,9 @@ class TranslatedFiles:
             now = time.monotonic()
             self.expire(now)
             if sum(len(held) for _, held in self.files.values()) + len(data) > self.max_bytes:
-                raise ServeError(503, "too many translated files wait for their download; try again shortly",
-                                 {"Retry-After": "10"})
+                raise ServeError(
+                    503, "too many translated files wait for their download; try again shortly", {"Retry-After": "10"}
+                )
             self.files[name] = (now + self.ttl, data)
         return name
 

@@ -6,11 +6,31 @@ import re
 from ..engines import ServedTranslator
 from .errors import ServeError
 
-LANGUAGE_NAMES = {"ar": "Arabic", "cs": "Czech", "da": "Danish", "de": "German", "el": "Greek", "en": "English",
-                  "es": "Spanish", "fi": "Finnish", "fr": "French", "hi": "Hindi", "hu": "Hungarian",
-                  "it": "Italian", "ja": "Japanese", "ko": "Korean", "nl": "Dutch", "pl": "Polish",
-                  "pt": "Portuguese", "ro": "Romanian", "ru": "Russian", "sv": "Swedish", "tr": "Turkish",
-                  "uk": "Ukrainian", "zh": "Chinese"}
+LANGUAGE_NAMES = {
+    "ar": "Arabic",
+    "cs": "Czech",
+    "da": "Danish",
+    "de": "German",
+    "el": "Greek",
+    "en": "English",
+    "es": "Spanish",
+    "fi": "Finnish",
+    "fr": "French",
+    "hi": "Hindi",
+    "hu": "Hungarian",
+    "it": "Italian",
+    "ja": "Japanese",
+    "ko": "Korean",
+    "nl": "Dutch",
+    "pl": "Polish",
+    "pt": "Portuguese",
+    "ro": "Romanian",
+    "ru": "Russian",
+    "sv": "Swedish",
+    "tr": "Turkish",
+    "uk": "Ukrainian",
+    "zh": "Chinese",
+}
 
 
 def language_name(code: str) -> str:
@@ -27,8 +47,10 @@ class Pairs:
         for engine in engines:
             pair = (engine.source, engine.target)
             if pair in self.direct:
-                raise ValueError(f"two models translate {pair[0]} -> {pair[1]}: {self.direct[pair].model_dir} and "
-                                 f"{engine.model_dir} (serve one model per language pair).")
+                raise ValueError(
+                    f"two models translate {pair[0]} -> {pair[1]}: {self.direct[pair].model_dir} and "
+                    f"{engine.model_dir} (serve one model per language pair)."
+                )
             self.direct[pair] = engine
 
     def languages(self) -> list[str]:
@@ -61,8 +83,11 @@ class Pairs:
         self.check_served(source, target)
         route = self.route(source, target)
         if route is None:
-            raise ServeError(400, f"{language_name(target)} ({target}) is not available as a target language from "
-                                  f"{language_name(source)} ({source})")
+            raise ServeError(
+                400,
+                f"{language_name(target)} ({target}) is not available as a target language from "
+                f"{language_name(source)} ({source})",
+            )
         return route
 
 
@@ -109,8 +134,9 @@ class Detector:
             known = self.known()
             self.codes = {language: code for code, language in known.items()}
             if len(known) > 1:
-                self.detector = LanguageDetectorBuilder.from_languages(*known.values()).with_preloaded_language_models(
-                ).build()
+                self.detector = (
+                    LanguageDetectorBuilder.from_languages(*known.values()).with_preloaded_language_models().build()
+                )
 
     def detect(self, text: str) -> list[dict]:
         """(CPU-bound, holding the GIL while lingua works: the routes run it off the event loop, on a text of at most
@@ -119,14 +145,22 @@ class Detector:
             return [{"language": self.sources[0], "confidence": 100.0}]
         self.start()
         if self.detector is None:
-            raise ServeError(400, "cannot detect the language: no language identification for "
-                                  f"{', '.join(self.sources)}; give source")
+            raise ServeError(
+                400,
+                f"cannot detect the language: no language identification for {', '.join(self.sources)}; give source",
+            )
         text = detection_sample(text)
         values = {self.codes[c.language]: c.value for c in self.detector.compute_language_confidence_values(text)}
         ranked = sorted(self.languages, key=lambda code: -values.get(code, 0.0))
         if values.get(ranked[0], 0.0) > 0 and ranked[0] not in self.sources:
-            raise ServeError(400, f"{ranked[0]} is not supported as a source language: the text looks "
-                                  f"{language_name(ranked[0])} (confidence {100 * values[ranked[0]]:.0f}); this server "
-                                  f"translates from {', '.join(self.sources)}")
-        return [{"language": code, "confidence": round(100 * values.get(code, 0.0), 1)}
-                for code in ranked if code in self.sources]
+            raise ServeError(
+                400,
+                f"{ranked[0]} is not supported as a source language: the text looks "
+                f"{language_name(ranked[0])} (confidence {100 * values[ranked[0]]:.0f}); this server "
+                f"translates from {', '.join(self.sources)}",
+            )
+        return [
+            {"language": code, "confidence": round(100 * values.get(code, 0.0), 1)}
+            for code in ranked
+            if code in self.sources
+        ]

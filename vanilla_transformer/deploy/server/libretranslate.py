@@ -81,8 +81,11 @@ def checked_text(fields: dict) -> dict:
                     item.encode("utf-8")
                 except UnicodeEncodeError as error:
                     where = name.encode("utf-8", "backslashreplace").decode()[:50]
-                    raise ServeError(400, f"Invalid request: the {where} field holds a lone surrogate "
-                                          f"(U+{ord(item[error.start]):04X}), which is not text") from None
+                    raise ServeError(
+                        400,
+                        f"Invalid request: the {where} field holds a lone surrogate "
+                        f"(U+{ord(item[error.start]):04X}), which is not text",
+                    ) from None
     return fields
 
 
@@ -94,8 +97,12 @@ class RedactedKeys(logging.Filter):
     FIELD = re.compile(r"(?<![^?&\s])([^=&\s?]+)=([^&\s]*)")  # (a field of a query: up to the next & or space)
 
     def redacted(self, text: str) -> str:
-        return self.FIELD.sub(lambda match: match.group(1) + "=***" if unquote_plus(match.group(1)).strip().lower()
-                              == "api_key" else match.group(), text)
+        return self.FIELD.sub(
+            lambda match: (
+                match.group(1) + "=***" if unquote_plus(match.group(1)).strip().lower() == "api_key" else match.group()
+            ),
+            text,
+        )
 
     def filter(self, record: logging.LogRecord) -> bool:
         if isinstance(record.msg, str):
@@ -190,9 +197,16 @@ def multipart_fields(body: bytes, params: dict) -> list[tuple[str, "str | Upload
         parts[-1]["data"].append(data[start:end])
 
     try:
-        parser = MultipartParser(params["boundary"], {
-            "on_part_begin": begin, "on_header_field": header_field, "on_header_value": header_value,
-            "on_header_end": header_end, "on_part_data": part_data})
+        parser = MultipartParser(
+            params["boundary"],
+            {
+                "on_part_begin": begin,
+                "on_header_field": header_field,
+                "on_header_value": header_value,
+                "on_header_end": header_end,
+                "on_part_data": part_data,
+            },
+        )
         parser.write(body)
         parser.finalize()
     except ValueError as error:  # (python-multipart's errors)
@@ -203,8 +217,9 @@ def multipart_fields(body: bytes, params: dict) -> list[tuple[str, "str | Upload
         name = collapse_rfc2231_value(headers.get_param("name", "", header="content-disposition"))
         filename = headers.get_param("filename", None, header="content-disposition")
         if filename is not None:
-            fields.append((name, UploadFile(io.BytesIO(data), size=len(data), filename=collapse_rfc2231_value(
-                filename))))
+            fields.append(
+                (name, UploadFile(io.BytesIO(data), size=len(data), filename=collapse_rfc2231_value(filename)))
+            )
         else:
             charset = headers.get_content_charset() or params.get("charset")
             fields.append((name, text_of(data, charset, f"the form's {name[:50]} field")))
@@ -251,8 +266,9 @@ def checked_limits(server: ServerState, fields: dict, texts: list[str]) -> int:
     if alternatives < 0:
         raise ServeError(400, "Invalid request: alternatives parameter must be >= 0")
     if alternatives > settings.max_beams - 1:
-        raise ServeError(400, f"Invalid request: alternatives parameter must be <= {settings.max_beams - 1} "
-                              "(--max_beams)")
+        raise ServeError(
+            400, f"Invalid request: alternatives parameter must be <= {settings.max_beams - 1} (--max_beams)"
+        )
     return alternatives
 
 
@@ -292,8 +308,15 @@ def unique(texts: list[str], best: str) -> list[str]:
     return out
 
 
-async def translated(server: ServerState, texts: list[str], source: str, target: str, text_format: str,
-                     alternatives: int = 0, chunk: int | None = None) -> list[tuple[str, list[str]]]:
+async def translated(
+    server: ServerState,
+    texts: list[str],
+    source: str,
+    target: str,
+    text_format: str,
+    alternatives: int = 0,
+    chunk: int | None = None,
+) -> list[tuple[str, list[str]]]:
     """Each text's translation and its alternatives (distinct, the best left out): every sentence of every text
     (`markup.segments`) in one call of the engines, or in calls of `chunk` sentences (a file). Reading and rebuilding
     the markup run off the event loop."""
@@ -304,7 +327,7 @@ async def translated(server: ServerState, texts: list[str], source: str, target:
     flat = [sentence for each in pieces for sentence in sentences(each)]
     n, done, step = alternatives + 1, [], chunk or max(1, len(flat))
     for start in range(0, len(flat), step):
-        done += await translate(server, source, target, flat[start:start + step], n)
+        done += await translate(server, source, target, flat[start : start + step], n)
     return await off_loop(size, rebuilt, pieces, done, n, alternatives)
 
 
@@ -337,8 +360,9 @@ async def libretranslate_answer(server: ServerState, request: Request) -> dict:
     results: list = [None] * len(texts)
     for code in dict.fromkeys(found["language"] if found else source for found in languages):
         mine = [i for i, found in enumerate(languages) if (found["language"] if found else source) == code]
-        for i, result in zip(mine, await translated(server, [texts[i] for i in mine], code, target, text_format,
-                                                    alternatives)):
+        for i, result in zip(
+            mine, await translated(server, [texts[i] for i in mine], code, target, text_format, alternatives)
+        ):
             results[i] = result
     answer = {"translatedText": [best for best, _ in results] if isinstance(q, list) else results[0][0]}
     if source == "auto":
@@ -389,11 +413,19 @@ async def frontend_settings(server: Server):
     settings, pairs = server.settings, server.pairs
     source, target = next(iter(pairs.direct), (None, None))
     keys, files = bool(server.access.keys), bool(pairs.direct) and not settings.disable_files_translation
-    return {"charLimit": settings.char_limit, "frontendTimeout": settings.frontend_timeout, "apiKeys": keys,
-            "keyRequired": keys, "suggestions": False, "filesTranslation": files,
-            "supportedFilesFormat": [*FILE_FORMATS, *DOCUMENTS] if files else [],
-            "language": {"source": {"code": source, "name": language_name(source or "")},
-                         "target": {"code": target, "name": language_name(target or "")}}}
+    return {
+        "charLimit": settings.char_limit,
+        "frontendTimeout": settings.frontend_timeout,
+        "apiKeys": keys,
+        "keyRequired": keys,
+        "suggestions": False,
+        "filesTranslation": files,
+        "supportedFilesFormat": [*FILE_FORMATS, *DOCUMENTS] if files else [],
+        "language": {
+            "source": {"code": source, "name": language_name(source or "")},
+            "target": {"code": target, "name": language_name(target or "")},
+        },
+    }
 
 
 @router.get("/", response_class=HTMLResponse, include_in_schema=False)
@@ -451,8 +483,11 @@ async def translate_file_answer(server: ServerState, request: Request) -> dict:
         raise ServeError(400, "Invalid request: empty file")
     extension = "." + upload.filename.rsplit(".", 1)[-1].lower() if "." in upload.filename else ""
     if extension not in FILE_FORMATS and extension not in DOCUMENTS:
-        raise ServeError(400, f"Invalid request: file format not supported ({extension or 'no extension'}; "
-                              f"{', '.join([*FILE_FORMATS, *DOCUMENTS])})")
+        raise ServeError(
+            400,
+            f"Invalid request: file format not supported ({extension or 'no extension'}; "
+            f"{', '.join([*FILE_FORMATS, *DOCUMENTS])})",
+        )
     data = await upload.read()
     # a document may unpack to far more than its packed bytes: read and written in a thread, however small
     size = len(data) if extension in FILE_FORMATS else float("inf")
@@ -476,8 +511,11 @@ def file_texts(filename: str, extension: str, data: bytes):
             paragraphs, write = read_document(extension, data)
         except ValueError as error:
             raise ServeError(400, f"Invalid request: {safe_filename(filename)}: {error}") from None
-        return ([sentence_lines(paragraph) for paragraph in paragraphs], "text",  # a sentence a line, one paragraph
-                lambda translations: write([translation.replace("\n", " ") for translation in translations]))
+        return (
+            [sentence_lines(paragraph) for paragraph in paragraphs],
+            "text",  # a sentence a line, one paragraph
+            lambda translations: write([translation.replace("\n", " ") for translation in translations]),
+        )
     try:
         text = decode_text(data)
     except ValueError as error:
@@ -492,5 +530,8 @@ async def download_file(server: Server, filename: str):
     if data is None:
         raise ServeError(404, "no such translated file (each is given once, within --file_ttl seconds)")
     download = filename.split(".", 1)[1]
-    return Response(data, media_type="application/octet-stream",
-                    headers={"Content-Disposition": f'attachment; filename="{download}"'})
+    return Response(
+        data,
+        media_type="application/octet-stream",
+        headers={"Content-Disposition": f'attachment; filename="{download}"'},
+    )

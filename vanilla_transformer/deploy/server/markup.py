@@ -21,10 +21,49 @@ TEXT_FORMATS = ("text", "html")  # LibreTranslate's `format` field: what `segmen
 # Elements whose contents are not prose, never translated (LibreTranslate's translatehtml skips address, applet,
 # audio, canvas, code, embed, script, style, time and video; code-like and preformatted text too, whose spacing a
 # translation would lose)
-NOT_PROSE = frozenset({"address", "applet", "audio", "canvas", "code", "embed", "kbd", "math", "object", "pre",
-                       "samp", "script", "style", "template", "time", "var", "video", "xmp", "plaintext", "listing"})
-VOID = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param", "source",
-                  "track", "wbr", "keygen"})  # elements without an end tag: they hold nothing
+NOT_PROSE = frozenset(
+    {
+        "address",
+        "applet",
+        "audio",
+        "canvas",
+        "code",
+        "embed",
+        "kbd",
+        "math",
+        "object",
+        "pre",
+        "samp",
+        "script",
+        "style",
+        "template",
+        "time",
+        "var",
+        "video",
+        "xmp",
+        "plaintext",
+        "listing",
+    }
+)
+VOID = frozenset(
+    {
+        "area",
+        "base",
+        "br",
+        "col",
+        "embed",
+        "hr",
+        "img",
+        "input",
+        "link",
+        "meta",
+        "param",
+        "source",
+        "track",
+        "wbr",
+        "keygen",
+    }
+)  # elements without an end tag: they hold nothing
 
 
 def has_words(text: str) -> bool:
@@ -41,16 +80,21 @@ def text_segments(text: str) -> list[tuple[str, str, str]]:
             out.append(("keep", line, line))
             continue
         start = body.index(content[0])
-        out += [("keep", body[:start], body[:start]), ("sentence", content, content),
-                ("keep", line[start + len(content):], line[start + len(content):])]
+        out += [
+            ("keep", body[:start], body[:start]),
+            ("sentence", content, content),
+            ("keep", line[start + len(content) :], line[start + len(content) :]),
+        ]
     return out
 
 
 RAW_TEXT = frozenset({"script", "style", "xmp", "iframe", "noembed", "noframes", "plaintext"})  # text up to their
 RCDATA = frozenset({"title", "textarea"})  # end tag is one node (raw: kept as it is; RCDATA: text, entities decoded)
 SPACE = re.compile(r"[\t\n\f\r /]*")  # (between attributes: HTML5 skips a stray "/" too)
-ATTRIBUTE = re.compile(r"""([^\t\n\f\r />][^\t\n\f\r /=>]*)(?:[\t\n\f\r ]*=[\t\n\f\r ]*"""
-                       r"""("[^"]*(?:"|\Z)|'[^']*(?:'|\Z)|[^\t\n\f\r >]*))?""")
+ATTRIBUTE = re.compile(
+    r"""([^\t\n\f\r />][^\t\n\f\r /=>]*)(?:[\t\n\f\r ]*=[\t\n\f\r ]*"""
+    r"""("[^"]*(?:"|\Z)|'[^']*(?:'|\Z)|[^\t\n\f\r >]*))?"""
+)
 TAG = re.compile(r"<(/?)([A-Za-z][^\t\n\f\r />]*)")
 SCRIPT_MARKS = re.compile(r"<!--(?!-*>)|-->|<(/?)script(?=[\t\n\f\r />])", re.IGNORECASE)
 
@@ -174,8 +218,8 @@ def html_segments(document: str) -> list[tuple[str, str, str]]:
         if not text or not has_words(content):
             out.append(("keep", piece, piece))
             continue
-        lead, trail = piece[:len(piece) - len(piece.lstrip())], piece[len(piece.rstrip()):]
-        raw = piece[len(lead):len(piece) - len(trail)]
+        lead, trail = piece[: len(piece) - len(piece.lstrip())], piece[len(piece.rstrip()) :]
+        raw = piece[len(lead) : len(piece) - len(trail)]
         out += [("keep", lead, lead), ("node", content, raw), ("keep", trail, trail)]
     return out
 

@@ -65,14 +65,16 @@ class TranslateBody(Fields):
 
 
 class DetectForm(Fields):
-    q: FormTexts = Field(description="Text to identify the language of (the field repeated: read as one text)",
-                         examples=["Hallo Welt!"])
+    q: FormTexts = Field(
+        description="Text to identify the language of (the field repeated: read as one text)", examples=["Hallo Welt!"]
+    )
     api_key: str = Field(None, description=KEY)
 
 
 class DetectBody(Fields):
-    q: Text | Texts = Field(description="Text to identify the language of (a list: read as one text)",
-                            examples=["Hallo Welt!"])
+    q: Text | Texts = Field(
+        description="Text to identify the language of (a list: read as one text)", examples=["Hallo Welt!"]
+    )
     api_key: str | None = Field(None, description=KEY)
 
 
@@ -94,8 +96,7 @@ class SuggestBody(Fields):
 FORMS = ("application/x-www-form-urlencoded", "multipart/form-data")
 
 
-def body(model: type[BaseModel], *media_types: str, form: type[BaseModel] | None = None,
-         required: bool = True) -> dict:
+def body(model: type[BaseModel], *media_types: str, form: type[BaseModel] | None = None, required: bool = True) -> dict:
     """`openapi_extra` documenting a body that the route reads itself: `model`'s schema under each media type (`form`'s
     under the form types, with it)."""
     content = {media: {"schema": model.model_json_schema()} for media in media_types}
@@ -106,10 +107,19 @@ def body(model: type[BaseModel], *media_types: str, form: type[BaseModel] | None
 def in_query(form: type[BaseModel], *left_out: str) -> dict:
     """`openapi_extra` documenting `form`'s fields as query parameters too: LibreTranslate reads the query string's
     fields as well as the body's (Flask's `request.values`); a field the body gives wins."""
-    return {"parameters": [
-        {"name": name, "in": "query", "required": False, "schema": {"type": "string"},
-         "description": f"{field.description} (where the body does not give it)"}
-        for name, field in form.model_fields.items() if name not in left_out]}
+    return {
+        "parameters": [
+            {
+                "name": name,
+                "in": "query",
+                "required": False,
+                "schema": {"type": "string"},
+                "description": f"{field.description} (where the body does not give it)",
+            }
+            for name, field in form.model_fields.items()
+            if name not in left_out
+        ]
+    }
 
 
 def file_body() -> dict:
@@ -117,7 +127,8 @@ def file_body() -> dict:
     documented = body(TranslateFileBody, "multipart/form-data")
     disposition = {"type": "string", "example": 'form-data; name="file"; filename="text.txt"'}
     documented["requestBody"]["content"]["multipart/form-data"]["encoding"] = {
-        "file": {"headers": {"Content-Disposition": {"schema": disposition}}}}
+        "file": {"headers": {"Content-Disposition": {"schema": disposition}}}
+    }
     return documented
 
 
@@ -140,9 +151,11 @@ class DetectedLanguage(BaseModel):
 class TranslateAnswer(BaseModel):
     translatedText: str | list[str] = Field(description="The translation(s): a list where q was one")
     detectedLanguage: DetectedLanguage | list[DetectedLanguage] | Absent = Field(
-        None, description='With source "auto": the language detected (of each text)')
+        None, description='With source "auto": the language detected (of each text)'
+    )
     alternatives: list[str] | list[list[str]] | Absent = Field(
-        None, description="With alternatives > 0: the other translations (of each text), distinct, best first")
+        None, description="With alternatives > 0: the other translations (of each text), distinct, best first"
+    )
 
 
 class Language(BaseModel):
@@ -182,7 +195,8 @@ class TranslatedFile(BaseModel):
 
 class Translations(BaseModel):
     translations: list[str] | list[list[str]] = Field(
-        description="Each sentence's translation; with num_return_sequences > 1, each one's list of its best")
+        description="Each sentence's translation; with num_return_sequences > 1, each one's list of its best"
+    )
 
 
 class Entity(BaseModel):
@@ -221,7 +235,7 @@ ERRORS = {
     429: "Slowdown: over a request limit (--req-limit, --hourly-req-limit, --daily-req-limit, a key's own)",
     500: "The model failed on this input",
     503: "The model is loading or could not be loaded, the queue is full, or the request limit storage cannot be "
-         "reached",
+    "reached",
     504: "No answer within --request_timeout",
 }
 RETRIED = {429: True, 503: False}  # statuses sent with Retry-After: always (True) or where waiting helps (False)
@@ -242,15 +256,21 @@ def answers(ok: dict | type[BaseModel] | None, statuses: tuple, **descriptions: 
 
 # ------------------------------------------------------------------------------------------------ security
 
-API_KEY = APIKeyHeader(name="X-API-Key", scheme_name="ApiKey", auto_error=False,
-                       description="Where the server has keys (--api_key, --api-keys): the key in this header or in "
-                                   "the api_key field (body or query string)")
-METRICS_TOKEN = HTTPBearer(scheme_name="MetricsToken", auto_error=False,
-                           description="--metrics-auth-token, where the server has one")
+API_KEY = APIKeyHeader(
+    name="X-API-Key",
+    scheme_name="ApiKey",
+    auto_error=False,
+    description="Where the server has keys (--api_key, --api-keys): the key in this header or in "
+    "the api_key field (body or query string)",
+)
+METRICS_TOKEN = HTTPBearer(
+    scheme_name="MetricsToken", auto_error=False, description="--metrics-auth-token, where the server has one"
+)
 
 
-def route(summary: str, tags: list[str], responses: dict, request_body: dict | None = None, scheme=None,
-          **options) -> dict:
+def route(
+    summary: str, tags: list[str], responses: dict, request_body: dict | None = None, scheme=None, **options
+) -> dict:
     """One route's decorator keyword arguments. `scheme`: the security scheme it names, which a request may leave out
     (`{}`: the server may have no keys, or the key may be in the body): the route checks the key itself, the
     dependency (which refuses nothing: `auto_error=False`) only puts the scheme in the document."""
@@ -267,58 +287,124 @@ def route(summary: str, tags: list[str], responses: dict, request_body: dict | N
 REFUSED = (400, 403, 413, 415, 429)  # what every route reading LibreTranslate's fields may answer
 RUN = (500, 503, 504)  # what running a model may answer
 
-TRANSLATE = route("Translate text", ["translate"], answers(TranslateAnswer, (*REFUSED, *RUN)),
-                  body(TranslateBody, "application/json", form=TranslateForm) | in_query(TranslateForm), API_KEY)
-DETECT = route("Detect the language of a text", ["translate"],
-               answers(list[DetectedLanguage], (*REFUSED, 404, 503, 504),
-                       e404="This server has no translation model",
-                       e503="The request limit storage is unavailable (Redis down, read-only, full or refusing)"),
-               body(DetectBody, "application/json", form=DetectForm) | in_query(DetectForm), API_KEY)
+TRANSLATE = route(
+    "Translate text",
+    ["translate"],
+    answers(TranslateAnswer, (*REFUSED, *RUN)),
+    body(TranslateBody, "application/json", form=TranslateForm) | in_query(TranslateForm),
+    API_KEY,
+)
+DETECT = route(
+    "Detect the language of a text",
+    ["translate"],
+    answers(
+        list[DetectedLanguage],
+        (*REFUSED, 404, 503, 504),
+        e404="This server has no translation model",
+        e503="The request limit storage is unavailable (Redis down, read-only, full or refusing)",
+    ),
+    body(DetectBody, "application/json", form=DetectForm) | in_query(DetectForm),
+    API_KEY,
+)
 LANGUAGES = route("The languages served", ["translate"], answers(list[Language], ()))
-HEALTH = route("Whether every model has loaded", ["status"],
-               answers(Health, (503,), e503="A model is still loading (with Retry-After) or could not be loaded"))
-FRONTEND_SETTINGS = route("What the web page asks a server before it shows", ["frontend"],
-                          answers(FrontendSettings, ()))
-SPEC = route("This OpenAPI document", ["status"], answers({"description": "OpenAPI 3.1", "content": {
-    "application/json": {"schema": {"type": "object"}}}}, ()))
-SUGGEST = route("Suggest a translation (disabled on this server)", ["feedback"],
-                answers(None, (403,), e403="Suggestions are disabled on this server"),
-                body(SuggestBody, "application/json", *FORMS, required=False), status_code=403)
-TRANSLATE_FILE = route("Translate a file", ["translate"],
-                       answers(TranslatedFile, (*REFUSED, *RUN), e403=f"{ERRORS[403]}, or files translation is "
-                                                                      "disabled (--disable-files-translation)"),
-                       file_body() | in_query(TranslateFileBody, "file"), API_KEY)
-DOWNLOAD_FILE = route("Download a translated file (once)", ["translate"], answers(
-    {"description": "The translated file", "content": {"application/octet-stream": {"schema": {
-        "type": "string", "format": "binary"}}},
-     "headers": {"Content-Disposition": {"schema": {"type": "string"}, "required": True}}},
-    (403, 404), e403="Files translation is disabled (--disable-files-translation)",
-    e404="No such translated file (each is given once, within --file_ttl seconds)"), response_class=Response)
+HEALTH = route(
+    "Whether every model has loaded",
+    ["status"],
+    answers(Health, (503,), e503="A model is still loading (with Retry-After) or could not be loaded"),
+)
+FRONTEND_SETTINGS = route(
+    "What the web page asks a server before it shows", ["frontend"], answers(FrontendSettings, ())
+)
+SPEC = route(
+    "This OpenAPI document",
+    ["status"],
+    answers({"description": "OpenAPI 3.1", "content": {"application/json": {"schema": {"type": "object"}}}}, ()),
+)
+SUGGEST = route(
+    "Suggest a translation (disabled on this server)",
+    ["feedback"],
+    answers(None, (403,), e403="Suggestions are disabled on this server"),
+    body(SuggestBody, "application/json", *FORMS, required=False),
+    status_code=403,
+)
+TRANSLATE_FILE = route(
+    "Translate a file",
+    ["translate"],
+    answers(
+        TranslatedFile,
+        (*REFUSED, *RUN),
+        e403=f"{ERRORS[403]}, or files translation is disabled (--disable-files-translation)",
+    ),
+    file_body() | in_query(TranslateFileBody, "file"),
+    API_KEY,
+)
+DOWNLOAD_FILE = route(
+    "Download a translated file (once)",
+    ["translate"],
+    answers(
+        {
+            "description": "The translated file",
+            "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
+            "headers": {"Content-Disposition": {"schema": {"type": "string"}, "required": True}},
+        },
+        (403, 404),
+        e403="Files translation is disabled (--disable-files-translation)",
+        e404="No such translated file (each is given once, within --file_ttl seconds)",
+    ),
+    response_class=Response,
+)
 
 V1_REFUSED = (400, 403, 404, 413, 422, 429)
-V1_HEALTH = route("Each model's readiness", ["status"], answers(ModelsHealth, ()) | {503: {
-    "model": ModelsHealth, "description": "A model is still loading (with Retry-After) or could not be loaded",
-    "headers": {"Retry-After": {**RETRY_AFTER, "required": False}}}})
-METRICS = route("Prometheus metrics (with --metrics)", ["status"], answers(
-    {"description": "Prometheus' text format", "content": {CONTENT_TYPE: {"schema": {"type": "string"}}}},
-    (401, 404), e401="No or a wrong token (--metrics-auth-token)", e404="The server runs without --metrics"),
-    scheme=METRICS_TOKEN, response_class=Response)
+V1_HEALTH = route(
+    "Each model's readiness",
+    ["status"],
+    answers(ModelsHealth, ())
+    | {
+        503: {
+            "model": ModelsHealth,
+            "description": "A model is still loading (with Retry-After) or could not be loaded",
+            "headers": {"Retry-After": {**RETRY_AFTER, "required": False}},
+        }
+    },
+)
+METRICS = route(
+    "Prometheus metrics (with --metrics)",
+    ["status"],
+    answers(
+        {"description": "Prometheus' text format", "content": {CONTENT_TYPE: {"schema": {"type": "string"}}}},
+        (401, 404),
+        e401="No or a wrong token (--metrics-auth-token)",
+        e404="The server runs without --metrics",
+    ),
+    scheme=METRICS_TOKEN,
+    response_class=Response,
+)
 
 
 def sentences_route(model: type[BaseModel]) -> dict:
     """`/v1/translate`'s decorator keyword arguments, its JSON body from its pydantic model (`v1.TranslateRequest`)."""
-    return route("Translate sentences", ["v1"], answers(Translations, (*V1_REFUSED, *RUN),
-                                                        e404="This server has no translation model"),
-                 body(model, "application/json"), API_KEY)
+    return route(
+        "Translate sentences",
+        ["v1"],
+        answers(Translations, (*V1_REFUSED, *RUN), e404="This server has no translation model"),
+        body(model, "application/json"),
+        API_KEY,
+    )
 
 
 def entities_route(model: type[BaseModel]) -> dict:
     """`/v1/ner`'s, its JSON body from `v1.NerRequest`."""
-    return route("Tag named entities", ["v1"], answers(Entities, (*V1_REFUSED, *RUN), e404="This server has no tagger"),
-                 body(model, "application/json"), API_KEY)
+    return route(
+        "Tag named entities",
+        ["v1"],
+        answers(Entities, (*V1_REFUSED, *RUN), e404="This server has no tagger"),
+        body(model, "application/json"),
+        API_KEY,
+    )
 
 
 # ------------------------------------------------------------------------------------------------ /docs
+
 
 def add_docs(app: FastAPI, prefix: str = "") -> None:
     """Swagger UI at `{prefix}/docs` on `{prefix}/spec`, as LibreTranslate serves it (with or without its web page),
@@ -330,14 +416,18 @@ def add_docs(app: FastAPI, prefix: str = "") -> None:
     from ...loading import require
 
     assets = prefix + "/docs/assets"
-    app.mount(assets, StaticFiles(directory=str(require("swagger_ui_bundle", "serve").swagger_ui_path)),
-              name="swagger-ui")
+    app.mount(
+        assets, StaticFiles(directory=str(require("swagger_ui_bundle", "serve").swagger_ui_path)), name="swagger-ui"
+    )
 
     async def docs():
-        return get_swagger_ui_html(openapi_url=prefix + "/spec", title=f"{app.title} - Swagger UI",
-                                   swagger_js_url=f"{assets}/swagger-ui-bundle.js",
-                                   swagger_css_url=f"{assets}/swagger-ui.css",
-                                   swagger_favicon_url=f"{assets}/favicon-32x32.png",
-                                   swagger_ui_parameters={"validatorUrl": None})
+        return get_swagger_ui_html(
+            openapi_url=prefix + "/spec",
+            title=f"{app.title} - Swagger UI",
+            swagger_js_url=f"{assets}/swagger-ui-bundle.js",
+            swagger_css_url=f"{assets}/swagger-ui.css",
+            swagger_favicon_url=f"{assets}/favicon-32x32.png",
+            swagger_ui_parameters={"validatorUrl": None},
+        )
 
     app.add_api_route(prefix + "/docs", docs, methods=["GET"], include_in_schema=False, response_class=HTMLResponse)

@@ -15,16 +15,27 @@ class Metrics:
     def __init__(self, queue_length=lambda: 0):
         self.registry = registry = CollectorRegistry()
         ProcessCollector(registry=registry)
-        self.requests = Counter("vt_requests", "HTTP responses by path and status.", ["path", "status"],
-                                registry=registry)
-        self.latency = Histogram("vt_request_seconds", "Seconds from request to response, by path.", ["path"],
-                                 buckets=LATENCY_BUCKETS, registry=registry)
-        self.batch_sentences = Histogram("vt_batch_sentences", "Sentences per engine batch.", buckets=BATCH_BUCKETS,
-                                         registry=registry)
-        self.counters = {name: Counter(name, help_text, registry=registry) for name, help_text in (
-            ("vt_sentences", "Sentences the engines answered."),
-            ("vt_engine_errors", "Engine batches that failed."),
-            ("vt_rejected", "Requests answered 503 because the queue was full."))}
+        self.requests = Counter(
+            "vt_requests", "HTTP responses by path and status.", ["path", "status"], registry=registry
+        )
+        self.latency = Histogram(
+            "vt_request_seconds",
+            "Seconds from request to response, by path.",
+            ["path"],
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
+        self.batch_sentences = Histogram(
+            "vt_batch_sentences", "Sentences per engine batch.", buckets=BATCH_BUCKETS, registry=registry
+        )
+        self.counters = {
+            name: Counter(name, help_text, registry=registry)
+            for name, help_text in (
+                ("vt_sentences", "Sentences the engines answered."),
+                ("vt_engine_errors", "Engine batches that failed."),
+                ("vt_rejected", "Requests answered 503 because the queue was full."),
+            )
+        }
         queue = Gauge("vt_queue_sentences", "Sentences waiting for an engine batch.", registry=registry)
         queue.set_function(queue_length)
 

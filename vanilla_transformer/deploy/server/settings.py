@@ -73,6 +73,12 @@ NOT_TAKEN = {
     "--translation-cache": "not supported",
 }
 # their LT_* variables are refused too, unless set to LibreTranslate's default (these) or a false value
-NOT_TAKEN_DEFAULTS = {"--frontend-language-source": "auto", "--frontend-language-target": "locale",
-                      "--frontend-timeout": "500", "--api-keys-db-path": "db/api_keys.db",
-                      "--shared-storage": "memory://", "--alternatives-limit": "-1", "--req-time-cost": "-1"}
+NOT_TAKEN_DEFAULTS = {
+    "--frontend-language-source": "auto",
+    "--frontend-language-target": "locale",
+    "--frontend-timeout": "500",
+    "--api-keys-db-path": "db/api_keys.db",
+    "--shared-storage": "memory://",
+    "--alternatives-limit": "-1",
+    "--req-time-cost": "-1",
+}

@@ -58,8 +58,11 @@ def default_pair(server: ServerState, source: str | None, target: str | None) ->
         raise ServeError(404, "this server has no translation model (serve TRANSLATION_DIR)")
     if source is None or target is None:
         if len(pairs) > 1:
-            raise ServeError(422, f"source and target: this server translates {len(pairs)} pairs "
-                                  f"({', '.join('-'.join(pair) for pair in pairs)}); name one")
+            raise ServeError(
+                422,
+                f"source and target: this server translates {len(pairs)} pairs "
+                f"({', '.join('-'.join(pair) for pair in pairs)}); name one",
+            )
         source, target = source or pairs[0][0], target or pairs[0][1]
     return source, target
 
@@ -97,11 +100,19 @@ async def ner_answer(server: ServerState, request: Request) -> dict:
 async def v1_health(server: Server):
     """200 once every model has loaded, 503 before (or where one failed), with each model's state (`readiness`)."""
     status, states = readiness(server)
-    models = {name: {"model_dir": served.model_dir, "status": states[name],
-                     **({"error": str(served.error)} if served.error is not None else {})}
-              for name, served in server.engines.items()}
-    return JSONResponse({"status": status, "models": models}, status_code=200 if status == "ready" else 503,
-                        headers={"Retry-After": "2"} if status == "loading" else None)
+    models = {
+        name: {
+            "model_dir": served.model_dir,
+            "status": states[name],
+            **({"error": str(served.error)} if served.error is not None else {}),
+        }
+        for name, served in server.engines.items()
+    }
+    return JSONResponse(
+        {"status": status, "models": models},
+        status_code=200 if status == "ready" else 503,
+        headers={"Retry-After": "2"} if status == "loading" else None,
+    )
 
 
 @router.get("/metrics", **openapi.METRICS)

@@ -19,8 +19,9 @@ class BleuChrf(evaluate.Metric):
             citation="Post, 2018. A Call for Clarity in Reporting BLEU Scores.",
             inputs_description=_KWARGS,
             features=[
-                datasets.Features({"predictions": datasets.Value("string"),
-                                   "references": datasets.Sequence(datasets.Value("string"))}),
+                datasets.Features(
+                    {"predictions": datasets.Value("string"), "references": datasets.Sequence(datasets.Value("string"))}
+                ),
                 datasets.Features({"predictions": datasets.Value("string"), "references": datasets.Value("string")}),
             ],
         )
@@ -34,7 +35,16 @@ class BleuChrf(evaluate.Metric):
         bleu = sacrebleu.metrics.BLEU()
         score = bleu.corpus_score(predictions, streams)
         chrf = sacrebleu.metrics.CHRF().corpus_score(predictions, streams)
-        return {"bleu": score.score, "chrf": chrf.score, "bleu_signature": str(bleu.get_signature()),
-                "precisions": list(score.precisions), "brevity_penalty": score.bp,
-                "sys_len": score.sys_len, "ref_len": score.ref_len,
-                "score": score.score, "counts": list(score.counts), "totals": list(score.totals), "bp": score.bp}
+        return {
+            "bleu": score.score,
+            "chrf": chrf.score,
+            "bleu_signature": str(bleu.get_signature()),
+            "precisions": list(score.precisions),
+            "brevity_penalty": score.bp,
+            "sys_len": score.sys_len,
+            "ref_len": score.ref_len,
+            "score": score.score,
+            "counts": list(score.counts),
+            "totals": list(score.totals),
+            "bp": score.bp,
+        }

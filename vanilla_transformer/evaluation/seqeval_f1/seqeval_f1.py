@@ -18,8 +18,12 @@ class SeqevalF1(evaluate.Metric):
             description=_DESCRIPTION,
             citation="Nakayama, 2018. seqeval: A Python framework for sequence labeling evaluation.",
             inputs_description=_KWARGS,
-            features=datasets.Features({"predictions": datasets.Sequence(datasets.Value("string")),
-                                        "references": datasets.Sequence(datasets.Value("string"))}),
+            features=datasets.Features(
+                {
+                    "predictions": datasets.Sequence(datasets.Value("string")),
+                    "references": datasets.Sequence(datasets.Value("string")),
+                }
+            ),
         )
 
     def _compute(self, predictions, references, mode="strict"):
@@ -29,10 +33,17 @@ class SeqevalF1(evaluate.Metric):
         for name, values in report.items():
             if name in ("micro avg", "macro avg", "weighted avg"):
                 continue
-            scores[name] = {"precision": float(values["precision"]), "recall": float(values["recall"]),
-                            "f1": float(values["f1-score"]), "number": int(values["support"])}
+            scores[name] = {
+                "precision": float(values["precision"]),
+                "recall": float(values["recall"]),
+                "f1": float(values["f1-score"]),
+                "number": int(values["support"]),
+            }
         micro = report["micro avg"]
-        scores.update(overall_precision=float(micro["precision"]), overall_recall=float(micro["recall"]),
-                      overall_f1=float(micro["f1-score"]), overall_accuracy=float(accuracy_score(references,
-                                                                                                 predictions)))
+        scores.update(
+            overall_precision=float(micro["precision"]),
+            overall_recall=float(micro["recall"]),
+            overall_f1=float(micro["f1-score"]),
+            overall_accuracy=float(accuracy_score(references, predictions)),
+        )
         return scores
