@@ -184,3 +184,24 @@ def test_plot_tune_and_demo_open_each_json_file_once(translator, tagger, tmp_pat
         TranslationDemo(translator)
         NerDemo(tagger)
     assert_once(counts, "config.json")
+
+
+def test_push_opens_each_json_file_once(translator, tmp_path, monkeypatch):
+    """`push` recognises the directory once and renders its card from the config read then (the upload itself is
+    huggingface_hub's, faked here: the loopback Hub round trip is tests/test_hub.py's)."""
+    import shutil
+    from types import SimpleNamespace
+
+    from huggingface_hub import HfApi
+
+    model = str(tmp_path / "model")
+    shutil.copytree(translator, model)  # (push writes the card into the directory it pushes)
+    uploaded = []
+    monkeypatch.setattr(HfApi, "create_repo", lambda self, repo_id, **kwargs: None)
+    monkeypatch.setattr(
+        HfApi, "upload_folder", lambda self, **kwargs: uploaded.append(kwargs) or SimpleNamespace(oid="0" * 40)
+    )
+    with json_opens(monkeypatch, model) as counts:
+        assert cli(["push", model, "me/model"]) == 0
+    assert_once(counts, "config.json", "card_info.json")
+    assert uploaded[0]["folder_path"] == model and "config.json" in uploaded[0]["allow_patterns"]

@@ -305,9 +305,10 @@ def card_metadata(info: dict, task: str, languages: list, name: str, results: li
     )
 
 
-def render_card(model_dir: str, repo_id: str | None = None) -> ModelCard:
-    """Write README.md into `model_dir` and return the card. Needs config.json and card_info.json."""
-    config = json_or_empty(os.path.join(model_dir, "config.json"))
+def render_card(model_dir: str, repo_id: str | None = None, config: dict | None = None) -> ModelCard:
+    """Write README.md into `model_dir` and return the card. Needs config.json (or its contents, `config`, as read
+    already) and card_info.json."""
+    config = config or json_or_empty(os.path.join(model_dir, "config.json"))
     info = json_or_empty(os.path.join(model_dir, CARD_INFO))
     if not config:
         raise FileNotFoundError(f"{model_dir} has no config.json: not a saved model.")

@@ -4,6 +4,7 @@ leaves the computer; the card rendered first."""
 import os
 
 from .model_card import CARD_INFO, render_card
+from .model_dirs import ModelDir, recognise
 
 REQUIRED_FILES = (
     "config.json",
@@ -35,18 +36,21 @@ UPLOADED = [
 ]
 
 
-def check_model_dir(model_dir: str) -> None:
-    """A directory that can be pushed: a saved model with its code files, so trust_remote_code works from the Hub."""
+def check_model_dir(model_dir: str) -> ModelDir:
+    """A directory that can be pushed, recognised: a saved model with its code files, so trust_remote_code works from
+    the Hub."""
     if not os.path.isdir(model_dir):
         raise FileNotFoundError(f"{model_dir} is not a directory.")
-    missing = [name for name in REQUIRED_FILES if not os.path.isfile(os.path.join(model_dir, name))]
-    if "config.json" in missing:
+    if not os.path.isfile(os.path.join(model_dir, "config.json")):
         raise ValueError(f"{model_dir} is not a saved model: config.json is missing.")
+    found = recognise(model_dir)
+    missing = [name for name in REQUIRED_FILES if name not in found.files]
     if missing:
         raise ValueError(
             f"{model_dir} lacks {', '.join(missing)}; save the model with save_pretrained "
             "after `import vanilla_transformer` so the code files are written next to the weights."
         )
+    return found
 
 
 def push_model_dir(
@@ -61,9 +65,9 @@ def push_model_dir(
     matching the `include` patterns the user gave; returns the new commit sha."""
     from huggingface_hub import HfApi
 
-    check_model_dir(model_dir)
-    if os.path.isfile(os.path.join(model_dir, CARD_INFO)):
-        render_card(model_dir, repo_id)
+    found = check_model_dir(model_dir)
+    if CARD_INFO in found.files:
+        render_card(model_dir, repo_id, found.json("config.json"))
     api = HfApi(token=token)
     api.create_repo(repo_id, private=private, exist_ok=True)
     info = api.upload_folder(
