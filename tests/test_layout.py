@@ -5,6 +5,7 @@ benchmarks outside the installed package."""
 
 import ast
 import os
+import re
 from collections import defaultdict
 
 import pytest
@@ -249,3 +250,25 @@ def test_every_command_has_its_parser_and_main_and_only_the_entry_points_import_
         and any(m.startswith("vanilla_transformer.commands") for m in imports_of(name, tree, set(trees)))
     }
     assert not importing, importing
+
+
+def test_the_map_of_the_house_names_every_room():
+    """docs/design.md's map ("Where the rest lives") names every module and folder of the package's top floor, of
+    deploy/ and of deploy/server/: the map matches the folders."""
+    with open(os.path.join(ROOT, "docs", "design.md"), encoding="utf-8") as f:
+        page = f.read()
+    block = page.split("## Where the rest lives", 1)[1].split("```")[1]
+    named = set(re.findall(r"[\w.]+", block))
+    rooms = []
+    for folder in ("", "deploy", os.path.join("deploy", "server")):
+        for entry in sorted(os.listdir(os.path.join(PACKAGE, folder))):
+            if (
+                entry.endswith((".py", ".html", ".md"))
+                and entry != "__init__.py"
+                or (os.path.isdir(os.path.join(PACKAGE, folder, entry)) and not entry.startswith("__"))
+            ):
+                rooms.append((folder, entry))
+    missing = [
+        os.path.join(folder, entry) for folder, entry in rooms if entry not in named and entry + "/" not in block
+    ]
+    assert not missing, missing
