@@ -11,21 +11,37 @@ TORCH_PIN ?= torch==2.13.0
 TORCH_INDEX ?=
 
 .PHONY: setup demo test lint format test-latest test-gpu test-slow benchmark benchmark-peers recipe-multi30k recipe-conll recipe-multi30k-best \
-	recipe-conll-best clean
+	recipe-conll-best clean FORCE
 DATA ?= ../shared/data
 
 EXTRAS := test,plot,tensorboard,ctranslate2,demo,wmt,serve,onnx
 LATEST_VENV ?= .venv-latest
 
-# The tested versions of every dependency (constraints.txt): a reproducible set-up.
-$(VENV)/.installed: pyproject.toml constraints.txt
+# The tested versions of every dependency (constraints.txt): a reproducible set-up. torch is installed where the venv
+# has none, and replaced only when TORCH_PIN or TORCH_INDEX is given and differs from the last choice given
+# ($(VENV)/.torch-choice): a torch installed by hand (a CUDA build, docs/gpu.md) is kept by every other target.
+TORCH_GIVEN := $(filter-out file undefined,$(origin TORCH_PIN) $(origin TORCH_INDEX))
+
+$(VENV)/.torch-choice: FORCE
+	@mkdir -p $(VENV)
+	@test -n "$(TORCH_GIVEN)" || test -e $@ || : > $@
+	@if [ -n "$(TORCH_GIVEN)" ] && [ "$$(cat $@ 2>/dev/null)" != "$(TORCH_PIN) $(TORCH_INDEX)" ]; then \
+		echo "$(TORCH_PIN) $(TORCH_INDEX)" > $@; fi
+
+$(VENV)/.installed: pyproject.toml constraints.txt $(VENV)/.torch-choice
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH_PIN)"
-	$(PY) -m pip install -q -c constraints.txt "$(TORCH_PIN)" -e ".[$(EXTRAS)]"
+	@if ! $(PY) -c "import torch" 2>/dev/null; then \
+		$(PY) -m pip install -q $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH_PIN)"; \
+	elif [ -n "$(filter $(VENV)/.torch-choice,$?)" ] && [ -s $(VENV)/.torch-choice ]; then \
+		$(PY) -m pip install -q --force-reinstall --no-deps $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH_PIN)"; \
+	fi
+	$(PY) -m pip install -q -c constraints.txt -e ".[$(EXTRAS)]"
 	touch $@
 
 setup: $(VENV)/.installed
+
+FORCE:
 
 # TCMalloc where it is installed, as in the recipes (recipes/tcmalloc.sh)
 demo: setup
