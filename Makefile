@@ -10,11 +10,11 @@ TORCH_PIN ?= torch==2.13.0
 # (several GB); make setup TORCH_INDEX=https://download.pytorch.org/whl/cpu takes PyTorch's CPU build instead.
 TORCH_INDEX ?=
 
-.PHONY: setup demo test lint format test-latest test-gpu test-slow benchmark benchmark-peers recipe-multi30k recipe-conll recipe-multi30k-best \
+.PHONY: setup demo test lint format docs docs-serve test-latest test-gpu test-slow benchmark benchmark-peers recipe-multi30k recipe-conll recipe-multi30k-best \
 	recipe-conll-best clean FORCE
 DATA ?= ../shared/data
 
-EXTRAS := test,plot,tensorboard,ctranslate2,demo,wmt,serve,onnx
+EXTRAS := test,plot,tensorboard,ctranslate2,demo,wmt,serve,onnx,docs
 LATEST_VENV ?= .venv-latest
 
 # The tested versions of every dependency (constraints.txt): a reproducible set-up. torch is installed where the venv
@@ -60,6 +60,14 @@ lint: setup
 
 format: setup
 	$(PY) -m ruff format .
+
+# The documentation site (mkdocs.yml): built strictly into site/ (a broken link or reference is an error), or
+# previewed at http://127.0.0.1:8000 with `make docs-serve`.
+docs: setup
+	$(PY) -m mkdocs build --strict
+
+docs-serve: setup
+	$(PY) -m mkdocs serve
 
 # The same suite against the newest releases pyproject.toml admits, torch included (the newest your index has, from
 # TORCH_INDEX; upgraded at every run), in a second venv.
