@@ -156,7 +156,31 @@ def recognise(path, engine: str = "auto", task: str | None = None) -> ModelDir:
     """What `path` (a directory or a Hub id) holds and what runs it, read once: its format, config, model card and
     JSON files (each checked: a damaged one is named). A missing directory, an incomplete export, a model of another
     `task` than the one asked for, or an `engine` that cannot run it is an error naming it. `engine` is for its task
-    (a tagger found where no task was asked for runs on its own directory's engine: "auto")."""
+    (a tagger found where no task was asked for runs on its own directory's engine: "auto").
+
+    Args:
+        path: a directory written by `save_pretrained`, `export-ctranslate2` or `export-onnx`, or a Hub id.
+        engine: "auto", or the engine asked for ("pytorch", "ctranslate2", "onnxruntime").
+        task: "translation" or "tagging" to require it; None for whatever it holds.
+
+    Returns:
+        The `ModelDir`, to give every loader, engine and exporter instead of the path.
+
+    Raises:
+        FileNotFoundError: no such directory (an empty path included), no config.json, or an incomplete export.
+        OSError: a damaged JSON file, named.
+        ValueError: a model of another task, or an engine that cannot run it.
+
+    Example:
+        ```python
+        from transformers import AutoModelForSeq2SeqLM
+
+        from vanilla_transformer.model_dirs import recognise
+
+        found = recognise("outputs/demo")  # ModelDir(path='outputs/demo', task='translation', engine='pytorch', ...)
+        model, tokenizer = found.load(AutoModelForSeq2SeqLM), found.tokenizer()
+        ```
+    """
     path = os.fspath(path)
     if is_local_dir(path):  # (a path that is no directory, an empty one included, is named as such)
         files = frozenset(os.listdir(path))

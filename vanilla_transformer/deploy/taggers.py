@@ -88,7 +88,26 @@ class Tagger:
     --ensemble_with`), tagging lists of words: an IOB2 tag and its probability per word. CRF heads are decoded by
     Viterbi (the argmax of their max-marginals, whose softmax is the score). `engine` "onnxruntime" (or "auto" on a
     directory written by `export-onnx`) runs an ONNX export on the CPU instead of PyTorch, without loading torch or
-    transformers. `sentences` counts the sentences tagged, `engine_seconds` the time spent in the model's calls."""
+    transformers. `sentences` counts the sentences tagged, `engine_seconds` the time spent in the model's calls.
+
+    Args:
+        model: a saved tagger or its ONNX export (a path or Hub id), or its recognised `model_dirs.ModelDir`.
+        ensemble_with: more saved taggers (the same tokenizer and labels) tagging with it as one.
+        device: "cpu", "cuda" or "auto"; batch_size: sentences per model call at most.
+        engine: "auto", "pytorch" or "onnxruntime".
+
+    Raises:
+        FileNotFoundError: no such directory, or an incomplete export.
+        ValueError: not a tagger, an engine that cannot run it, or members that disagree.
+
+    Example:
+        ```python
+        from vanilla_transformer.deploy.taggers import Tagger, line_entities
+
+        tagger = Tagger("outputs/conll")
+        line_entities(tagger, ["Anna Novak lives in Berlin."])  # [[{"text": "Anna Novak", "type": "PER", ...}, ...]]
+        ```
+    """
 
     def __init__(self, model, ensemble_with=(), device: str = "auto", batch_size: int = 32, engine: str = "auto"):
         if batch_size < 1:

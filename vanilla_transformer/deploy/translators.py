@@ -244,8 +244,33 @@ def decoding_options(export: ModelDir) -> dict:
 
 
 def make_translator(model_dir, engine: str = "auto", device: str = "cpu", **kwargs):
-    """A callable translating a list of sentences; `model_dir` a path or an already recognised `model_dirs.ModelDir`
-    (then its engine); `device` "auto" takes a CUDA GPU where the engine sees one."""
+    """A translator: a callable from a list of sentences to their translations.
+
+    Args:
+        model_dir: a saved translation model or a CTranslate2 export (a path or Hub id), or its already recognised
+            `model_dirs.ModelDir` (then its engine is used).
+        engine: "auto" (CTranslate2 for an export, else PyTorch), "pytorch" or "ctranslate2" (which converts a saved
+            model on the fly).
+        device: "cpu", "cuda" or "auto" (a CUDA GPU where the engine sees one).
+        **kwargs: the engine's options: `num_beams`, `max_new_tokens`, `threads`; PyTorch's `ensemble_with` (more
+            saved models, decoding as one); CTranslate2's `compute_type`, `workers`, `parallel`.
+
+    Returns:
+        A `PyTorchTranslator` or `CTranslate2Translator`; call it on sentences, or `hypotheses(sentences, n)` for
+        the n best of each.
+
+    Raises:
+        FileNotFoundError: no such directory, or an incomplete export.
+        ValueError: not a translation model, an engine that cannot run it, or options the engine does not take.
+
+    Example:
+        ```python
+        from vanilla_transformer.deploy.translators import make_translator
+
+        translate = make_translator("outputs/demo")
+        translate(["ein kleines haus"])
+        ```
+    """
     found = model_dir if isinstance(model_dir, ModelDir) else recognise(model_dir, engine, "translation")
     found.holding("translation")
     engine = found.engine
@@ -287,7 +312,18 @@ def translate_file(
     progress: bool = True,
     **kwargs,
 ) -> dict:
-    """Translate a file (or stdin) into a file (or stdout); returns counts and speed."""
+    """Translate a text file, one sentence a line, into another: what `vanilla-transformer translate` runs.
+
+    Args:
+        model_dir: as `make_translator`'s.
+        input_path: the file to read (None or "-": stdin); output_path: the file to write, atomically (None: stdout).
+        engine: as `make_translator`'s; batch_size: sentences per batch (per CTranslate2 worker).
+        progress: a progress bar on stderr.
+        **kwargs: `make_translator`'s options.
+
+    Returns:
+        The counts and speed: sentences, lines, seconds, sentences per second, the engine's seconds.
+    """
     translate = make_translator(model_dir, engine, parallel=True, **kwargs)
     lines = read_lines(input_path, allow_empty=True)  # no lines in, none out
     start = time.perf_counter()
