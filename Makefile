@@ -14,7 +14,7 @@ TORCH_INDEX ?=
 	recipe-conll-best clean FORCE
 DATA ?= ../shared/data
 
-EXTRAS := test,plot,tensorboard,ctranslate2,demo,wmt,serve,onnx,docs
+EXTRAS := test,plot,tensorboard,ctranslate2,demo,wmt,serve,onnx,docs,pdf
 LATEST_VENV ?= .venv-latest
 
 # The tested versions of every dependency (constraints.txt): a reproducible set-up. torch is installed where the venv

@@ -17,6 +17,7 @@ pytest.importorskip("fastapi")
 from conftest import FakeEngine, client_for, post_json, start_server, wait_ready  # noqa: E402
 from vanilla_transformer import data  # noqa: E402
 from vanilla_transformer.deploy.server.markup import rebuild, segments, sentences  # noqa: E402
+from vanilla_transformer.deploy.server.pdf import PDF  # noqa: E402
 
 
 def lt(client, **fields):
@@ -168,7 +169,7 @@ def test_a_file_is_translated_and_downloaded_once():
             downloaded.content == b"<h1>ba</h1>" and 'filename="a_b.html"' in downloaded.headers["content-disposition"]
         )
         for files, fields, message in (
-            ({"file": ("x.pdf", b"ab", "application/pdf")}, {"source": "de", "target": "en"}, "not supported"),
+            ({"file": ("x.rtf", b"ab", "application/rtf")}, {"source": "de", "target": "en"}, "not supported"),
             ({"file": ("x.txt", b"\xff\xfe ab", "text/plain")}, {"source": "de", "target": "en"}, "is not UTF-8 text"),
             ({"file": ("x.txt", b"ab", "text/plain")}, {"source": "de"}, "missing target"),
             (None, {"source": "de", "target": "en"}, "missing file"),
@@ -225,6 +226,7 @@ def test_settings_spec_suggest_and_health_pages():
             ".odp",
             ".epub",
             ".srt",
+            *PDF,  # where the pdf extra is installed
         ]
         spec = client.get("/spec").json()
         assert {"/translate", "/detect", "/languages", "/translate_file", "/v1/translate"} <= set(spec["paths"])

@@ -15,8 +15,9 @@ Endpoints:
   Prometheus text format.
 
 Each MODEL_DIR is a saved translation model or a CTranslate2 export, its language pair from its model card, or given
-as MODEL_DIR:SOURCE-TARGET; a pair no model translates directly goes through a pivot language two models share
-(de -> en -> fr with a de-en and an en-fr model). A saved tagger given as a MODEL_DIR is served at /v1/ner.
+as MODEL_DIR:SOURCE-TARGET (codes as LibreTranslate writes them: outputs/demo:pt-BR-de); a pair no model translates
+directly goes through a pivot language two models share (de -> en -> fr with a de-en and an en-fr model). A saved
+tagger given as a MODEL_DIR is served at /v1/ner.
 
 With API keys (`--api_key`, `--api-keys FILE`), every translate, detect and tagging call needs one, as the `api_key`
 field of the body or the X-API-Key header; `/`, `/languages`, the health pages, `/frontend/settings` and `/spec` stay
@@ -39,6 +40,7 @@ import re
 import sys
 
 from ..console import int_at_least, number_between, port_number
+from ..deploy.server.languages import canonical_code, served_code, split_pair
 from ..deploy.server.settings import NOT_TAKEN, NOT_TAKEN_DEFAULTS, Settings
 from ..loading import no_progress_bars, require
 from ..model_dirs import DEVICES, ENGINES, TAGGER, default_threads, recognise, resolve_device
@@ -127,7 +129,7 @@ def add_model_options(parser: "Parser") -> None:
         nargs="+",
         metavar="MODEL_DIR",
         help="Saved translation models or directories exported by export-ctranslate2 (each as DIR or "
-        "DIR:SOURCE-TARGET), and at most one saved tagger (served at /v1/ner).",
+        "DIR:SOURCE-TARGET: de-en, pt-BR-de, en-zh-Hant), and at most one saved tagger (served at /v1/ner).",
     )
     parser.add_argument(
         "--ner",
@@ -188,7 +190,7 @@ def add_access_options(parser: "Parser") -> None:
         metavar="FILE",
         type=key_file,
         help="A file of API keys, one a line, each optionally followed by its own requests per minute "
-        "(instead of --req-limit); with it every call needs a key.",
+        "(instead of --req-limit); with it every call needs a key. Read again on SIGHUP (systemctl reload).",
     )
 
 
@@ -536,15 +538,18 @@ def key_file(text: str) -> str | None:
 
 
 def language_code(text: str) -> str:
-    """--source_lang / --target_lang: a code of letters, digits and _, parts joined by - (de, pt-BR, zh-Hant); "auto"
-    is LibreTranslate's request for detection, not a language."""
-    if not re.fullmatch(r"[A-Za-z0-9_]+(-[A-Za-z0-9_]+)*", text) or len(text) > 35:
-        raise argparse.ArgumentTypeError(
-            "expected a language code (letters, digits and _, parts joined by -: de, pt-BR)"
-        )
+    """--source_lang / --target_lang: a language code as LibreTranslate writes them (`languages.LANGUAGE_CODE`: de,
+    pt-BR, zh-Hant), in any case, served as BCP 47 writes it (pt-br: pt-BR); "auto" is LibreTranslate's request for
+    detection, not a language."""
     if text.lower() == "auto":
         raise argparse.ArgumentTypeError("'auto' asks for language detection; name the model's language")
-    return text
+    code = canonical_code(text)
+    if code is None:
+        raise argparse.ArgumentTypeError(
+            "expected a language code: a language of 2-3 letters, then a script of 4 letters and/or a region of 2 "
+            "letters or 3 digits, joined by - (de, pt-BR, zh-Hant, es-419)"
+        )
+    return code
 
 
 def cors_origin(text: str) -> str:
@@ -594,15 +599,23 @@ def default_workers(pytorch: bool, device: str, threads: int) -> int:
     return threads or default_threads()
 
 
-PAIR = re.compile(r"(.+):([A-Za-z0-9_]+)-([A-Za-z0-9_]+)")
-
-
 def model_and_pair(text: str) -> tuple[str, tuple[str, str] | None]:
-    """MODEL_DIR or MODEL_DIR:SOURCE-TARGET (a path that exists as written is a path, colon or not)."""
-    match = PAIR.fullmatch(text)
-    if match is None or os.path.exists(text):
+    """MODEL_DIR or MODEL_DIR:SOURCE-TARGET: a path that exists as written is a path (colon or not); else what follows
+    the last colon, where it is two language codes (`languages.split_pair`: pt-BR-de is pt-BR -> de), is the pair
+    of the model before it. Neither a path nor a pair, where the part before the colon exists: an error."""
+    model_dir, colon, pair = text.rpartition(":")
+    if not colon or not model_dir or os.path.exists(text):
         return text, None
-    return match.group(1), (match.group(2), match.group(3))
+    try:
+        codes = split_pair(pair)
+    except ValueError as error:
+        raise ValueError(f"MODEL_DIR:SOURCE-TARGET {text!r}: {error}") from None
+    if codes is None and os.path.exists(model_dir):
+        raise ValueError(
+            f"MODEL_DIR:SOURCE-TARGET {text!r}: no such path, and {pair!r} is not two language codes joined by - "
+            "(de-en, pt-BR-de, en-zh-Hant)"
+        )
+    return (text, None) if codes is None else (model_dir, codes)
 
 
 def served_models(args):
@@ -644,8 +657,8 @@ def served_models(args):
             )
         workers = args.workers or default_workers(pytorch, args.device, args.threads)
         source, target = pair or (args.source_lang, args.target_lang)
-        if not (source and target):  # the model card only where a language is not given
-            card_source, card_target = found.languages or ("src", "tgt")
+        if not (source and target):  # the model card only where a language is not given (pt-br served as pt-BR)
+            card_source, card_target = map(served_code, found.languages or ("src", "tgt"))
             source, target = source or card_source, target or card_target
         translators.append(
             TranslationEngine(found, source, target, args.device, args.compute_type, args.threads, workers)
@@ -701,6 +714,8 @@ def limits(args) -> dict:
         keys.setdefault(args.api_key, None)
     return dict(
         api_keys=keys,
+        api_keys_file=args.api_keys or "",  # (re-read on SIGHUP)
+        fixed_api_key=args.api_key or "",
         cors_origins=("*",) if args.cors else tuple(args.cors_origins),
         allowed_hosts=allowed_hosts(args),
         **{name: getattr(args, name) for name in SWITCHES if name != "metrics_auth_token"},

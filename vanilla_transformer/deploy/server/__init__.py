@@ -8,7 +8,8 @@
   API keys, readiness (`readiness`, both health routes'), blank texts skipped, a translation's route (a pivot).
 - `batcher`: the dynamic batcher, sentences of concurrent requests in engine batches.
 - `languages`: the served pairs, their routes, language names and detection; `markup`: the sentences of a text or an
-  HTML document and their translations put back; `documents`: .docx, .pptx, .odt, .odp, .epub and .srt files.
+  HTML document and their translations put back; `documents`: .docx, .pptx, .odt, .odp, .epub and .srt files;
+  `pdf`: .pdf files (the `pdf` extra).
 - `access`: API keys and request limits (memory or Redis); `downloads`: translated files until their download.
 - `openapi`: the OpenAPI document (`/spec`, `/docs`); `prometheus`: the metrics; `errors`: `ServeError`.
 - `settings`: the server's limits and switches (`Settings`); `web_page.html`: the translation page at `/`.

@@ -23,7 +23,7 @@ from .settings import KEY_FORM
 logger = logging.getLogger(__name__)
 
 WINDOWS = {"minute": 60, "hour": 3600, "day": 86400}
-KEY_FILE_BYTES = 64 << 20  # a key file's size at most (read whole, at start)
+KEY_FILE_BYTES = 64 << 20  # a key file's size at most (read whole, at start and on SIGHUP)
 FORGIVE_AFTER = 600  # seconds after its last offence that a client is forgiven (LibreTranslate: 10 minutes)
 STORAGE_SCHEMES = ("memory://", "redis://", "rediss://", "unix://")
 
@@ -410,6 +410,24 @@ class Access:
         # limit unless it is over 0)
         self.limits = {window: limit for window, limit in (limits or {}).items() if limit > 0}
         self.counts = None
+        self.reloading = threading.Lock()  # (two SIGHUPs at once: read one after the other, the later file wins)
+
+    def reload_keys(self, path: str, fixed: str = "") -> bool:
+        """The keys of the key file `path` (and `fixed`, --api_key's) in place of the server's (SIGHUP: a key added
+        works and a key removed is refused from the next request on). A file that cannot be read as keys (a bad line,
+        no keys, missing, unreadable) leaves the keys as they were and logs one error line naming the file and line,
+        never a key: whether the file was taken."""
+        with self.reloading:
+            try:
+                keys = read_api_keys(path)
+            except (ValueError, OSError) as error:
+                logger.error("SIGHUP: the API keys stay as they were: %s", error)
+                return False
+            if fixed:
+                keys.setdefault(fixed, None)
+            self.keys = keys
+        logger.info("SIGHUP: %d API key(s) read from %s", len(keys), path)
+        return True
 
     def open(self) -> None:
         """The counters' storage, opened in the event loop that serves (a Redis client belongs to one loop)."""

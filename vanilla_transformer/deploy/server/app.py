@@ -3,7 +3,9 @@ language pair) and/or a tagger behind FastAPI, each with its dynamic batcher. Th
 module-level functions over the server's state (`state.ServerState`), which `create_app` builds and stores once and
 each route takes as its parameter `server: state.Server`; the lifespan (`lifespan_of`) is given it."""
 
+import asyncio
 import logging
+import signal
 import threading
 import time
 from contextlib import asynccontextmanager
@@ -125,9 +127,34 @@ async def unexpected(request: Request, exc: Exception):  # a bug: logged with it
     return error_response(500, f"internal error ({type(exc).__name__})")
 
 
+def key_reloader(state: ServerState):
+    """SIGHUP re-reads `--api-keys FILE` (`Access.reload_keys`, in a worker thread: the server goes on answering);
+    without a key file it is one log line. Either way the server goes on: uvicorn itself handles SIGINT and SIGTERM
+    only, and SIGHUP's default (`systemctl reload`'s signal) would end it. Where the platform has SIGHUP and the app
+    runs in the main thread, as `serve` runs it; what undoes it, or None."""
+    hangup, path = getattr(signal, "SIGHUP", None), state.settings.api_keys_file
+    if hangup is None:
+        return None
+    loop, running = asyncio.get_running_loop(), set()
+
+    def reload():
+        if not path:
+            logger.warning("SIGHUP: no key file (--api-keys) to read again; nothing changed")
+            return
+        task = loop.create_task(asyncio.to_thread(state.access.reload_keys, path, state.settings.fixed_api_key))
+        running.add(task)  # (held until done: the loop keeps only a weak reference to a task)
+        task.add_done_callback(running.discard)
+
+    try:
+        loop.add_signal_handler(hangup, reload)
+    except (RuntimeError, ValueError, NotImplementedError):  # not the main thread (a test client), or no signals
+        return None
+    return lambda: loop.remove_signal_handler(hangup)
+
+
 def lifespan_of(state: ServerState):
     """The app's lifespan over `state`: one batcher per model while the app runs; an engine not yet loaded loads in a
-    background thread."""
+    background thread; SIGHUP re-reads the key file (`key_reloader`)."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -146,7 +173,10 @@ def lifespan_of(state: ServerState):
                 threading.Thread(target=served.load, name=f"vt-load-{name}", daemon=True).start()
         state.detector.start()  # lingua's models loaded before the first request, not on it
         state.access.open()
+        undo_reloader = key_reloader(state)
         yield
+        if undo_reloader is not None:
+            undo_reloader()
         for batcher in state.batchers.values():
             await batcher.stop()
         await state.access.close()

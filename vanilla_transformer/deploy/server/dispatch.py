@@ -176,13 +176,14 @@ async def translate(
     """The `n` best translations of each text (its surrounding whitespace left out), best first, from `source` into
     `target`: through the pair's model, or through a pivot language (the first model's best translation is the
     second one's input). A blank text (or a pivot's empty translation) is `n` empty translations, sent to no model.
-    `num_beams` None: each model's own (its generation config), at least `n`. A `source` equal to the `target` (a
-    served language) gives each text back, `n` times, translated by no model (both APIs alike)."""
+    `num_beams` None: each model's own (its generation config), at least `n`. `source` and `target` name served
+    languages as LibreTranslate matches codes (`Pairs.served`); where they name the same one, each text comes back,
+    `n` times, translated by no model (both APIs alike)."""
     limit, asked = server.settings.max_beams, max(num_beams or 1, n)
     if asked > limit:
         raise ServeError(400, f"num_beams {asked} is over the limit of {limit} (--max_beams)")
+    source, target = server.pairs.served(source), server.pairs.served(target)  # (PT-br: the served pt-BR)
     if source == target:
-        server.pairs.check_served(source)
         return [[text.strip()] * n for text in texts]
     route = server.pairs.checked_route(source, target)
     engines = [engine_of(server, engine.name) for engine in route]  # every leg ready before the first runs

@@ -223,22 +223,43 @@ SIGNATURES = {
 }
 
 
-class Budget:
-    """What one upload may still unpack, its nested archives included: bytes and parts."""
+class Refusal(ValueError):
+    """An upload refused by a rule of this module's or `pdf`'s (its damage found, a cap, encryption), naming the
+    problem: told apart from the errors a library raises on the upload."""
 
-    def __init__(self):
-        self.size, self.parts = MAX_UNPACKED, MAX_ENTRIES
+
+class Budget:
+    """What one upload may still unpack, its nested archives included: bytes and parts (a PDF's: its streams' bytes
+    and its objects, `units` naming them and `bomb` what breaking the caps looks like)."""
+
+    def __init__(self, units: str = "parts", bomb: str = "a zip bomb"):
+        self.size, self.parts, self.units, self.bomb = MAX_UNPACKED, MAX_ENTRIES, units, bomb
 
     def refuse(self, unpacked: int, parts: int) -> ValueError:
-        return ValueError(
-            f"refused: it would unpack to {unpacked} bytes in {parts} parts (at most {MAX_UNPACKED} "
-            f"bytes, {MAX_ENTRIES} parts, {MAX_RATIO} times packed; a zip bomb?)"
+        return Refusal(
+            f"refused: it would unpack to {unpacked} bytes in {parts} {self.units} (at most {MAX_UNPACKED} "
+            f"bytes, {MAX_ENTRIES} {self.units}, {MAX_RATIO} times packed; {self.bomb}?)"
         )
+
+    def spend(self, packed: int, sizes: list[tuple[int, int]], parts: int | None = None) -> None:
+        """Count `sizes` (each part's unpacked and packed bytes, of an upload of `packed` bytes) and `parts` parts
+        (one a size where None) against what is left, or refuse them (`refuse`): past the caps on bytes or parts, or
+        where a part or all of them, unpacking to over 1 MiB, would be more than MAX_RATIO times their packed size."""
+        parts = len(sizes) if parts is None else parts
+        unpacked = sum(size for size, _ in sizes)
+        ratios = [(unpacked, packed), *sizes]
+        if (
+            parts > self.parts
+            or unpacked > self.size
+            or any(size > (1 << 20) and size > MAX_RATIO * max(1, small) for size, small in ratios)
+        ):
+            raise self.refuse(MAX_UNPACKED - self.size + unpacked, MAX_ENTRIES - self.parts + parts)
+        self.size, self.parts = self.size - unpacked, self.parts - parts
 
 
 def damaged(what: str) -> ValueError:
     """The error for an archive damaged as a whole (a part's own damage names the part)."""
-    return ValueError(f"a damaged document ({what})")
+    return Refusal(f"a damaged document ({what})")
 
 
 def not_a_zip(data: bytes, kind: str) -> str | None:
@@ -402,15 +423,7 @@ def verify_archive(data: bytes, kind: str, budget: Budget, depth: int = 0) -> li
     if entries != len(infos):
         raise damaged(f"the ZIP end record counts {entries} parts, its directory holds {len(infos)}")
     check_directory(data, infos, cd_offset, cd_end)
-    unpacked = sum(info.file_size for info in infos)
-    ratios = [(unpacked, len(data))] + [(info.file_size, info.compress_size) for info in infos]
-    if (
-        len(infos) > budget.parts
-        or unpacked > budget.size
-        or any(size > (1 << 20) and size > MAX_RATIO * max(1, packed) for size, packed in ratios)
-    ):
-        raise budget.refuse(MAX_UNPACKED - budget.size + unpacked, MAX_ENTRIES - budget.parts + len(infos))
-    budget.size, budget.parts = budget.size - unpacked, budget.parts - len(infos)
+    budget.spend(len(data), [(info.file_size, info.compress_size) for info in infos])
     check_names(infos, kind)
     ordered = sorted(infos, key=lambda info: info.header_offset)
     bounds = [info.header_offset for info in ordered[1:]] + [cd_offset]

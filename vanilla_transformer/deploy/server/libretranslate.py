@@ -1,5 +1,6 @@
 """LibreTranslate's API, so its clients work unchanged: `/translate` (text or HTML, `alternatives`, `source: "auto"`),
-`/detect`, `/languages`, `/translate_file` (text, HTML and the `documents` formats) + `/download_file`,
+`/detect`, `/languages`, `/translate_file` (text, HTML, the `documents` formats and, with its extra, `pdf`'s) +
+`/download_file`,
 `/frontend/settings`, `/spec`, `/suggest` (disabled) and `/health`, with LibreTranslate's fields (a JSON body or a
 form), limits and error texts; and the translation page at `/` (`web_page.html`)."""
 
@@ -28,6 +29,7 @@ from .documents import DOCUMENTS, decode_text, read_document, sentence_lines
 from .errors import ServeError
 from .languages import DETECTED_CHARS, language_name
 from .markup import TEXT_FORMATS, rebuild, segments, sentences
+from .pdf import PDF, read_pdf
 from .state import Server, ServerState
 
 router = APIRouter()
@@ -355,7 +357,7 @@ async def libretranslate_answer(server: ServerState, request: Request) -> dict:
     q, source, target = required(fields, "q"), required(fields, "source"), required(fields, "target")
     texts = checked_texts(q)
     alternatives, text_format = checked_limits(server, fields, texts), checked_format(fields)
-    server.pairs.check_served(*([] if source == "auto" else [source]), target)
+    source, target = server.pairs.requested(source, target)  # (the served codes: PT-br names pt-BR)
     languages = [found[0] for found in await detected(server, texts)] if source == "auto" else [None] * len(texts)
     results: list = [None] * len(texts)
     for code in dict.fromkeys(found["language"] if found else source for found in languages):
@@ -420,7 +422,7 @@ async def frontend_settings(server: Server):
         "keyRequired": keys,
         "suggestions": False,
         "filesTranslation": files,
-        "supportedFilesFormat": [*FILE_FORMATS, *DOCUMENTS] if files else [],
+        "supportedFilesFormat": file_formats() if files else [],
         "language": {
             "source": {"code": source, "name": language_name(source or "")},
             "target": {"code": target, "name": language_name(target or "")},
@@ -450,6 +452,11 @@ async def suggest(request: Request):
 # ---------------------------------------------------------------------------------------------------- files
 
 
+def file_formats() -> list[str]:
+    """The extensions `/translate_file` takes: text, HTML, the documents, and .pdf where the `pdf` extra is."""
+    return [*FILE_FORMATS, *DOCUMENTS, *PDF]
+
+
 def files_allowed(server: ServerState) -> None:
     if server.settings.disable_files_translation:
         raise ServeError(403, "Files translation are disabled on this server.")
@@ -464,7 +471,7 @@ def safe_filename(name: str) -> str:
 
 @router.post("/translate_file", **openapi.TRANSLATE_FILE)
 async def translate_uploaded_file(server: Server, request: Request):
-    """LibreTranslate's `/translate_file`: a `file` (.txt or .html in UTF-8, or a document: `documents.DOCUMENTS`),
+    """LibreTranslate's `/translate_file`: a `file` (.txt or .html in UTF-8, or a document: `file_formats`),
     `source` (or "auto"), `target` -> `{"translatedFileUrl"}`, fetched once from `/download_file/...` within
     `--file_ttl` seconds. Reading and writing the file run off the event loop; the whole of it (every batch of its
     sentences included) within `--request_timeout`."""
@@ -482,17 +489,16 @@ async def translate_file_answer(server: ServerState, request: Request) -> dict:
     if not upload.filename:
         raise ServeError(400, "Invalid request: empty file")
     extension = "." + upload.filename.rsplit(".", 1)[-1].lower() if "." in upload.filename else ""
-    if extension not in FILE_FORMATS and extension not in DOCUMENTS:
+    if extension not in file_formats():
         raise ServeError(
             400,
-            f"Invalid request: file format not supported ({extension or 'no extension'}; "
-            f"{', '.join([*FILE_FORMATS, *DOCUMENTS])})",
+            f"Invalid request: file format not supported ({extension or 'no extension'}; {', '.join(file_formats())})",
         )
     data = await upload.read()
     # a document may unpack to far more than its packed bytes: read and written in a thread, however small
     size = len(data) if extension in FILE_FORMATS else float("inf")
     texts, text_format, write = await off_loop(size, file_texts, upload.filename, extension, data)
-    server.pairs.check_served(*([] if source == "auto" else [source]), target)
+    source, target = server.pairs.requested(source, target)  # (the served codes: PT-br names pt-BR)
     if source == "auto":
         start = "\n".join(texts)[:DETECTED_CHARS]
         source = (await detected(server, [" ".join(sentences(segments(start, text_format))) or start]))[0][0]
@@ -506,16 +512,19 @@ async def translate_file_answer(server: ServerState, request: Request) -> dict:
 def file_texts(filename: str, extension: str, data: bytes):
     """(texts, their format, the function writing the translated file from their translations) of an uploaded file;
     a 400 naming the file where it cannot be read."""
-    if extension in DOCUMENTS:
+    if extension in DOCUMENTS or extension in PDF:
         try:
-            paragraphs, write = read_document(extension, data)
+            paragraphs, write = read_pdf(data) if extension in PDF else read_document(extension, data)
         except ValueError as error:
             raise ServeError(400, f"Invalid request: {safe_filename(filename)}: {error}") from None
-        return (
-            [sentence_lines(paragraph) for paragraph in paragraphs],
-            "text",  # a sentence a line, one paragraph
-            lambda translations: write([translation.replace("\n", " ") for translation in translations]),
-        )
+
+        def written(translations: list[str]) -> bytes:
+            try:
+                return write([translation.replace("\n", " ") for translation in translations])
+            except ValueError as error:  # (a PDF whose objects pypdf read but cannot write back)
+                raise ServeError(400, f"Invalid request: {safe_filename(filename)}: {error}") from None
+
+        return [sentence_lines(paragraph) for paragraph in paragraphs], "text", written  # a sentence a line
     try:
         text = decode_text(data)
     except ValueError as error:

@@ -15,6 +15,7 @@ from pydantic.json_schema import SkipJsonSchema
 
 from .documents import DOCUMENTS
 from .markup import TEXT_FORMATS
+from .pdf import PDF
 from .prometheus import CONTENT_TYPE
 
 # ------------------------------------------------------------------------------------------------ request bodies
@@ -79,7 +80,9 @@ class DetectBody(Fields):
 
 
 class TranslateFileBody(Fields):
-    file: bytes = Field(description=f"The file: .txt or .html in UTF-8, or a document ({', '.join(DOCUMENTS)})")
+    file: bytes = Field(
+        description=f"The file: .txt or .html in UTF-8, or a document ({', '.join([*DOCUMENTS, *PDF])})"
+    )
     source: Text = Field(description=SOURCE, examples=["de"])
     target: Text = Field(description="Target language code", examples=["en"])
     api_key: str = Field(None, description=KEY)

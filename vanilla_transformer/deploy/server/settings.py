@@ -16,6 +16,8 @@ class Settings:
     convention for its own limits)."""
 
     api_keys: dict = field(default_factory=dict)  # key -> its requests per minute (None: --req-limit)
+    api_keys_file: str = ""  # --api-keys FILE: re-read on SIGHUP (`app.key_reloader`)
+    fixed_api_key: str = ""  # --api_key: kept through every re-read of the file
     max_request_bytes: int = 1 << 20
     max_sentences: int = 128
     max_sentence_tokens: int = 256
