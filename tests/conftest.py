@@ -3,6 +3,7 @@ import json
 import os
 import random
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -696,3 +697,29 @@ http {{
     for proc in started:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def exchange(connection, method, path, body=b"", headers=()):
+    """One request on `connection` (an `http.client` connection), `headers` a list of (name, value), the same name
+    possibly several times, a Host among them sent instead of the connection's: (status, headers, body)."""
+    try:
+        connection.putrequest(method, path, skip_accept_encoding=True, skip_host=any(n == "Host" for n, _ in headers))
+        for name, value in headers:
+            connection.putheader(name, value)
+        connection.putheader("Content-Length", str(len(body)))
+        connection.endheaders(body)
+        response = connection.getresponse()
+        return response.status, response.headers, response.read()
+    finally:
+        connection.close()
+
+
+def loopback_sources(*addresses):
+    """`addresses`, or a skip where those besides 127.0.0.1 cannot be bound (Linux routes all of 127/8 to lo)."""
+    for address in addresses:
+        with socket.socket() as sock:
+            try:
+                sock.bind((address, 0))
+            except OSError:
+                pytest.skip(f"{address} cannot be bound here (several loopback clients need Linux's 127/8)")
+    return list(addresses)

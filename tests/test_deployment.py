@@ -26,7 +26,7 @@ import urllib.request
 
 import pytest
 
-from conftest import ROOT, files_of_checkout, free_port, start_server, wait_for
+from conftest import ROOT, exchange, files_of_checkout, free_port, loopback_sources, start_server, wait_for
 
 pytest.importorskip("fastapi")
 from vanilla_transformer.deploy.server.dispatch import body_too_large  # noqa: E402
@@ -586,19 +586,6 @@ http {{
         self.redis.wait(timeout=30)
 
 
-def exchange(connection, method, path, body=b"", headers=()):
-    try:
-        connection.putrequest(method, path, skip_accept_encoding=True, skip_host=any(n == "Host" for n, _ in headers))
-        for name, value in headers:
-            connection.putheader(name, value)
-        connection.putheader("Content-Length", str(len(body)))
-        connection.endheaders(body)
-        response = connection.getresponse()
-        return response.status, response.headers, response.read()
-    finally:
-        connection.close()
-
-
 def direct(port, method, path, body=b"", headers=()):
     """One request to a `serve` process itself, under the prefix."""
     return exchange(http.client.HTTPConnection("127.0.0.1", port, timeout=60), method, PREFIX + path, body, headers)
@@ -711,17 +698,6 @@ def translate_statuses(deployment, key, sources, forged=()):
         deployment.https("POST", "/translate", body, [JSON, ("X-API-Key", key), *forged], source)[0]
         for source in sources
     ]
-
-
-def loopback_sources(*addresses):
-    """`addresses`, or a skip where those besides 127.0.0.1 cannot be bound (Linux routes all of 127/8 to lo)."""
-    for address in addresses:
-        with socket.socket() as sock:
-            try:
-                sock.bind((address, 0))
-            except OSError:
-                pytest.skip(f"{address} cannot be bound here (several loopback clients need Linux's 127/8)")
-    return list(addresses)
 
 
 def requests_of(metrics, status):

@@ -7,7 +7,6 @@ itself as a property over any header values."""
 import http.client
 import ipaddress
 import json
-import socket
 import urllib.parse
 
 import pytest
@@ -18,7 +17,7 @@ pytest.importorskip("fastapi")
 from starlette.requests import Request  # noqa: E402
 from test_libretranslate import multipart  # noqa: E402
 
-from conftest import FakeEngine, client_for, start_server, wait_for  # noqa: E402
+from conftest import FakeEngine, client_for, exchange, loopback_sources, start_server, wait_for  # noqa: E402
 from vanilla_transformer.deploy.server.dispatch import client_address  # noqa: E402
 from vanilla_transformer.deploy.server.settings import Settings  # noqa: E402
 
@@ -57,31 +56,12 @@ def call(url: str, method: str, path: str, body: bytes = b"", headers=(), source
     same name possibly several times: (status, headers, body)."""
     parsed = urllib.parse.urlsplit(url)
     connection = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=60, source_address=(source, 0))
-    try:
-        connection.putrequest(method, path, skip_accept_encoding=True)
-        for name, value in headers:
-            connection.putheader(name, value)
-        connection.putheader("Content-Length", str(len(body)))
-        connection.endheaders(body)
-        response = connection.getresponse()
-        return response.status, response.headers, response.read()
-    finally:
-        connection.close()
+    return exchange(connection, method, path, body, headers)
 
 
 def translate(url, headers=(), source="127.0.0.1"):
     body = json.dumps({"q": "ab", "source": "de", "target": "en"}).encode()
     return call(url, "POST", "/translate", body, [("Content-Type", "application/json"), *headers], source)
-
-
-def loopback_sources(*addresses):
-    """Skip where the loopback addresses besides 127.0.0.1 cannot be bound (Linux routes all of 127/8 to lo)."""
-    for address in addresses:
-        with socket.socket() as sock:
-            try:
-                sock.bind((address, 0))
-            except OSError:
-                pytest.skip(f"{address} cannot be bound here (several loopback clients need Linux's 127/8)")
 
 
 def stop(proc):
