@@ -9,6 +9,8 @@
 # --ensemble_with`: the members' log-probabilities averaged at each step of beam search) on the tuning split
 # (OUTPUT_DIR/tune) and, once, on validation (OUTPUT_DIR/validation); the ensemble decodes with the first member's
 # generation config (no tune-decoding).
+# CHANGE="key=value,..." adds config fields to the recipe's --config_overrides (later keys win); VALIDATE=false stops
+# after the tuning split's score (no tune-decoding, no validation): recipes/ablations.sh trains its rows so.
 # Usage: [SEEDS="42"] [LENGTH_PENALTIES="0.4 ..."] recipes/multi30k.sh [DATA_DIR] [OUTPUT_DIR] [extra run_translation.py flags...]
 # DATA_DIR holds multi30k/{train,validation}.{de,en} (default ../shared/data). Writes OUTPUT_DIR/split/{train,tune}.*,
 # the model, tokenizer and model card in OUTPUT_DIR with its tuning-split metrics (eval_results.json: sacreBLEU cased,
@@ -47,7 +49,7 @@ train() {  # DIR SEED [flags...]: one model trained on the training part, evalua
   ${THREADS:+env OMP_NUM_THREADS=$THREADS} "$PY" "$HERE/../scripts/run_translation.py" \
     --train_file "$SPLIT/train" --validation_file "$SPLIT/tune" \
     --source_lang de --target_lang en --vocab_size 8000 \
-    --config_name small --config_overrides normalize_before=true,dropout=0.2,attention_dropout=0.1 \
+    --config_name small --config_overrides "normalize_before=true,dropout=0.2,attention_dropout=0.1${CHANGE:+,$CHANGE}" \
     $BATCHES "${PACKED[@]}" --learning_rate 2e-3 --warmup_steps 800 --lr_scheduler_type cosine \
     --weight_decay 0.0001 --max_grad_norm 1.0 --label_smoothing_factor 0.1 --bf16 "$BF16" \
     --num_train_epochs 16 \
@@ -84,6 +86,7 @@ if [ "$MEMBERS" -gt 1 ]; then  # an ensemble: the members side by side, then sco
   exit 0
 fi
 train "$OUT" "${SEEDS[0]}" "$@"
+[ "${VALIDATE:-true}" = false ] && exit 0
 
 # The length penalty of beam search, chosen on the tuning split and saved with the model
 read -r -a PENALTIES <<< "${LENGTH_PENALTIES:-0.4 0.6 0.8 1.0}"  # (above 1 the engines part: tune_decoding.py)

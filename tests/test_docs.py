@@ -419,3 +419,63 @@ def test_every_test_security_md_names_is_a_test():
         if name.startswith("test_") and name.endswith(".py"):
             defined |= set(re.findall(r"^def (test_[a-z0-9_]+)\(", text_of("tests", name), re.MULTILINE))
     assert len(named) > 20 and not named - defined, sorted(named - defined)
+
+
+# ------------------------------------------------------------------------------ measured figures live in tables
+
+UNIT = (
+    r"x|%|ms|µs|s|min|minutes?|seconds?|hours?|days?|[KMG]i?B|kB|TFLOP/s|(?:[a-z]+ ?)?/s|"
+    r"(?:sentences|tokens|steps|pairs|texts|requests|words|characters|batches)(?: ?/ ?| per )s(?:econd)?"
+)
+FIGURE = re.compile(
+    rf"(?<![\w.,/^-])(?:\d+(?:,\d{{3}})*(?:\.\d+)?(?:-\d+(?:\.\d+)?)?\s?(?:{UNIT})(?![\w/])"  # 1.66x, 3 s, 25-65 s
+    r"|\d+\.\d{2,}(?![\d.])(?!\.\d))"  # a score or a rate with two or more decimals: 41.08
+)
+VERSION = re.compile(
+    r"\d+\.\d+\.\d+|(?:\bv|version|Python|torch|transformers|CUDA|driver|CTranslate2|Runtime|redis-server|DeepSpeed"
+    r"|accelerate|pypdf|nginx)[\s\d.,+<>=a-z]*$",
+    re.I,
+)
+
+
+def prose_figures(text: str):
+    """(line number, figure, line) of each measured-looking figure outside tables, code and link targets: times,
+    speeds, ratios, shares, sizes, and numbers with two or more decimals (versions and dates are not figures)."""
+    in_block = False
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.lstrip().startswith("```"):
+            in_block = not in_block
+        if in_block or line.lstrip().startswith(("|", "```", "<!--")):
+            continue
+        prose = re.sub(r"`[^`]*`", "``", re.sub(r"\]\([^)]*\)", "]", line))
+        prose = re.sub(r"\d{4}-\d{2}-\d{2}", "", prose)
+        for match in FIGURE.finditer(prose):
+            if VERSION.search(prose[max(0, match.start() - 24) : match.start()]) or VERSION.fullmatch(
+                match.group(0).strip()
+            ):
+                continue
+            yield number, match.group(0), line
+
+
+def pages():
+    root_pages = [os.path.join(ROOT, name) for name in ("README.md", "CONTRIBUTING.md", "CHANGELOG.md")]
+    docs = os.path.join(ROOT, "docs")
+    return root_pages + sorted(
+        os.path.join(folder, name) for folder, _, names in os.walk(docs) for name in names if name.endswith(".md")
+    )
+
+
+@pytest.mark.parametrize("path", pages(), ids=lambda path: os.path.relpath(path, ROOT))
+def test_a_measured_figure_lives_in_a_table(path):
+    """A measured figure (a time, speed, ratio, share, size or score) lives in a table with its command, CPU, dtype
+    and versions; prose states it only as a summary of a table row of the same page (the same figure, word for word,
+    in that table). A setting is written as code (`--timeout` `5` s, `1 MiB`), a formula too (`2 x d^2`)."""
+    text = open(path, encoding="utf-8").read()
+    cells = {
+        figure.group(0).strip()
+        for line in text.splitlines()
+        if line.lstrip().startswith("|")
+        for figure in FIGURE.finditer(line)
+    }
+    loose = [f"{number}: {figure}" for number, figure, _ in prose_figures(text) if figure.strip() not in cells]
+    assert loose == [], loose

@@ -1,0 +1,176 @@
+"""The paper's Table 3 on Multi30k: the rows `recipes/ablations.sh` trains, and the table and plot of their scores.
+
+Each row is the Multi30k recipe's model (recipes/multi30k.sh) with one change, trained for the same fixed number of
+steps and scored on the tuning split (beam 4). Beside each row, the paper's nearest row of Table 3 (base model,
+newstest2013, 100K steps at its scale): the same change relative to its base, so compare the differences, not the
+scores.
+
+    python recipes/ablations.py rows              # name<TAB>config change<TAB>flags<TAB>seeds, for ablations.sh
+    python recipes/ablations.py table RUNS_DIR [--markdown FILE] [--plot PNG]
+"""
+
+import argparse
+import json
+import math
+import statistics
+import sys
+from pathlib import Path
+from typing import NamedTuple
+
+# The paper's base model on newstest2013 (Table 3): perplexity per word piece and BLEU.
+PAPER_BASE_BLEU = 25.8
+
+
+class Row(NamedTuple):
+    name: str  # the run's directory under RUNS_DIR
+    change: str  # what differs from the recipe's model, in words
+    overrides: str  # config fields added to the recipe's --config_overrides
+    flags: str  # training flags added to the recipe's
+    seeds: str  # one run per seed
+    paper: str  # the paper's nearest row of Table 3 ("" where it has none)
+    paper_bleu: float | None  # its BLEU on newstest2013
+
+
+def heads(h: int) -> str:
+    return f"encoder_attention_heads={h},decoder_attention_heads={h}"
+
+
+# The recipe's model: d_model 256, 3+3 layers, 4 heads (d_k 64), d_ff 1024, pre-LN, dropout 0.2 + attention dropout
+# 0.1, label smoothing 0.1, sinusoidal positions, tied and scaled embeddings. Seeds 42 7 1 of the first row measure the
+# noise; a row whose difference lies near it gets a second seed.
+ROWS = (
+    Row("recipe", "none (the recipe's model)", "", "", "42 7 1", "base", PAPER_BASE_BLEU),
+    Row("heads-1", "1 head (d_k 256)", heads(1), "", "42", "(A) h=1, d_k=512", 24.9),
+    Row("heads-2", "2 heads (d_k 128)", heads(2), "", "42", "(A) h=4, d_k=128", 25.5),
+    Row("heads-8", "8 heads (d_k 32)", heads(8), "", "42", "(A) h=16, d_k=32", 25.8),
+    Row("heads-16", "16 heads (d_k 16)", heads(16), "", "42", "(A) h=32, d_k=16", 25.4),
+    Row("layers-1", "1+1 layers", "encoder_layers=1,decoder_layers=1", "", "42", "(C) N=2", 23.7),
+    Row("layers-2", "2+2 layers", "encoder_layers=2,decoder_layers=2", "", "42", "(C) N=4", 25.3),
+    Row("layers-4", "4+4 layers", "encoder_layers=4,decoder_layers=4", "", "42", "(C) N=8", 25.5),
+    Row("d_model-128", "d_model 128 (d_k 32)", "d_model=128", "", "42", "(C) d_model=256, d_k=32", 24.5),
+    Row("d_model-512", "d_model 512 (d_k 128)", "d_model=512", "", "42", "(C) d_model=1024, d_k=128", 26.0),
+    Row("d_ff-512", "d_ff 512", "encoder_ffn_dim=512,decoder_ffn_dim=512", "", "42", "(C) d_ff=1024", 25.4),
+    Row("d_ff-2048", "d_ff 2048", "encoder_ffn_dim=2048,decoder_ffn_dim=2048", "", "42", "(C) d_ff=4096", 26.2),
+    Row("dropout-0", "no dropout (P_drop 0, attention 0)", "dropout=0.0,attention_dropout=0.0", "", "42",
+        "(D) P_drop=0.0", 24.6),
+    Row("dropout-0.3", "P_drop 0.3", "dropout=0.3", "", "42", "(D) P_drop=0.2", 25.5),
+    Row("smoothing-0", "label smoothing 0", "", "--label_smoothing_factor 0.0", "42", "(D) eps_ls=0.0", 25.3),
+    Row("smoothing-0.2", "label smoothing 0.2", "", "--label_smoothing_factor 0.2", "42", "(D) eps_ls=0.2", 25.7),
+    Row("learned-positions", "learned positions", "position_embedding_type=learned", "", "42",
+        "(E) positional embedding", 25.7),
+    Row("post-ln", "post-LN (the paper's)", "normalize_before=false", "", "42", "", None),
+    Row("untied", "untied embeddings", "tie_word_embeddings=false", "", "42", "", None),
+    Row("unscaled-embeddings", "embeddings not x sqrt(d_model)", "scale_embedding=false", "", "42", "", None),
+    Row("unscaled-attention", "scores not / sqrt(d_k)", "scale_attention=false", "", "42", "", None),
+)
+
+
+def runs_of(runs: Path, row: Row) -> list[dict]:
+    """The finished runs of a row (RUNS_DIR/NAME/sSEED/all_results.json), in its seeds' order."""
+    found = []
+    for seed in row.seeds.split():
+        path = runs / row.name / f"s{seed}" / "all_results.json"
+        if path.is_file():
+            found.append(json.loads(path.read_text()))
+    return found
+
+
+def mean(values: list[float]) -> float:
+    return statistics.fmean(values) if values else math.nan
+
+
+def scores(runs: Path) -> dict[str, list[dict]]:
+    return {row.name: runs_of(runs, row) for row in ROWS}
+
+
+def noise(results: dict[str, list[dict]]) -> float:
+    """The spread of the recipe's seeds: their largest minus their smallest tuning-split BLEU."""
+    bleus = [run["eval_bleu"] for run in results["recipe"]]
+    return max(bleus) - min(bleus) if len(bleus) > 1 else math.nan
+
+
+def markdown(runs: Path) -> str:
+    """The table: one line per row with a finished run; scores are means over the row's finished seeds."""
+    results = scores(runs)
+    base = mean([run["eval_bleu"] for run in results["recipe"]])
+    spread = noise(results)
+    lines = [
+        "| change from the recipe's model | tuning split sacreBLEU (seeds) | difference | minutes | steps/s "
+        "| the paper's row (Table 3) | its BLEU | its difference |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for row in ROWS:
+        done = results[row.name]
+        if not done:
+            continue
+        bleus = [run["eval_bleu"] for run in done]
+        shown = f"{mean(bleus):.2f}" + (" (" + " / ".join(f"{b:.2f}" for b in bleus) + ")" if len(bleus) > 1 else "")
+        delta = mean(bleus) - base
+        near = " (noise)" if row.name != "recipe" and abs(delta) <= spread else ""
+        minutes = mean([run["train_wall_seconds"] / 60 for run in done])
+        rate = mean([run["train_steps_per_second"] for run in done])
+        paper_delta = "" if row.paper_bleu is None else f"{row.paper_bleu - PAPER_BASE_BLEU:+.1f}"
+        lines.append(
+            f"| {row.change} | {shown} | {'' if row.name == 'recipe' else f'{delta:+.2f}{near}'} | {minutes:.1f} "
+            f"| {rate:.2f} | {row.paper or 'none'} | {'' if row.paper_bleu is None else row.paper_bleu} "
+            f"| {'' if row.name == 'recipe' else paper_delta} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def plot(runs: Path, png: Path) -> None:
+    """Each row's difference from the recipe's model beside the paper's, the recipe's seed spread shaded."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    results = scores(runs)
+    base = mean([run["eval_bleu"] for run in results["recipe"]])
+    rows = [row for row in ROWS if row.name != "recipe" and results[row.name]]
+    ours = [mean([run["eval_bleu"] for run in results[row.name]]) - base for row in rows]
+    paper = [math.nan if row.paper_bleu is None else row.paper_bleu - PAPER_BASE_BLEU for row in rows]
+    fig, ax = plt.subplots(figsize=(8, 0.35 * len(rows) + 1.5))
+    y = range(len(rows))
+    ax.barh([i + 0.2 for i in y], ours, height=0.4, label="Multi30k, tuning split (this recipe)")
+    ax.barh([i - 0.2 for i in y], paper, height=0.4, label="the paper, newstest2013 (Table 3)")
+    spread = noise(results)
+    if not math.isnan(spread):
+        ax.axvspan(-spread, spread, color="grey", alpha=0.2, label="the recipe's seed spread")
+    ax.set_yticks(list(y), [row.change for row in rows])
+    ax.invert_yaxis()
+    ax.axvline(0, color="black", linewidth=0.8)
+    ax.set_xlabel("BLEU difference from the base model")
+    ax.legend(loc="lower right", fontsize="small")
+    fig.tight_layout()
+    fig.savefig(png, dpi=100)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("rows", help="the rows, one a line: name, config change, flags, seeds (tab-separated)")
+    table = commands.add_parser("table", help="the table (and plot) of the finished runs under RUNS_DIR")
+    table.add_argument("runs", type=Path, metavar="RUNS_DIR")
+    table.add_argument("--markdown", type=Path, help="write the table here (default: print it)")
+    table.add_argument("--plot", type=Path, help="draw the differences into this PNG")
+    args = parser.parse_args(argv)
+    if args.command == "rows":
+        for row in ROWS:
+            print("\t".join((row.name, row.overrides or "-", row.flags or "-", row.seeds)))
+        return 0
+    if not args.runs.is_dir():
+        print(f"error: {args.runs}: no such directory", file=sys.stderr)
+        return 2
+    text = markdown(args.runs)
+    if args.markdown:
+        args.markdown.write_text(text)
+    else:
+        print(text, end="")
+    if args.plot:
+        plot(args.runs, args.plot)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
