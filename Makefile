@@ -14,7 +14,7 @@ TORCH_INDEX ?=
 	recipe-conll-best clean FORCE
 DATA ?= ../shared/data
 
-EXTRAS := test,plot,tensorboard,ctranslate2,demo,wmt,serve,onnx,docs,pdf
+EXTRAS := test,plot,tensorboard,ctranslate2,demo,wmt,serve,onnx,docs,pdf,notebooks
 LATEST_VENV ?= .venv-latest
 
 # The tested versions of every dependency (constraints.txt): a reproducible set-up. torch is installed where the venv
@@ -114,8 +114,10 @@ benchmark: setup
 	$(PY) scripts/benchmark.py --output outputs/benchmark.json
 
 # Time to quality on Multi30k: our recipe, then OpenNMT-py (its own virtual environment) at the same shape, each
-# trained for at most MINUTES (default 60) with a checkpoint every EVERY steps (465 for ours, 700 for OpenNMT-py: about
-# every 2 minutes each, as in the published tables), every checkpoint scored (docs/benchmarks.md)
+# trained for at most MINUTES (default 60; `make benchmark-peers MINUTES=30` passes it on) with a checkpoint every
+# EVERY steps, set here: 465 for ours, 700 for OpenNMT-py (about every 2 minutes each, as in the published tables; an
+# EVERY given to make is overridden: run benchmarks/peers/*.sh directly for others), every checkpoint scored
+# (docs/benchmarks.md)
 benchmark-peers: setup
 	EVERY=465 PY=$(PY) benchmarks/peers/ours.sh $(DATA) outputs/peers/ours
 	EVERY=700 PY=$(PY) benchmarks/peers/opennmt.sh $(DATA)/multi30k outputs/peers/opennmt

@@ -13,14 +13,19 @@
 #   LAUNCH="accelerate launch --num_processes 8" NPROC=8 (default: one process, "$PY").
 #   TOKENS_PER_STEP (default 25000) padded tokens per side and optimizer step are reached as --max_tokens per process x
 #   NPROC x gradient accumulation; MAX_TOKENS (default 4096) is the most one process holds at once (lower it when the
-#   GPU runs out of memory: the accumulation grows to keep the step's size). STEPS (default 100000), SAVE_STEPS
-#   (default 1500: the paper's 10 minutes of 8 P100s; measured on a GPU: docs/training.md) and MAX_LENGTH (default
-#   256 tokens per sentence; longer are truncated) shorten or change the run. PACKING (default true where torch sees a
-#   CUDA GPU, else false) trains on packed rows compiled with CUDA graphs (--packing true --torch_compile true
+#   GPU runs out of memory: the accumulation grows to keep the step's size). These shorten or change the run:
+#     STEPS (default 100000): optimizer steps (--max_steps);
+#     SAVE_STEPS (default 1500, about the paper's checkpoint interval of 10 minutes on 8 P100s): a checkpoint every
+#       SAVE_STEPS steps (--save_steps), the last 5 kept and averaged; a run that saves none (STEPS < SAVE_STEPS)
+#       translates with its final weights;
+#     MAX_LENGTH (default 256): tokens per sentence, source and target (--max_source_length, --max_target_length, and
+#       --generation_max_length of the test translations); longer ones are truncated.
+#   BF16 (default: true where bf16 pays, training.fast_bf16) sets bf16 autocast. PACKING (default true where torch
+#   sees a CUDA GPU, else false) trains on packed rows compiled with CUDA graphs (--packing true --torch_compile true
 #   --torch_compile_mode reduce-overhead: faster than token budgets on a GPU, docs/gpu.md; on CPUs it does not pay).
 #   Extra flags go to the training command and replace the recipe's (a later flag wins).
-# Writes OUTPUT_DIR (model, checkpoints, train_results.json), OUTPUT_DIR/averaged (the averaged model) and
-# OUTPUT_DIR/newstest2014 (generated_predictions_test.txt, scores.json).
+# Writes OUTPUT_DIR (model, checkpoints, train_results.json), OUTPUT_DIR/averaged (the averaged model, when
+# checkpoints were saved) and OUTPUT_DIR/newstest2014 (generated_predictions_test.txt, scores.json).
 set -euo pipefail
 DATA=${1:-../shared/data}; OUT=${2:-outputs/wmt14_en_de}; shift $(( $# < 2 ? $# : 2 ))
 PY=${PY:-python}
@@ -63,10 +68,17 @@ $LAUNCH "$HERE/../scripts/run_translation.py" "${TRAIN[@]}" --source_lang en --t
   --save_strategy steps --save_steps "$SAVE_STEPS" --save_total_limit 5 --logging_steps 100 \
   --do_train --output_dir "$OUT" "$@"
 
-saved=$(ls -d "$OUT"/checkpoint-* | wc -l)  # the last five, or as many as a shorter run saved
-"$PY" -m vanilla_transformer.cli average-checkpoints "$OUT" --last $(( saved < 5 ? saved : 5 )) --output_dir "$OUT/averaged" --force
+saved=$(find "$OUT" -maxdepth 1 -type d -name 'checkpoint-*' | wc -l)  # (none: 0, under pipefail too)
+MODEL="$OUT/averaged"
+if [ "$saved" -gt 0 ]; then  # the last five, or as many as a shorter run saved
+  "$PY" -m vanilla_transformer.cli average-checkpoints "$OUT" --last $(( saved < 5 ? saved : 5 )) \
+    --output_dir "$MODEL" --force
+else
+  echo "no checkpoints saved (STEPS below SAVE_STEPS): the final weights translate newstest2014"
+  MODEL="$OUT"
+fi
 
-"$PY" "$HERE/../scripts/run_translation.py" --model_name_or_path "$OUT/averaged" "${TEST[@]}" \
+"$PY" "$HERE/../scripts/run_translation.py" --model_name_or_path "$MODEL" "${TEST[@]}" \
   --source_lang en --target_lang de --do_predict --num_beams 4 --length_penalty 0.6 \
   --max_source_length "$MAX_LENGTH" --max_target_length "$MAX_LENGTH" --generation_max_length "$MAX_LENGTH" \
   --per_device_eval_batch_size 64 --bf16 "$BF16" --output_dir "$OUT/newstest2014"

@@ -72,7 +72,28 @@ class TranslationEnsembleEncoder(nn.Module):
 class TranslationEnsemble(PreTrainedModel, GenerationMixin):
     """`VanillaTransformerForConditionalGeneration` models trained with one tokenizer, generating as one: called
     and generating like a member (its `generation_config` is the first member's), its logits the mean of the members'
-    log-probabilities. Built for evaluation and prediction: it starts, and stays, in eval mode."""
+    log-probabilities. Built for evaluation and prediction: it starts, and stays, in eval mode.
+
+    `translation_ensemble` builds one from saved directories, checking that the members agree; this class checks only
+    the config fields the members must share (vocab_size and the special token ids).
+
+    Args:
+        members: the translation models, the first one's config and generation settings the ensemble's.
+
+    Raises:
+        ValueError: no members, or members whose vocab_size or special token ids differ.
+        TypeError: a member that is not a `VanillaTransformerForConditionalGeneration`.
+
+    Example:
+        ```python
+        from vanilla_transformer.model.modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
+        from vanilla_transformer.translation_ensemble import TranslationEnsemble
+
+        load = VanillaTransformerForConditionalGeneration.from_pretrained
+        ensemble = TranslationEnsemble([load("outputs/m30k-lr2e3"), load("outputs/m30k-lr2e3-s7")])
+        ensemble.generate(**inputs, num_beams=4)  # inputs: a member's tokenizer's batch, as for one model
+        ```
+    """
 
     config_class = VanillaTransformerConfig
     main_input_name = "input_ids"
@@ -104,6 +125,7 @@ class TranslationEnsemble(PreTrainedModel, GenerationMixin):
         self.eval()
 
     def get_encoder(self):
+        """The ensemble's encoder (what `generate` calls): every member's encoder, their outputs side by side."""
         return self.encoder
 
     def forward(
@@ -118,8 +140,20 @@ class TranslationEnsemble(PreTrainedModel, GenerationMixin):
         use_cache=None,
         **kwargs,
     ) -> Seq2SeqLMOutput:
-        """A member's arguments; `cache` a `TranslationEnsembleCache` (or None). With `labels`, the loss is the
-        cross-entropy of the ensemble's distribution (the softmax of its logits)."""
+        """The ensemble's scores of the next target tokens, as a member's `forward` gives its own.
+
+        Args:
+            input_ids, attention_mask: (batch, source length), the source (or `encoder_outputs` instead of
+                `input_ids`: the ensemble encoder's, every member's side by side).
+            decoder_input_ids, decoder_attention_mask: (batch, target length); built from `labels` where not given.
+            cache: a `TranslationEnsembleCache` (or None); use_cache: return one for the next step.
+            labels: (batch, target length) target ids, -100 = ignored.
+
+        Returns:
+            A `Seq2SeqLMOutput`: `logits` (batch, target length, vocab), the mean of the members' log-probabilities;
+            `loss` (given `labels`), the cross-entropy of the ensemble's distribution (the softmax of its logits);
+            `cache`.
+        """
         if encoder_outputs is None:
             encoder_outputs = self.encoder(input_ids=input_ids, attention_mask=attention_mask)
         hidden = encoder_outputs[0].split(self.widths, dim=-1)  # each member's own encoder output
@@ -167,9 +201,39 @@ def member_cache(member) -> EncoderDecoderCache:
 
 
 def translation_ensemble(model, tokenizer, paths, **kwargs) -> TranslationEnsemble:
-    """`model` (whose tokenizer is `tokenizer`) and the translation models saved at `paths` as one ensemble, on
-    `model`'s device; `kwargs` go to `from_pretrained` of the tokenizers and models. Members must share the
-    tokenizer."""
+    """A loaded translation model and more saved ones as one ensemble: what `--ensemble_with` builds.
+
+    The members must share the tokenizer (its vocabulary, normalisation and special tokens), the architecture and,
+    where both model cards name them, the languages.
+
+    Args:
+        model: a loaded `VanillaTransformerForConditionalGeneration`, the first member; the others go to its device.
+        tokenizer: `model`'s tokenizer, which the others' must equal.
+        paths: the directories (or Hub ids) of the other saved translation models.
+        **kwargs: for `from_pretrained` of their models (and `cache_dir`, `trust_remote_code` of their tokenizers).
+
+    Returns:
+        The `TranslationEnsemble`, in eval mode.
+
+    Raises:
+        FileNotFoundError: no such directory.
+        OSError: a damaged JSON file of a member, named.
+        ValueError: a path that holds no translation model or an export, or members that disagree (named).
+
+    Example:
+        ```python
+        from transformers import AutoTokenizer
+
+        from vanilla_transformer.model.modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
+        from vanilla_transformer.translation_ensemble import translation_ensemble
+
+        model = VanillaTransformerForConditionalGeneration.from_pretrained("outputs/m30k-lr2e3")
+        tokenizer = AutoTokenizer.from_pretrained("outputs/m30k-lr2e3")
+        ensemble = translation_ensemble(model, tokenizer, ["outputs/m30k-lr2e3-s7"])
+        inputs = tokenizer(["Ein Hund läuft."], return_tensors="pt", return_token_type_ids=False)
+        tokenizer.batch_decode(ensemble.generate(**inputs, num_beams=4), skip_special_tokens=True)
+        ```
+    """
     from .model_dirs import ensemble_members
 
     return TranslationEnsemble(

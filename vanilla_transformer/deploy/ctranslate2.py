@@ -63,7 +63,24 @@ def array(tensor: torch.Tensor) -> np.ndarray:
 class VanillaTransformerConverter(Converter):
     """A `ctranslate2.converters.Converter` for `VanillaTransformerForConditionalGeneration` checkpoints: a saved
     model directory (its path, or its recognised `model_dirs.ModelDir`), or an already loaded model plus its
-    tokenizer."""
+    tokenizer. `export_ctranslate2` uses it for a saved model and adds the model card and an atomic write.
+
+    Args:
+        model_name_or_path: a saved translation model (a path or Hub id) or its `ModelDir`; or None with `model`.
+        model: a loaded `VanillaTransformerForConditionalGeneration` instead (converted in eval mode).
+        tokenizer: the loaded model's tokenizer (read from the directory where not given).
+
+    Raises:
+        ImportError: ctranslate2 is not installed (the `ctranslate2` extra).
+        ValueError: both or neither of `model_name_or_path` and `model`.
+
+    Example:
+        ```python
+        from vanilla_transformer.deploy.ctranslate2 import VanillaTransformerConverter
+
+        VanillaTransformerConverter("outputs/demo").convert("outputs/demo-ct2", quantization="int8")
+        ```
+    """
 
     def __init__(self, model_name_or_path=None, model=None, tokenizer=None):
         require("ctranslate2")
@@ -106,7 +123,26 @@ class VanillaTransformerConverter(Converter):
     def convert(self, output_dir, vmap=None, quantization=None, force=False):
         """`Converter.convert`, then the tokenizer and the generation config (how to decode: beams, length penalty)
         saved next to the CTranslate2 model. Weights (or int8 scales) beyond the range of the `quantization`'s type
-        are refused naming the tensor (`check_converted`)."""
+        are refused naming the tensor (`check_converted`).
+
+        Args:
+            output_dir: the directory to write (a new one, or any existing one with `force`: deleted first).
+            vmap: a CTranslate2 vocabulary mapping file to include, or None.
+            quantization: the stored weight type: None or "float32" (the weights as they are), "int8",
+                "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16" or "bfloat16".
+            force: replace an existing `output_dir`.
+
+        Returns:
+            `output_dir`.
+
+        Raises:
+            RuntimeError: `output_dir` exists and `force` is not set (CTranslate2's own check).
+            FileNotFoundError: no such model directory.
+            ValueError: not a saved translation model, a loaded model without its tokenizer, weights that are not
+                finite, options CTranslate2 cannot run (relative positions, unscaled attention, character features,
+                an activation it lacks), a tokenizer larger than the vocabulary, or values beyond the range of
+                `quantization`'s type.
+        """
         output_dir = super().convert(output_dir, vmap=vmap, quantization=quantization, force=force)
         check_converted(self.spec, quantization, self.where)
         model, tokenizer = self.load()
@@ -225,8 +261,38 @@ def set_layer_norm(spec, norm):
 
 
 def export_ctranslate2(model, output_dir, quantization: str | None = None, force: bool = False) -> str:
-    """Convert a saved translation model (a path, or its `model_dirs.ModelDir`) to a CTranslate2 directory (with its
-    tokenizer and model card); returns the directory."""
+    """Convert a saved translation model to a CTranslate2 directory: what `vanilla-transformer export-ctranslate2` runs.
+
+    The directory holds `model.bin`, the shared vocabulary, CTranslate2's `config.json`, the tokenizer, the generation
+    config and the model card, and is written whole, then renamed into place (never half a directory). The
+    `translate` and `serve` commands and `make_translator` run it with the CTranslate2 engine.
+
+    Args:
+        model: a saved translation model (a path or Hub id) or its `model_dirs.ModelDir`.
+        output_dir: the directory to write.
+        quantization: the stored weight type, as `VanillaTransformerConverter.convert`'s (None: float32).
+        force: replace `output_dir` if it is an earlier CTranslate2 export or an empty directory (never anything else).
+
+    Returns:
+        `output_dir`.
+
+    Raises:
+        ImportError: ctranslate2 is not installed (the `ctranslate2` extra).
+        FileNotFoundError: no such model directory.
+        FileExistsError: `output_dir` exists and `force` is not set, or holds something other than an earlier export.
+        OSError: a damaged JSON file of the model, named.
+        ValueError: an empty `output_dir` or one that is or holds the model, not a saved translation model (an
+            export, a tagger), or a model CTranslate2 cannot hold (as `VanillaTransformerConverter.convert`'s).
+
+    Example:
+        ```python
+        from vanilla_transformer.deploy.ctranslate2 import export_ctranslate2
+        from vanilla_transformer.deploy.translators import make_translator
+
+        export_ctranslate2("outputs/demo", "outputs/demo-ct2", quantization="int8", force=True)
+        make_translator("outputs/demo-ct2")(["ein kleines haus"])
+        ```
+    """
     output_dir = check_export_target(output_dir, force, "export-ctranslate2")
     found = model if isinstance(model, ModelDir) else recognise(model, task="translation")
     refuse_overwriting([], [found.path], replaced=[output_dir])  # (--force replaces the directory whole)

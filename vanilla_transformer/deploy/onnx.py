@@ -44,8 +44,19 @@ class TabulatedCharacterFeatures(torch.nn.Module):
 
 
 def export_onnx(model, output_dir, quantize: str | None = None, force: bool = False) -> str:
-    """Export the saved tagger `model` (a path, or its `model_dirs.ModelDir`) to `output_dir` (written whole, then
-    renamed into place); `quantize="int8"`: ONNX Runtime's dynamic int8 quantization of the weights."""
+    """Export a saved tagger for ONNX Runtime (`Tagger`, `tag`, `serve` run it): `vanilla-transformer export-onnx`.
+
+    Args:
+        model: a saved tagger (a path or Hub id) or its `model_dirs.ModelDir`; output_dir: where to write `model.onnx`,
+            the tokenizer, `onnx_tagger.json` and the model card (whole, then renamed into place); it is returned.
+        quantize: None (float32) or "int8" (ONNX Runtime's dynamic int8 quantization of the weights); force: replace
+            `output_dir` if it is an earlier ONNX export or an empty directory (never anything else).
+
+    Raises:
+        ImportError: onnx is not installed (the `onnx` extra).
+        OSError: no such model (FileNotFoundError), an `output_dir` it may not replace (FileExistsError), bad JSON.
+        ValueError: a `quantize` out of range, not a saved tagger, an `output_dir` that holds it, non-finite weights.
+    """
     require("onnx")  # the exporter needs it (and onnxscript): a clear error first
 
     from ..model.modeling_vanilla_transformer import VanillaTransformerForTokenClassification

@@ -47,8 +47,31 @@ def crf_max_marginals(emissions: np.ndarray, mask: np.ndarray, crf: dict) -> np.
 
 
 class OnnxTagger:
-    """An exported tagger in ONNX Runtime: `scores(input_ids, attention_mask)` (numpy) -> (B, T, labels), the CRF's
-    max-marginals for a CRF head, as the PyTorch model's `logits` in eval mode."""
+    """A tagger written by `export-onnx`, run in ONNX Runtime on the CPU, without torch or transformers.
+
+    It gives the scores a tagger's words are tagged from; `Tagger` (with `engine="onnxruntime"`, or "auto" on such a
+    directory) uses it and adds the tokenizing, the windows and the tags. `scores(input_ids, attention_mask)` takes
+    numpy arrays of shape (batch, length) and returns (batch, length, labels): the logits of a softmax head,
+    or for a CRF head its max-marginals (computed in numpy from the CRF's weights in onnx_tagger.json), as the PyTorch
+    model's `logits` in eval mode. `meta` holds onnx_tagger.json (the labels, the positions, the CRF's weights).
+
+    Args:
+        export: the recognised export (`model_dirs.recognise` of an `export-onnx` directory).
+        threads: ONNX Runtime's intra-op threads; 0 (the default) lets ONNX Runtime choose.
+
+    Raises:
+        ImportError: onnxruntime is not installed (the `onnx` extra).
+        OSError: model.onnx (or model.onnx.data) is truncated or corrupted.
+
+    Example:
+        ```python
+        from vanilla_transformer.deploy.taggers import OnnxTagger
+        from vanilla_transformer.model_dirs import recognise
+
+        onnx = OnnxTagger(recognise("outputs/conll-onnx", task="tagging"))
+        onnx.meta["labels"]  # ["O", "B-PER", ...]
+        ```
+    """
 
     def __init__(self, export: ModelDir, threads: int = 0):
         ort = require("onnxruntime", "onnx")
@@ -69,6 +92,15 @@ class OnnxTagger:
             raise OSError(f"{' or '.join(weights)} is truncated or corrupted ({reason}){export.advice}.") from None
 
     def scores(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
+        """The tag scores of a batch of token ids.
+
+        Args:
+            input_ids: (batch, length) token ids, padded.
+            attention_mask: (batch, length), 1 at a token and 0 at padding.
+
+        Returns:
+            (batch, length, labels): the logits, or a CRF head's max-marginals (their argmax is the Viterbi path).
+        """
         logits = self.session.run(
             None, {"input_ids": input_ids.astype(np.int64), "attention_mask": attention_mask.astype(np.int64)}
         )[0]
@@ -254,8 +286,30 @@ def entities(line: str, words: list[tuple[str, int, int]], tags: list[str], prob
 def line_entities(
     tagger: Tagger, lines: list[str], consistent: bool = False, progress: bool = False
 ) -> list[list[dict]]:
-    """The entities of each text line (`entities`); `consistent`: document consistency over paragraphs (blank lines
-    between them)."""
+    """The named entities of each line of text.
+
+    Each line is split into words as CoNLL-2003 is tokenized, tagged, and its IOB2 tags read as entities.
+
+    Args:
+        tagger: the `Tagger` to tag with.
+        lines: the text, one sentence (or paragraph) a line; a blank line has no entities.
+        consistent: document consistency (`train-ner --document_consistency`) within each paragraph, paragraphs being
+            separated by blank lines; False (the default) tags every line on its own.
+        progress: a progress bar on stderr.
+
+    Returns:
+        One list per line of its entities, each a dict: "text" (as written), "type" ("PER", ...), "start" and "end"
+        (character offsets into the line: `line[start:end] == text`) and "score" (the mean over the entity's words of
+        the probability of their tags, rounded to 4 decimals).
+
+    Example:
+        ```python
+        from vanilla_transformer.deploy.taggers import Tagger, line_entities
+
+        tagger = Tagger("outputs/conll")
+        line_entities(tagger, ["Anna Novak lives in Berlin.", ""])  # [[{"text": "Anna Novak", ...}, ...], []]
+        ```
+    """
     spans = [words_of(line) for line in lines]
     sentences = [[word for word, _, _ in words] for words in spans]
     tagged = tagger(sentences, progress)
@@ -281,9 +335,37 @@ def tag_lines(
     progress: bool = False,
     name: str = "<stdin>",
 ) -> list[str]:
-    """The output lines for `lines` in `form` ("text": JSON lines; "conll": the lines with a tag column added).
-    `consistent`: document consistency (`train-ner --document_consistency`); documents are a text's paragraphs
-    (blank lines between them) or CoNLL's `-DOCSTART-` sections."""
+    """Tag lines of text or CoNLL into the lines `vanilla-transformer tag` writes.
+
+    Args:
+        tagger: the `Tagger` to tag with.
+        lines: the input lines, without their line ends.
+        form: "text" (the default: one sentence a line; each output line the JSON array of its entities, as
+            `line_entities` gives them) or "conll" (token lines, the word first; each output line the input line
+            with the predicted tag added as a last column, separated by a tab where the line has tabs, else a
+            space; blank and `-DOCSTART-` lines kept).
+        consistent: document consistency (`train-ner --document_consistency`); documents are a text's paragraphs
+            (blank lines between them) or CoNLL's `-DOCSTART-` sections.
+        progress: a progress bar on stderr.
+        name: the input's name in errors.
+
+    Returns:
+        One output line per input line, in input order.
+
+    Raises:
+        ValueError: a `form` other than "text" or "conll".
+        DataError: (a `ValueError`) a CoNLL token line with another number of columns than the first, naming `name`
+            and the line.
+
+    Example:
+        ```python
+        from vanilla_transformer.deploy.taggers import Tagger, tag_lines
+
+        tagger = Tagger("outputs/conll")
+        tag_lines(tagger, ["Anna Novak lives in Berlin ."])  # ['[{"text": "Anna Novak", ...}, ...]']
+        tag_lines(tagger, ["Berlin NNP", "is VBZ"], form="conll")  # ["Berlin NNP B-LOC", "is VBZ O"]
+        ```
+    """
     if form not in TAG_FORMATS:
         raise ValueError(f"format must be one of {TAG_FORMATS}, got {form!r}.")
     if form == "text":
@@ -311,7 +393,32 @@ def tag_file(
     progress: bool = True,
     engine: str = "auto",
 ) -> dict:
-    """Tag a file (or stdin) into a file (or stdout); returns counts and speed."""
+    """Tag a text or CoNLL file into another: what `vanilla-transformer tag` runs.
+
+    Args:
+        model_dir: as `Tagger`'s `model`: a saved tagger or its ONNX export (a path or Hub id), or its `ModelDir`.
+        input_path: the file to read (None or "-": stdin); output_path: the file to write, atomically (None or "-":
+            stdout).
+        form: "text" or "conll", as `tag_lines`'s; batch_size: sentences per model call at most (default `32`).
+        document_consistency: as `tag_lines`'s `consistent`.
+        ensemble_with, device, engine: as `Tagger`'s.
+        progress: a progress bar on stderr (reading a file, not stdin).
+
+    Returns:
+        The counts and speed: sentences, lines, seconds, sentences per second, the engine's seconds.
+
+    Raises:
+        FileNotFoundError: no such model directory, or an incomplete export.
+        ValueError: not a tagger, an engine that cannot run it, a `form` or `batch_size` out of range.
+        DataError: (a `ValueError`) an input file that is missing or not UTF-8, or a CoNLL line of the wrong columns.
+
+    Example:
+        ```python
+        from vanilla_transformer.deploy.taggers import tag_file
+
+        tag_file("outputs/conll", "news.txt", "news.entities.jsonl")  # {"sentences": ..., "lines": ..., ...}
+        ```
+    """
     tagger = Tagger(model_dir, ensemble_with, device, batch_size, engine)
     lines = read_lines(input_path, allow_empty=True)  # no lines in, none out
     start = time.perf_counter()

@@ -21,6 +21,8 @@ AUTO_MAP = {
 # REMOTE_TRANSLATION_TASK. transformers' `pipeline()` looks a task up in the config's custom_pipelines before its
 # registry, and a custom pipeline asks for trust_remote_code even where our package is imported: hence two names.
 TRANSLATION_TASK = "vanilla-translation"
+"""The task name under which `import vanilla_transformer` registers the translation pipeline with transformers'
+`pipeline()`: `pipeline(TRANSLATION_TASK, model="outputs/demo")` gives a `VanillaTranslationPipeline`."""
 REMOTE_TRANSLATION_TASK = "translation"
 TRANSLATION_PIPELINE = {
     "impl": "modeling_vanilla_transformer.VanillaTranslationPipeline",
@@ -119,44 +121,92 @@ PRESETS = {
         max_position_embeddings=128,
     ),
 }
+"""The named sizes that `VanillaTransformerConfig.from_preset` and the training commands' `--config_name` start from,
+each a dict of config fields: "base" and "big", the paper's Table 3; "small", which fits a laptop; "tiny", for
+tests."""
 
 
 @strict
 class VanillaTransformerConfig(PreTrainedConfig):
     r"""Configuration of [`VanillaTransformerModel`] and its heads. Defaults are the paper's base model.
 
+    Every field is checked when it is set (at construction, by `config.x = ...` and by `--config_overrides`), and the
+    fields together after construction (`validate_architecture_of_the_paper`). `from_preset` gives the paper's sizes.
+
     Args:
-        vocab_size: size of the joint source/target vocabulary (section 5.1: shared BPE of about 37000 tokens).
-        d_model: width of every sub-layer output and of the embeddings (section 3.1).
-        encoder_layers / decoder_layers: N, the number of identical layers in each stack (section 3.1).
-        encoder_attention_heads / decoder_attention_heads: h, the number of heads (section 3.2.2).
-        encoder_ffn_dim / decoder_ffn_dim: d_ff, the inner width of the feed-forward network (section 3.3).
-        activation_function: non-linearity of the feed-forward network (the paper: ReLU, equation 2).
-        dropout: P_drop on each sub-layer output and on the embedding sums (section 5.4).
-        attention_dropout: dropout on attention probabilities (not in the paper; 0 keeps it faithful).
-        activation_dropout: dropout inside the feed-forward network (not in the paper).
+        vocab_size: size of the joint source/target vocabulary (section 5.1: shared BPE of about 37000 tokens);
+            a positive integer, default `37000`.
+        d_model: width of every sub-layer output and of the embeddings (section 3.1); default `512`, divisible by
+            each stack's number of heads, and even with sinusoidal positions.
+        encoder_layers / decoder_layers: N, the number of identical layers in each stack (section 3.1); default `6`.
+        encoder_attention_heads / decoder_attention_heads: h, the number of heads (section 3.2.2); default `8`.
+        encoder_ffn_dim / decoder_ffn_dim: d_ff, the inner width of the feed-forward network (section 3.3); default
+            `2048`.
+        activation_function: non-linearity of the feed-forward network (the paper: ReLU, equation 2): "relu" (the
+            default), "gelu", "gelu_new", "silu", "swish" or "tanh".
+        dropout: P_drop on each sub-layer output and on the embedding sums (section 5.4); default `0.1`. Every
+            dropout and `label_smoothing` is a probability in [0, 1).
+        attention_dropout: dropout on attention probabilities (not in the paper; 0, the default, keeps it faithful).
+        activation_dropout: dropout inside the feed-forward network (not in the paper); default `0`.
         token_dropout: probability of zeroing a token's whole embedding vector in training ("word dropout", not in
-            the paper; 0 keeps it faithful): the model learns to use the context of words it does not know.
-        max_position_embeddings: size of the learned position table; sinusoidal positions extend beyond it.
-        position_embedding_type: "sinusoidal" (section 3.5) or "learned" (the paper's Table 3, row E).
+            the paper; 0, the default, keeps it faithful): the model learns to use the context of words it does not
+            know.
+        max_position_embeddings: size of the learned position table; sinusoidal positions extend beyond it; default
+            `1024`.
+        position_embedding_type: "sinusoidal" (the default; section 3.5) or "learned" (the paper's Table 3, row E).
         relative_attention_max_distance: k > 0 adds a learned per-head bias for each signed distance clipped to
-            [-k, k] to every self-attention (Shaw et al., 2018; not in the paper; 0 keeps it faithful).
-        scale_attention: divide the attention scores by sqrt(d_k) (equation 1); False = unscaled, sharper attention
-            (TENER, Yan et al., 2019, for tagging; not in the paper).
+            [-k, k] to every self-attention (Shaw et al., 2018; not in the paper; 0, the default, keeps it faithful).
+        scale_attention: divide the attention scores by sqrt(d_k) (equation 1; the default True); False = unscaled,
+            sharper attention (TENER, Yan et al., 2019, for tagging; not in the paper).
         char_cnn_dim: k > 0 adds character-level word features (a CNN of k filters over each word's characters) to the
-            encoder's token embeddings (Ma & Hovy, 2016; not in the paper; 0 keeps it faithful). The model then needs
-            its tokenizer's spelling: `model.set_token_characters(tokenizer)` once (saved with the weights).
-        normalize_before: False = post-LN, `LayerNorm(x + Sublayer(x))` as in the paper; True = pre-LN.
-        scale_embedding: multiply embeddings by sqrt(d_model) (section 3.4).
-        tie_word_embeddings: one embedding matrix shared by encoder, decoder and the output projection (3.4).
-        init_std: standard deviation of the classifier head's initialisation.
-        label_smoothing: epsilon_ls of the training loss (section 5.4 uses 0.1); 0 = plain cross-entropy.
-        classifier_dropout: dropout before the token-classification head (None = `dropout`).
-        use_crf: a linear-chain CRF on the token-classification head (not in the paper; False keeps it faithful).
+            encoder's token embeddings (Ma & Hovy, 2016; not in the paper; 0, the default, keeps it faithful). The
+            model then needs its tokenizer's spelling: `model.set_token_characters(tokenizer)` once (saved with the
+            weights).
+        normalize_before: False (the default) = post-LN, `LayerNorm(x + Sublayer(x))` as in the paper; True = pre-LN.
+        scale_embedding: multiply embeddings by sqrt(d_model) (section 3.4); default True.
+        tie_word_embeddings: one embedding matrix shared by encoder, decoder and the output projection (3.4); default
+            True.
+        init_std: standard deviation of the classifier head's initialisation; a finite non-negative number, default
+            `0.02`.
+        label_smoothing: epsilon_ls of the training loss (section 5.4 uses 0.1); 0 (the default) = plain
+            cross-entropy.
+        classifier_dropout: dropout before the token-classification head; None (the default) uses `dropout`.
+        use_crf: a linear-chain CRF on the token-classification head (not in the paper; False, the default, keeps it
+            faithful).
         auxiliary_num_labels: tag-set sizes of auxiliary tagging tasks learned beside the main one by the
             token-classification head, one linear layer each (multi-task learning, e.g. CoNLL-2003's POS and chunk
-            columns; not in the paper; None keeps it faithful). Training-only: predictions use the main head alone.
-        auxiliary_loss_weight: weight of each auxiliary task's loss in the training loss.
+            columns; not in the paper; None, the default, keeps it faithful): a non-empty list of positive integers.
+            Training-only: predictions use the main head alone.
+        auxiliary_loss_weight: weight of each auxiliary task's loss in the training loss; a finite non-negative
+            number, default `0.5`.
+        pad_token_id / bos_token_id / eos_token_id / decoder_start_token_id: the special tokens' ids (defaults `0`,
+            `1`, `2`, `1`), each None or inside the vocabulary.
+        **kwargs: the fields of transformers' `PreTrainedConfig` (`id2label`, `label2id`, ...).
+
+    Raises:
+        huggingface_hub.errors.StrictDataclassFieldValidationError: a field of the wrong type or out of its range,
+            naming the field and its value.
+        huggingface_hub.errors.StrictDataclassClassValidationError: fields that do not fit together (a `d_model` not
+            divisible by the heads, odd with sinusoidal positions, a special token id outside the vocabulary).
+
+    Example:
+        A config makes a new model of random weights; `from_pretrained` loads a saved one with its config:
+
+        ```python
+        from transformers import AutoTokenizer
+
+        from vanilla_transformer.model.configuration_vanilla_transformer import VanillaTransformerConfig
+        from vanilla_transformer.model.modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
+
+        config = VanillaTransformerConfig.from_preset("small", vocab_size=8000)
+        config.d_model, config.encoder_layers  # (256, 3)
+        model = VanillaTransformerForConditionalGeneration(config)  # new, randomly initialised
+
+        model = VanillaTransformerForConditionalGeneration.from_pretrained("outputs/demo")
+        tokenizer = AutoTokenizer.from_pretrained("outputs/demo")
+        inputs = tokenizer(["ein kleines haus"], return_tensors="pt", return_token_type_ids=False)
+        tokenizer.batch_decode(model.generate(**inputs, num_beams=4), skip_special_tokens=True)
+        ```
     """
 
     model_type = "vanilla_transformer"
@@ -226,7 +276,23 @@ class VanillaTransformerConfig(PreTrainedConfig):
 
     @classmethod
     def from_preset(cls, name: str, **overrides) -> "VanillaTransformerConfig":
-        """A named configuration ("base", "big", "small", "tiny") with `overrides` applied on top."""
+        """A named configuration of `PRESETS` with `overrides` applied on top.
+
+        Args:
+            name: "base" or "big" (the paper's Table 3), "small" (fits a laptop) or "tiny" (for tests).
+            **overrides: any fields, replacing the preset's and the defaults (`vocab_size=8000`, `dropout=0.3`).
+
+        Returns:
+            The `VanillaTransformerConfig`.
+
+        Raises:
+            ValueError: an unknown preset name.
+
+        Example:
+            ```python
+            config = VanillaTransformerConfig.from_preset("base", vocab_size=8000)
+            ```
+        """
         if name not in PRESETS:
             raise ValueError(f"Unknown preset {name!r}; choose one of {sorted(PRESETS)}.")
         return cls(**{**PRESETS[name], **overrides})

@@ -521,6 +521,8 @@ class VanillaTransformerDecoderLayer(VanillaTransformerLayer):
 
 
 class VanillaTransformerPreTrainedModel(PreTrainedModel):
+    """The base of every model here: `from_pretrained`, `save_pretrained`, weight initialisation, for one `config`."""
+
     config_class = VanillaTransformerConfig
     config: VanillaTransformerConfig
     base_model_prefix = "model"
@@ -735,7 +737,7 @@ class VanillaTransformerDecoder(VanillaTransformerStack):
 
 
 class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
-    """Encoder + decoder, returning the decoder's last hidden states (`Seq2SeqModelOutput`)."""
+    """Encoder + decoder: the decoder's last hidden states (batch, target length, d_model), a `Seq2SeqModelOutput`."""
 
     _tied_weights_keys = {
         "encoder.embed.embed_tokens.weight": "shared.weight",
@@ -847,7 +849,8 @@ def beam_search_cache(model, **generate_kwargs) -> dict:
 
 
 class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedModel, GenerationMixin):
-    """Encoder-decoder + output projection to the vocabulary (section 3.4), for translation and `generate()`."""
+    """Encoder-decoder + output projection to the vocabulary (section 3.4), for translation and `generate()`: load one
+    with `from_pretrained("outputs/demo")`. A config of an encoder-only model (no decoder) raises `ValueError`."""
 
     _tied_weights_keys = {"lm_head.weight": "model.shared.weight"}
 
@@ -895,7 +898,8 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         **kwargs: Unpack[TransformersKwargs],
     ) -> Seq2SeqLMOutput:
         """`labels` (batch, target length), -100 = ignored, are shifted right into `decoder_input_ids` when those are
-        not given. `num_items_in_batch` (from Trainer) turns the mean loss into token sum / num_items_in_batch."""
+        not given. `num_items_in_batch` (from Trainer) turns the mean loss into token sum / num_items_in_batch. Returns
+        a `Seq2SeqLMOutput`: `logits` (batch, target length, vocab), `loss` (given `labels`), `cache` (decoding)."""
         check_model_kwargs(self, kwargs)
         if labels is not None:
             check_token_ids("labels", labels.masked_fill(labels == -100, 0), self.config.vocab_size)
@@ -977,8 +981,7 @@ class VanillaTransformerForTokenClassification(VanillaTransformerPreTrainedModel
     (their argmax is the Viterbi path), in training mode the per-token emission scores.
 
     No decoder weights are allocated. Loading a `VanillaTransformerForConditionalGeneration` checkpoint keeps its
-    encoder (fine-tune a translation model's encoder for tagging); its decoder weights are expected to be unused.
-    """
+    encoder (fine-tune a translation model's encoder for tagging); its decoder weights are expected to be unused."""
 
     _keys_to_ignore_on_load_unexpected = [r"^model\.decoder\.", r"^lm_head\."]
 
@@ -1015,7 +1018,8 @@ class VanillaTransformerForTokenClassification(VanillaTransformerPreTrainedModel
         """`labels` (batch, length): tag ids, -100 = ignored (padding and non-first sub-tokens).
         `auxiliary_targets` (batch, length, len(config.auxiliary_num_labels)): the auxiliary tasks' tag ids, -100 =
         ignored; their cross-entropies, each divided by the main loss's token count, are added to the loss with weight
-        `config.auxiliary_loss_weight`. (Not named `*labels`: Trainer would then expect them at evaluation too.)"""
+        `config.auxiliary_loss_weight`. (Not named `*labels`: Trainer would then expect them at evaluation too.)
+        Returns a `TokenClassifierOutput`: `logits` (batch, length, num_labels), `loss` (given `labels`)."""
         check_model_kwargs(self, kwargs)
         outputs = self.model(
             input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds, return_dict=True, **kwargs
@@ -1080,7 +1084,8 @@ class VanillaTransformerForMaskedLM(VanillaTransformerPreTrainedModel):
         num_items_in_batch: torch.Tensor | int | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> MaskedLMOutput:
-        """`labels` (batch, length): the original ids at masked positions, -100 elsewhere."""
+        """`labels` (batch, length): the original ids at masked positions, -100 elsewhere. Returns a `MaskedLMOutput`:
+        `logits` (batch, length, vocab), `loss` (given `labels`)."""
         check_model_kwargs(self, kwargs)
         if labels is not None:
             check_token_ids("labels", labels.masked_fill(labels == -100, 0), self.config.vocab_size)

@@ -122,6 +122,27 @@ class VanillaTransformerCRF(nn.Module):
     best whole path through that tag, so `argmax(-1)` gives exactly the Viterbi path to every consumer of `logits`.
     When the labels are IOB2 tags (`config.id2label`: "O", "B-X", "I-X"), decoding keeps to paths IOB2 allows (an
     I-X only after B-X or I-X), so no prediction holds an entity that starts with I-; training is unconstrained.
+
+    A tagger with `use_crf=True` holds it as `model.crf` and uses it itself: in training mode its `logits` are the
+    emission scores (batch, length, num_labels) and its loss the CRF's; in eval mode its `logits` are the
+    max-marginals, of the same shape, so `logits.argmax(-1)` decodes. Its parameters are `start_transitions` and
+    `end_transitions` (num_labels,) and `transitions` (num_labels, num_labels), indexed [from, to], all zero at first.
+
+    Args:
+        config: the model's config; `num_labels` sets the tag count and `id2label` the IOB2 constraints.
+
+    Example:
+        ```python
+        from transformers import AutoTokenizer
+
+        from vanilla_transformer.model.modeling_vanilla_transformer import VanillaTransformerForTokenClassification
+
+        model = VanillaTransformerForTokenClassification.from_pretrained("outputs/conll").eval()  # use_crf=True
+        tokenizer = AutoTokenizer.from_pretrained("outputs/conll")
+        batch = tokenizer(["Anna Novak lives in Berlin ."], return_tensors="pt", return_token_type_ids=False)
+        tags = model(**batch).logits.argmax(-1)  # (batch, length): the Viterbi path's tag id of each piece
+        [model.config.id2label[i] for i in tags[0].tolist()]
+        ```
     """
 
     def __init__(self, config: VanillaTransformerConfig):
@@ -147,7 +168,16 @@ class VanillaTransformerCRF(nn.Module):
         return torch.stack(scores, 1), reduce(carry + self.end_transitions, 1)
 
     def neg_log_likelihood(self, emissions, labels, mask):
-        """Sum over the batch of -log P(tags | x), with -100 labels marginalised."""
+        """The CRF's training loss: the sum over the batch of -log P(tags | x), -100 labels marginalised.
+
+        Args:
+            emissions: (batch, length, num_labels) per-token scores, float.
+            labels: (batch, length) tag ids, -100 where a position has no label.
+            mask: (batch, length) bool, False at padding.
+
+        Returns:
+            A scalar tensor (the tagger divides it by its labelled token count).
+        """
         allowed = (labels == -100).unsqueeze(-1) | F.one_hot(labels.clamp(min=0), emissions.shape[-1]).bool()
         constrained = emissions.masked_fill(~allowed, -1e4)
         # one pass over both: all paths (log Z) and the paths that agree with the labels
@@ -162,7 +192,16 @@ class VanillaTransformerCRF(nn.Module):
         return (log_z - gold).sum()  # a row without real tokens scores log Z = gold: it adds 0
 
     def max_marginals(self, emissions, mask):
-        """(B, T, L): the best path score through each tag at each position (forward max + backward max)."""
+        """The decoding: for each position and tag, the score of the best whole path through that tag.
+
+        Args:
+            emissions: (batch, length, num_labels) per-token scores, float.
+            mask: (batch, length) bool, False at padding.
+
+        Returns:
+            (batch, length, num_labels) max-marginals (forward max + backward max); their `argmax(-1)` is the Viterbi
+            path, kept to the paths IOB2 allows when the labels are IOB2 tags.
+        """
         transitions = self.transitions + self.transition_penalty
         alpha, _ = self._forward_scores(
             emissions, mask, torch.amax, self.start_transitions + self.start_penalty, transitions

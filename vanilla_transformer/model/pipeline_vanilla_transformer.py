@@ -10,9 +10,34 @@ from transformers.pipelines import Pipeline
 
 
 class VanillaTranslationPipeline(Pipeline):
-    """`pipeline("vanilla-translation", model=...)("Ein Hund.")` -> `[{"translation_text": "A dog."}]`.
+    """The translation pipeline of transformers' `pipeline()`: text in, translations out.
 
-    Keyword arguments other than `truncation` go to `generate()` (`num_beams`, `max_new_tokens`, ...).
+    `pipeline("vanilla-translation", model=...)` makes it once `vanilla_transformer` is imported (the task is
+    `TRANSLATION_TASK`), and `pipeline(model=saved_dir, trust_remote_code=True)` without the package installed. It is
+    called on a string or a list of strings, with these keyword arguments:
+
+    Args:
+        truncation: cut a text longer than the tokenizer's `model_max_length` (default True).
+        **generate_kwargs: everything else goes to the model's `generate()` (`num_beams`, `max_new_tokens`,
+            `num_return_sequences`, ...); `max_new_tokens` replaces the saved `max_length`.
+
+    Returns:
+        For a string, a list of `{"translation_text": ...}`, one per returned sequence; for a list of strings, one
+        such dict per string (a list of them per string with `num_return_sequences` above 1).
+
+    Raises:
+        TypeError: an input that is not a string.
+
+    Example:
+        ```python
+        from transformers import pipeline
+
+        import vanilla_transformer  # noqa: F401 (registers the task)
+
+        translate = pipeline("vanilla-translation", model="outputs/demo")
+        translate("Ein Hund.")  # [{"translation_text": "A dog."}]
+        translate(["Ein Hund.", "Eine Katze."], num_beams=4)  # [{"translation_text": ...}, {"translation_text": ...}]
+        ```
     """
 
     def _sanitize_parameters(self, truncation=None, **generate_kwargs):
@@ -22,6 +47,7 @@ class VanillaTranslationPipeline(Pipeline):
         return preprocess, generate_kwargs, {}
 
     def preprocess(self, text, truncation=True):
+        """A text's token ids and attention mask, as PyTorch tensors (the pipeline's first step)."""
         if not isinstance(text, str):
             raise TypeError(f"The translation pipeline takes strings, got {type(text).__name__}.")
         return self.tokenizer(text, return_tensors="pt", truncation=truncation, return_token_type_ids=False)
@@ -32,6 +58,7 @@ class VanillaTranslationPipeline(Pipeline):
         return {"output_ids": output_ids.reshape(batch, -1, output_ids.shape[-1])}  # (B, num_return_sequences, L)
 
     def postprocess(self, model_outputs):
+        """The generated ids of one text decoded, special tokens skipped: a list of `{"translation_text": ...}`."""
         return [
             {
                 "translation_text": self.tokenizer.decode(

@@ -17,7 +17,29 @@ class TokenClassificationEnsemble(nn.Module):
     same tokenizer: each token's scores are the mean of the members' log-probabilities, or with CRF heads the mean of
     their emission scores decoded by a CRF whose start, transition and end scores are the members' means (the
     geometric mean of the members' sequence distributions, up to normalisation). Called like a member; starts in eval
-    mode, where `logits` are the CRF max-marginals (argmax = the Viterbi path of the combined CRF)."""
+    mode, where `logits` are the CRF max-marginals (argmax = the Viterbi path of the combined CRF).
+
+    `ensemble_of` builds one from saved directories, checking that the members share the tokenizer; this class checks
+    the config fields the members must share (`id2label`, `vocab_size`, `use_crf`).
+
+    Args:
+        taggers: the taggers, the first one's config the ensemble's `config`.
+
+    Raises:
+        ValueError: no taggers, or taggers whose labels, vocab_size or use_crf differ.
+        TypeError: a member that is not a `VanillaTransformerForTokenClassification`.
+
+    Example:
+        ```python
+        from vanilla_transformer.model.modeling_vanilla_transformer import VanillaTransformerForTokenClassification
+        from vanilla_transformer.ner.ensemble import TokenClassificationEnsemble
+
+        load = VanillaTransformerForTokenClassification.from_pretrained
+        members = [load("outputs/conll/member1/averaged"), load("outputs/conll/member2/averaged")]
+        ensemble = TokenClassificationEnsemble(members)
+        tags = ensemble(**batch).logits.argmax(-1)  # batch: the tokenizer's input_ids, attention_mask
+        ```
+    """
 
     main_input_name = "input_ids"
 
@@ -52,6 +74,17 @@ class TokenClassificationEnsemble(nn.Module):
     def forward(
         self, input_ids=None, attention_mask=None, inputs_embeds=None, labels=None, num_items_in_batch=None, **kwargs
     ):
+        """The ensemble's tag scores, as a member's `forward` gives its own.
+
+        Args:
+            input_ids, attention_mask: (batch, length); inputs_embeds: instead of input_ids, given to every member.
+            labels: (batch, length) tag ids, -100 = ignored; num_items_in_batch: as a member's (from Trainer).
+            **kwargs: ignored.
+
+        Returns:
+            A `TokenClassifierOutput`: `logits` (batch, length, num_labels), the mean of the members' log-probabilities
+            (with CRF heads, in eval mode, the combined CRF's max-marginals); `loss` given `labels`.
+        """
         scores = []
         for tagger in self.taggers:
             hidden = tagger.model(input_ids, attention_mask, inputs_embeds, return_dict=True).last_hidden_state
@@ -65,8 +98,39 @@ class TokenClassificationEnsemble(nn.Module):
 
 
 def ensemble_of(model, tokenizer, paths, **kwargs) -> TokenClassificationEnsemble:
-    """`model` (whose tokenizer is `tokenizer`) and the taggers saved at `paths` as one ensemble; `kwargs` go to
-    `from_pretrained` of the tokenizers and models. Members must share the tokenizer."""
+    """A loaded tagger and more saved ones as one ensemble: what `--ensemble_with` of `tag` and `train-ner` builds.
+
+    The members must share the tokenizer (its vocabulary, normalisation and special tokens), the architecture and the
+    labels.
+
+    Args:
+        model: a loaded `VanillaTransformerForTokenClassification`, the first member; the others go to its device.
+        tokenizer: `model`'s tokenizer, which the others' must equal.
+        paths: the directories (or Hub ids) of the other saved taggers.
+        **kwargs: for `from_pretrained` of their models (and `cache_dir`, `trust_remote_code` of their tokenizers).
+
+    Returns:
+        The `TokenClassificationEnsemble`, in eval mode.
+
+    Raises:
+        FileNotFoundError: no such directory.
+        OSError: a damaged JSON file of a member, named.
+        ValueError: a path that holds no tagger or an export, or members that disagree (named).
+
+    Example:
+        ```python
+        from transformers import AutoTokenizer
+
+        from vanilla_transformer.model.modeling_vanilla_transformer import VanillaTransformerForTokenClassification
+        from vanilla_transformer.ner.ensemble import ensemble_of
+
+        model = VanillaTransformerForTokenClassification.from_pretrained("outputs/conll/member1/averaged")
+        tokenizer = AutoTokenizer.from_pretrained("outputs/conll/member1/averaged")
+        ensemble = ensemble_of(model, tokenizer, ["outputs/conll/member2/averaged"])
+        batch = tokenizer(["Anna Novak lives in Berlin ."], return_tensors="pt", return_token_type_ids=False)
+        ensemble(**batch).logits.argmax(-1)  # (batch, length): tag ids, as `model.config.id2label` names them
+        ```
+    """
     return TokenClassificationEnsemble(
         ensemble_members(model, tokenizer, paths, AutoModelForTokenClassification, "tagger", task="tagging", **kwargs)
     )
