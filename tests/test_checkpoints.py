@@ -17,8 +17,8 @@ make_checkpoints = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(make_checkpoints)
 CASES = sorted(make_checkpoints.CASES)
 # Encoder-only models with untied embeddings (tie_word_embeddings=False, meaningful for the masked language model's
-# output projection only) keep their token embedding in the encoder, as untied translation models do; before, they
-# kept it as `model.shared`. transformers' `key_mapping` loads such a checkpoint (CHANGELOG.md).
+# output projection only) keep their token embedding in the encoder, as untied translation models do; a checkpoint
+# holding it as `model.shared` loads with transformers' `key_mapping`, as below.
 KEY_MAPPING = {"tagger-untied": {r"^model\.shared\.": "model.encoder.embed.embed_tokens."}}
 
 

@@ -424,34 +424,37 @@ def test_every_test_security_md_names_is_a_test():
 # ------------------------------------------------------------------------------ measured figures live in tables
 
 UNIT = (
-    r"x|%|ms|µs|s|min|minutes?|seconds?|hours?|days?|[KMG]i?B|kB|TFLOP/s|(?:[a-z]+ ?)?/s|"
+    r"x|%|ms|µs|s|min|minutes?|seconds?|hours?|days?|[KMG]i?B|kB|bytes|[GT]FLOP/s|(?:[a-z]+ ?)?/s|"
     r"(?:sentences|tokens|steps|pairs|texts|requests|words|characters|batches)(?: ?/ ?| per )s(?:econd)?"
 )
 FIGURE = re.compile(
     rf"(?<![\w.,/^-])(?:\d+(?:,\d{{3}})*(?:\.\d+)?(?:-\d+(?:\.\d+)?)?\s?(?:{UNIT})(?![\w/])"  # 1.66x, 3 s, 25-65 s
     r"|\d+\.\d{2,}(?![\d.])(?!\.\d))"  # a score or a rate with two or more decimals: 41.08
 )
+# a number right after a package's name (and the versions before it: "torch 2.13 and 2.14") is a version
 VERSION = re.compile(
     r"\d+\.\d+\.\d+|(?:\bv|version|Python|torch|transformers|CUDA|driver|CTranslate2|Runtime|redis-server|DeepSpeed"
-    r"|accelerate|pypdf|nginx)[\s\d.,+<>=a-z]*$",
+    r"|accelerate|pypdf|nginx)(?:[\s,+<>=]|\d+(?:\.\d+)*|and|or)*$",
     re.I,
 )
 
 
 def prose_figures(text: str):
     """(line number, figure, line) of each measured-looking figure outside tables, code and link targets: times,
-    speeds, ratios, shares, sizes, and numbers with two or more decimals (versions and dates are not figures)."""
-    in_block = False
+    speeds, ratios, shares, sizes, and numbers with two or more decimals (versions and dates are not figures; a
+    figure with a unit is never a version)."""
+    blank = lambda match: re.sub(r"[^\n]", " ", match.group(0))  # noqa: E731 (keeps line numbers and columns)
+    text = re.sub(r"^\s*```.*?^\s*```", blank, text, flags=re.S | re.M)  # code blocks
+    text = re.sub(r"`[^`]*`", blank, text)  # inline code, also where it wraps onto the next line
     for number, line in enumerate(text.splitlines(), start=1):
-        if line.lstrip().startswith("```"):
-            in_block = not in_block
-        if in_block or line.lstrip().startswith(("|", "```", "<!--")):
+        if line.lstrip().startswith(("|", "<!--")):
             continue
-        prose = re.sub(r"`[^`]*`", "``", re.sub(r"\]\([^)]*\)", "]", line))
-        prose = re.sub(r"\d{4}-\d{2}-\d{2}", "", prose)
+        prose = re.sub(r"\d{4}-\d{2}-\d{2}", "", re.sub(r"\]\([^)]*\)", "]", line))
         for match in FIGURE.finditer(prose):
-            if VERSION.search(prose[max(0, match.start() - 24) : match.start()]) or VERSION.fullmatch(
-                match.group(0).strip()
+            figure = match.group(0).strip()
+            unitless = re.fullmatch(r"[\d.,]+", figure)
+            if unitless and (
+                VERSION.search(prose[max(0, match.start() - 24) : match.start()]) or VERSION.fullmatch(figure)
             ):
                 continue
             yield number, match.group(0), line

@@ -144,7 +144,11 @@ def add_file_arguments(parser: argparse.ArgumentParser, what: str, batch_size: i
     parser.add_argument(
         "--batch_size", type=positive_int, default=batch_size, help=f"Sentences per batch (default {batch_size})."
     )
-    parser.add_argument("--quiet", action="store_true", help="No progress bars.")
+    parser.add_argument(
+        "--quiet",
+        action="store_true",
+        help="No progress bars or loading messages; the one-line summary (sentences, seconds) still goes to stderr.",
+    )
     parser.add_argument(
         "--stats",
         action="store_true",
