@@ -1,6 +1,7 @@
 # Every target sets up its own virtual environment (.venv) first, but test-gpu (.venv as it is), test-latest (its own
 # .venv-latest) and clean (deletes .venv, .venv-latest and outputs/, every model trained there); CI (.ci/run) runs
-# `make test` (the oldest Python pyproject.toml admits, 3.11), then `make test-latest` on the newest Python there is.
+# `make test` with the python3 on the PATH (README asks for 3.11, the oldest pyproject.toml admits), then
+# `make test-latest PYTHON=python3.13` (Python 3.13, the newest releases of the dependencies).
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python

@@ -23,7 +23,8 @@
 #   BF16 (default: true where bf16 pays, training.fast_bf16) sets bf16 autocast. PACKING (default true where torch
 #   sees a CUDA GPU, else false) trains on packed rows compiled with CUDA graphs (--packing true --torch_compile true
 #   --torch_compile_mode reduce-overhead: faster than token budgets on a GPU, docs/gpu.md; on CPUs it does not pay).
-#   Extra flags go to the training command and replace the recipe's (a later flag wins).
+#   Extra flags go to the training command and replace the recipe's (a later flag wins). Python runs with TCMalloc
+#   where it is installed (recipes/tcmalloc.sh: TCMALLOC=path chooses the library, TCMALLOC= none).
 # Writes OUTPUT_DIR (model, checkpoints, train_results.json), OUTPUT_DIR/averaged (the averaged model, when
 # checkpoints were saved) and OUTPUT_DIR/newstest2014 (generated_predictions_test.txt, scores.json).
 set -euo pipefail
@@ -40,6 +41,7 @@ PACKED=()
 PACKING=${PACKING:-$("$PY" -c 'import torch; print(str(torch.cuda.is_available()).lower())' 2>/dev/null || echo false)}
 [ "$PACKING" = true ] && PACKED=(--packing true --torch_compile true --torch_compile_mode reduce-overhead)
 HERE=$(cd "$(dirname "$0")" && pwd)
+source "$HERE/tcmalloc.sh"
 if [ "$DATA" = hub ]; then
   TRAIN=(--dataset_name wmt14 --dataset_config_name de-en)
   TEST=(--dataset_name wmt14 --dataset_config_name de-en)

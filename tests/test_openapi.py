@@ -12,6 +12,7 @@ import pytest
 from conftest import FakeEngine
 
 schemathesis = pytest.importorskip("schemathesis", reason="schemathesis is not installed (the [test] extra)")
+pytest.importorskip("fastapi")
 
 from fastapi.testclient import TestClient  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402

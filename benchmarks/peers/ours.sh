@@ -11,7 +11,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)  # the repository: the script runs fro
 shopt -s nullglob
 DATA=${1:-../shared/data}; OUT=${2:-outputs/peers/ours}
 MINUTES=${MINUTES:-60}; EVERY=${EVERY:-1000}; PY=${PY:-python}
-BIN=$(dirname "$PY")
+BIN=$(dirname "$(command -v "$PY")")  # the console command beside the interpreter (PY=python: found on the PATH)
 mkdir -p "$OUT"
 date +%s > "$OUT/start_time"
 PY=$PY timeout "$((MINUTES * 60))" "$ROOT/recipes/multi30k.sh" "$DATA" "$OUT" --do_eval false --learning_rate 1e-3 \

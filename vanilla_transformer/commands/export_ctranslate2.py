@@ -19,7 +19,12 @@ def build_parser() -> argparse.ArgumentParser:
         choices=QUANTIZATIONS,
         help="Weight type stored in the export (default float32); int8 is the fast CPU choice.",
     )
-    parser.add_argument("--force", action="store_true", help="Replace output_dir if it exists.")
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="Replace output_dir, whole, when it is an earlier CTranslate2 export or an empty directory; "
+        "anything else is refused (a model, checkpoints, a folder that is no such export).",
+    )
     return parser
 
 

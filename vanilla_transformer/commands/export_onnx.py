@@ -18,7 +18,12 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["int8"],
         help="ONNX Runtime's dynamic int8 quantization of the weights (default: float32).",
     )
-    parser.add_argument("--force", action="store_true", help="Replace output_dir if it exists.")
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="Replace output_dir, whole, when it is an earlier ONNX export or an empty directory; "
+        "anything else is refused (a model, checkpoints, a folder that is no such export).",
+    )
     return parser
 
 
