@@ -2,7 +2,8 @@
 
 A user's mistake (a missing or damaged file, malformed data, an option out of range, a model of the wrong kind) ends
 with one `vanilla-transformer COMMAND: error: ...` line on stderr and exit status 2; `--debug` (before the command, or
-after it for every command but `serve`) or VT_DEBUG=1 shows the full trace instead. Other exceptions are bugs and keep their trace.
+after it for every command but `serve`) or VT_DEBUG=1 shows the full trace instead. Other exceptions are bugs and
+keep their trace.
 """
 
 import argparse

@@ -4,8 +4,9 @@ pair) and/or a tagger behind HTTP, with dynamic batching.
 Endpoints:
 - LibreTranslate's API, so its clients work unchanged: `POST /translate` (`q`, `source` or "auto", `target`, `format`
   "text" or "html", `alternatives`), `POST /detect`, `GET /languages`, `POST /translate_file` (.txt, .html, .htm, .docx,
-  .pptx, .odt, .odp, .epub, .srt; .pdf with the `pdf` extra) + `GET /download_file/..`, `GET /frontend/settings`, `GET /spec`, `POST /suggest`
-  (disabled: 403), `GET /health` (`{"status": "ok"}`), and a translation page at `GET /` (`--disable-web-ui`);
+  .pptx, .odt, .odp, .epub, .srt; .pdf with the `pdf` extra) + `GET /download_file/..`, `GET /frontend/settings`,
+  `GET /spec`, `POST /suggest` (disabled: 403), `GET /health` (`{"status": "ok"}`), and a translation page at `GET /`
+  (`--disable-web-ui`);
 - `POST /v1/translate`: `{"sentences": [...], "source", "target", "num_beams": null, "num_return_sequences": 1,
   "max_new_tokens": null}` (null: as the model's generation config says) -> `{"translations": [...]}` (source and
   target may be left out with one pair served);
