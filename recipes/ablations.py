@@ -175,9 +175,8 @@ def plot(runs: Path, png: Path) -> None:
     ax.invert_yaxis()
     ax.axvline(0, color="black", linewidth=0.8)
     ax.set_xlabel("BLEU difference from the base model")
-    ax.legend(loc="lower right", fontsize="small")
-    fig.tight_layout()
-    fig.savefig(png, dpi=100)
+    ax.legend(loc="upper left", bbox_to_anchor=(0, -0.08), ncol=2, fontsize="small")  # below the axes
+    fig.savefig(png, dpi=100, bbox_inches="tight")
 
 
 def main(argv: list[str] | None = None) -> int:
