@@ -96,7 +96,7 @@ recipe-multi30k: setup
 	PY=$(PY) recipes/multi30k.sh $(DATA) outputs/multi30k
 
 # The paper's Table 3 on Multi30k (docs/results.md): the recipe's model with one change per row, a fixed number of
-# steps each, scored on the tuning split; rows train side by side, one core each (JOBS, STEPS: recipes/ablations.sh).
+# steps each, scored on the tuning split; rows train side by side, one core each (JOBS, STEPS, WARMUP: recipes/ablations.sh).
 ablations: setup
 	PY=$(PY) recipes/ablations.sh $(DATA) outputs/ablations
 

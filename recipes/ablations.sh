@@ -7,7 +7,7 @@
 # finished: a rerun (after a crash or SIGKILL too) trains only the runs missing. Then writes OUTPUT_DIR/table.md and
 # OUTPUT_DIR/ablations.png and prints the table.
 # Rows whose difference from the recipe's model lies within the spread of its three seeds train with a second seed.
-# Usage: [STEPS=600] [JOBS=2] recipes/ablations.sh [DATA_DIR] [OUTPUT_DIR] [extra run_translation.py flags...]
+# Usage: [STEPS=600] [WARMUP=120] [JOBS=2] recipes/ablations.sh [DATA_DIR] [OUTPUT_DIR] [extra run_translation.py flags...]
 set -euo pipefail
 DATA=${1:-../shared/data}; OUT=${2:-outputs/ablations}; shift $(( $# < 2 ? $# : 2 ))
 PY=${PY:-python}
@@ -17,7 +17,8 @@ STEPS=${STEPS:-600}; WARMUP=${WARMUP:-120}
 JOBS=${JOBS:-$(nproc)}
 THREADS=${THREADS:-$(( $(nproc) / JOBS > 0 ? $(nproc) / JOBS : 1 ))}
 mkdir -p "$OUT"
-trap 'kill $(jobs -p) 2>/dev/null || true' EXIT  # a failed run stops the others
+set -m  # each job its own process group, so that the trap stops a job's whole tree (its training included)
+trap 'for p in $(jobs -p); do kill -- "-$p" 2>/dev/null || true; done' EXIT  # a failed run stops the others
 
 EXTRA=("$@")
 run() {  # NAME OVERRIDES FLAGS SEED: one row's run, in NAME/sSEED.partial until it has finished

@@ -32,7 +32,8 @@ THREADS=${THREADS:-$(( $(nproc) / MEMBERS > 0 ? $(nproc) / MEMBERS : 1 ))}
 mkdir -p "$OUT"
 SPLIT="$OUT/split"
 "$PY" -m vanilla_transformer.cli split-documents "$DATA/conll2003/train.txt" "$SPLIT" --fraction 0.1 --seed 0
-trap 'kill $(jobs -p) 2>/dev/null || true' EXIT  # a failed member stops the others
+set -m  # each job its own process group, so that the trap stops a job's whole tree (its training included)
+trap 'for p in $(jobs -p); do kill -- "-$p" 2>/dev/null || true; done' EXIT  # a failed member stops the others
 
 # The encoder's shape: the same for pretraining and the members (a member loads the pretrained encoder as it is)
 ENCODER="encoder_layers=4,normalize_before=true,char_cnn_dim=128,relative_attention_max_distance=16"

@@ -9,8 +9,8 @@
 # --ensemble_with`: the members' log-probabilities averaged at each step of beam search) on the tuning split
 # (OUTPUT_DIR/tune) and, once, on validation (OUTPUT_DIR/validation); the ensemble decodes with the first member's
 # generation config (no tune-decoding).
-# CHANGE="key=value,..." adds config fields to the recipe's --config_overrides (later keys win); VALIDATE=false stops
-# after the tuning split's score (no tune-decoding, no validation): recipes/ablations.sh trains its rows so.
+# CHANGE="key=value,..." adds config fields to the recipe's --config_overrides (later keys win); VALIDATE=false (one
+# seed) stops after the tuning split's score (no tune-decoding, no validation): recipes/ablations.sh trains its rows so.
 # Usage: [SEEDS="42"] [LENGTH_PENALTIES="0.4 ..."] recipes/multi30k.sh [DATA_DIR] [OUTPUT_DIR] [extra run_translation.py flags...]
 # DATA_DIR holds multi30k/{train,validation}.{de,en} (default ../shared/data). Writes OUTPUT_DIR/split/{train,tune}.*,
 # the model, tokenizer and model card in OUTPUT_DIR with its tuning-split metrics (eval_results.json: sacreBLEU cased,
@@ -65,7 +65,8 @@ validate() {  # MODEL_FLAGS...: validation, once, at the end, decoded as the (fi
 
 if [ "$MEMBERS" -gt 1 ]; then  # an ensemble: the members side by side, then scored as one
   mkdir -p "$OUT"
-  trap 'kill $(jobs -p) 2>/dev/null || true' EXIT  # a failed member stops the others
+  set -m  # each job its own process group, so that the trap stops a job's whole tree (its training included)
+  trap 'for p in $(jobs -p); do kill -- "-$p" 2>/dev/null || true; done' EXIT  # a failed member stops the others
   pids=()
   for i in $(seq 1 "$MEMBERS"); do
     train "$OUT/member$i" "${SEEDS[$(( i - 1 ))]}" "$@" > "$OUT/member$i.log" 2>&1 &
