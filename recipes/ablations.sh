@@ -39,16 +39,17 @@ run() {  # NAME OVERRIDES FLAGS SEED: one row's run, in NAME/sSEED.partial until
 }
 
 train_rows() {  # ROWS_COMMAND...: the runs of the rows it prints that have not finished, JOBS at a time
-  local name change flags seeds seed
+  local name change flags seeds seed pids=()
   while IFS=$'\t' read -r name change flags seeds; do
     for seed in $seeds; do
       [ -f "$OUT/$name/s$seed/all_results.json" ] && continue
       while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n; done
       echo "$name seed $seed: training ($THREADS thread(s), log $OUT/$name/s$seed.log)"
       run "$name" "$change" "$flags" "$seed" &
+      pids+=("$!")
     done
   done < <("$PY" "$HERE/ablations.py" "$@")
-  for pid in $(jobs -p); do wait "$pid"; done
+  for pid in "${pids[@]}"; do wait "$pid"; done  # each run's status, also of one already reaped by wait -n
 }
 
 train_rows rows  # every row with its first seed (the recipe's model with three)
