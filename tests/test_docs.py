@@ -439,13 +439,17 @@ VERSION = re.compile(
 )
 
 
+def blanked(match: re.Match) -> str:
+    """The match as spaces, its line breaks kept (line numbers and columns stay)."""
+    return re.sub(r"[^\n]", " ", match.group(0))
+
+
 def prose_figures(text: str):
     """(line number, figure, line) of each measured-looking figure outside tables, code and link targets: times,
     speeds, ratios, shares, sizes, and numbers with two or more decimals (versions and dates are not figures; a
     figure with a unit is never a version)."""
-    blank = lambda match: re.sub(r"[^\n]", " ", match.group(0))  # noqa: E731 (keeps line numbers and columns)
-    text = re.sub(r"^\s*```.*?^\s*```", blank, text, flags=re.S | re.M)  # code blocks
-    text = re.sub(r"`[^`]*`", blank, text)  # inline code, also where it wraps onto the next line
+    text = re.sub(r"^\s*```.*?^\s*```", blanked, text, flags=re.S | re.M)  # code blocks
+    text = re.sub(r"`[^`]*`", blanked, text)  # inline code, also where it wraps onto the next line
     for number, line in enumerate(text.splitlines(), start=1):
         if line.lstrip().startswith(("|", "<!--")):
             continue
