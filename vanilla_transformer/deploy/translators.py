@@ -271,8 +271,11 @@ def make_translator(model_dir, engine: str = "auto", device: str = "cpu", **kwar
         translate(["ein kleines haus"])
         ```
     """
-    found = model_dir if isinstance(model_dir, ModelDir) else recognise(model_dir, engine, "translation")
-    found.holding("translation")
+    found = (
+        model_dir.holding("translation")
+        if isinstance(model_dir, ModelDir)
+        else recognise(model_dir, engine, "translation")
+    )
     engine = found.engine
     kwargs["device"] = resolve_device(device, engine)
     if engine != "pytorch" and kwargs.pop("ensemble_with", None):
